@@ -1,0 +1,164 @@
+/* npullm engine: the public C API (no GLib), everything a host program
+ * needs to run a GGUF model: load, tokenize, build chat prompts, prefill,
+ * batched decode, sample, stream text.
+ *
+ * Threading: a model may be shared by many sequences, but calls that take
+ * an npl_model (prefill, decode) must come from one thread at a time; the
+ * engine parallelises internally. No global mutable state. Every fallible
+ * call returns an npl_status and fills an npl_error. */
+#ifndef NPULLM_H
+#define NPULLM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+#include "npl_buf.h"
+#include "npl_error.h"
+#include "tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- model ------------------------------------------------------------ */
+
+typedef struct npl_model npl_model;
+
+typedef struct npl_model_params {
+    int n_threads;          /* 0 = number of online CPUs */
+    uint32_t prefill_chunk; /* tokens per prefill chunk; 0 = default (256) */
+} npl_model_params;
+
+void npl_model_params_default(npl_model_params *p);
+
+typedef enum npl_chat_format {
+    NPL_CHAT_LLAMA3 = 1,
+    NPL_CHAT_GEMMA = 2,
+    NPL_CHAT_CHATML = 3,
+} npl_chat_format;
+
+typedef struct npl_model_info {
+    const char *architecture; /* "llama", "gemma3", ... */
+    const char *name;         /* general.name or "" */
+    uint32_t n_vocab;
+    uint32_t n_embd;
+    uint32_t n_layer;
+    uint32_t n_head;
+    uint32_t n_head_kv;
+    uint32_t head_dim;
+    uint32_t n_ff;
+    uint32_t n_ctx_train;
+    uint64_t n_params;
+    const char *quantization; /* dominant weight type name, e.g. "q4_0" */
+    npl_chat_format chat_format;
+    bool chat_format_guessed; /* template unknown: fell back to the default */
+} npl_model_info;
+
+npl_model *npl_model_load(const char *path, const npl_model_params *params, npl_error *err);
+void npl_model_free(npl_model *m);
+const npl_model_info *npl_model_get_info(const npl_model *m);
+const npl_tokenizer *npl_model_tokenizer(const npl_model *m);
+const npl_gguf *npl_model_gguf(const npl_model *m);
+
+/* ---- sequences and forward passes ----------------------------------- */
+
+typedef struct npl_seq npl_seq;
+
+/* A sequence owns its KV cache, sized for n_ctx tokens (0 = the model's
+ * training context, capped by NPL_DEFAULT_CTX_MAX). */
+#define NPL_DEFAULT_CTX_MAX 4096u
+npl_seq *npl_seq_create(npl_model *m, uint32_t n_ctx, npl_error *err);
+void npl_seq_free(npl_seq *s);
+uint32_t npl_seq_n_ctx(const npl_seq *s);
+uint32_t npl_seq_pos(const npl_seq *s); /* tokens already in the cache */
+
+/* Feeds tokens into the sequence's cache, in chunks of the model's prefill
+ * chunk size. At most `max_tokens_this_call` tokens are consumed (0 = all),
+ * so a caller can interleave a long prompt with other work; *consumed says
+ * how many were. Logits of the last consumed position are computed only
+ * when all n tokens are consumed. NPL_ERR_CONTEXT_OVERFLOW when the cache
+ * cannot hold them. */
+npl_status npl_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n,
+                       size_t max_tokens_this_call, size_t *consumed, npl_error *err);
+
+/* One decode step for a batch: tokens[i] is appended to seqs[i] and its
+ * next-token logits computed. All sequences belong to m. */
+npl_status npl_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens, size_t n_seqs,
+                      npl_error *err);
+
+/* Logits (n_vocab floats) from the last prefill/decode of this sequence,
+ * or NULL when none were computed yet. */
+const float *npl_seq_logits(const npl_seq *s);
+
+/* ---- chat prompts ----------------------------------------------------- */
+
+typedef struct npl_chat_message {
+    const char *role; /* "system", "user", "assistant" */
+    const char *content;
+} npl_chat_message;
+
+/* Appends the token ids of the formatted conversation (BOS included when
+ * the model adds one, generation prompt appended when asked). User content
+ * is tokenized without special-token parsing. */
+npl_status npl_chat_tokenize(const npl_model *m, const npl_chat_message *msgs, size_t n_msgs,
+                             bool add_generation_prompt, npl_tokens *out, npl_error *err);
+
+const char *npl_chat_format_name(npl_chat_format f);
+
+/* ---- sampling --------------------------------------------------------- */
+
+typedef struct npl_sampler_params {
+    float temperature;     /* <= 0: greedy */
+    uint32_t top_k;        /* 0: off */
+    float top_p;           /* >= 1: off */
+    float min_p;           /* <= 0: off */
+    float repeat_penalty;  /* 1: off */
+    uint32_t repeat_last_n;/* window for the penalty */
+    uint64_t seed;
+} npl_sampler_params;
+
+void npl_sampler_params_default(npl_sampler_params *p);
+
+typedef struct npl_sampler npl_sampler;
+
+npl_sampler *npl_sampler_create(const npl_sampler_params *p, uint32_t n_vocab, npl_error *err);
+void npl_sampler_free(npl_sampler *s);
+/* Picks a token from logits (not modified) and records it for the
+ * repetition penalty. */
+int32_t npl_sampler_sample(npl_sampler *s, const float *logits);
+/* Records a token (e.g. from the prompt) for the repetition penalty. */
+void npl_sampler_accept(npl_sampler *s, int32_t id);
+
+/* log-softmax top-k of raw logits, highest first (for --top-logprobs). */
+size_t npl_top_logprobs(const float *logits, uint32_t n_vocab, size_t k, int32_t *ids, float *logprobs);
+
+/* ---- generation: sampling + stop conditions + streaming text ------------ */
+
+typedef enum npl_finish_reason {
+    NPL_FINISH_NONE = 0,   /* still going */
+    NPL_FINISH_STOP = 1,   /* end-of-generation token or stop string */
+    NPL_FINISH_LENGTH = 2, /* max_tokens reached */
+} npl_finish_reason;
+
+/* Turns sampled tokens into text a caller may show: holds back text that
+ * could still become a stop string and never emits the stop string itself;
+ * emits only complete UTF-8. */
+typedef struct npl_stream npl_stream;
+
+npl_stream *npl_stream_create(const npl_model *m, const char *const *stop_strings, size_t n_stop,
+                              uint32_t max_tokens, npl_error *err);
+void npl_stream_free(npl_stream *st);
+/* Feeds one sampled token; appends showable text to out and returns the
+ * finish reason (NONE while generation should continue). */
+npl_finish_reason npl_stream_push(npl_stream *st, int32_t id, npl_buf *out, npl_error *err);
+/* At the end (any reason), appends whatever held-back text is not part of a
+ * stop string. */
+npl_status npl_stream_finish(npl_stream *st, npl_buf *out, npl_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
