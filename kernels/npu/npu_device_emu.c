@@ -1,0 +1,218 @@
+/* The emulator backend: buffers are a host copy plus a separate "device"
+ * copy, syncs are memcpy between them, and a run calls the registered C
+ * implementation of the group on device memory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "npu_device_backend.h"
+#include "npu_emu.h"
+
+typedef struct emu_device {
+    const npl_npu_emu_group_def *extra;
+    size_t n_extra;
+} emu_device;
+
+typedef struct emu_buffer {
+    uint8_t *host;   /* NULL for intermediate buffers and released weights */
+    uint8_t *device;
+} emu_buffer;
+
+static void emu_destroy(void *impl)
+{
+    free(impl);
+}
+
+static npl_status emu_buffer_alloc(void *impl, npl_npu_buffer *buf, npl_error *err)
+{
+    (void)impl;
+    emu_buffer *b = calloc(1, sizeof *b);
+    if (!b)
+        return npl_error_set(err, NPL_ERR_NOMEM, "npu-emu: no memory for a buffer");
+    b->device = calloc(1, buf->size);
+    if (buf->cls != NPL_NPU_BUF_INTERMEDIATE)
+        b->host = calloc(1, buf->size);
+    if (!b->device || (buf->cls != NPL_NPU_BUF_INTERMEDIATE && !b->host)) {
+        free(b->device);
+        free(b->host);
+        free(b);
+        return npl_error_set(err, NPL_ERR_NOMEM, "npu-emu: no memory for %zu bytes (%s)",
+                             buf->size, buf->label);
+    }
+    buf->backend = b;
+    return NPL_OK;
+}
+
+static void emu_buffer_free(void *impl, npl_npu_buffer *buf)
+{
+    (void)impl;
+    emu_buffer *b = buf->backend;
+    if (!b)
+        return;
+    free(b->host);
+    free(b->device);
+    free(b);
+}
+
+static void *emu_buffer_map(void *impl, npl_npu_buffer *buf, npl_error *err)
+{
+    (void)impl;
+    emu_buffer *b = buf->backend;
+    if (!b->host)
+        npl_error_set(err, NPL_ERR_INVALID_ARG, "npu-emu: %s has no host view", buf->label);
+    return b->host;
+}
+
+static npl_status emu_buffer_sync(void *impl, npl_npu_buffer *buf, npl_npu_sync_dir dir,
+                                  size_t offset, size_t size, npl_error *err)
+{
+    (void)impl;
+    emu_buffer *b = buf->backend;
+    if (!b->host)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "npu-emu: %s has no host view", buf->label);
+    if (dir == NPL_NPU_SYNC_TO_DEVICE)
+        memcpy(b->device + offset, b->host + offset, size);
+    else
+        memcpy(b->host + offset, b->device + offset, size);
+    return NPL_OK;
+}
+
+static void emu_buffer_release_host(void *impl, npl_npu_buffer *buf)
+{
+    (void)impl;
+    emu_buffer *b = buf->backend;
+    free(b->host);
+    b->host = NULL;
+}
+
+static const npl_npu_emu_group_def *find_impl(const emu_device *d, const char *name)
+{
+    for (size_t i = 0; i < d->n_extra; i++)
+        if (strcmp(d->extra[i].name, name) == 0)
+            return &d->extra[i];
+    size_t n = 0;
+    const npl_npu_emu_group_def *builtin = npl_npu_emu_builtin_groups(&n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(builtin[i].name, name) == 0)
+            return &builtin[i];
+    return NULL;
+}
+
+static npl_status emu_group_load(void *impl, npl_npu_group *group, npl_error *err)
+{
+    const npl_npu_emu_group_def *def = find_impl(impl, group->spec->name);
+    if (!def)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED,
+                             "npu-emu: no implementation of kernel group '%s'", group->spec->name);
+    group->backend = (void *)(uintptr_t)def;
+    return NPL_OK;
+}
+
+static void emu_group_free(void *impl, npl_npu_group *group)
+{
+    (void)impl;
+    group->backend = NULL;
+}
+
+static npl_status emu_runlist_submit(void *impl, npl_npu_runlist *rl, npl_error *err)
+{
+    (void)impl;
+    for (size_t i = 0; i < rl->count; i++) {
+        const npl_npu_run_entry *r = &rl->runs[i];
+        const npl_npu_group_spec *spec = r->group->spec;
+        const npl_npu_emu_group_def *def = r->group->backend;
+        npl_npu_emu_call call;
+        memset(&call, 0, sizeof call);
+        call.spec = spec;
+        call.shape = &r->shape;
+        for (uint32_t a = 0; a < spec->n_args; a++) {
+            if (!r->args[a].buf)
+                continue;
+            emu_buffer *b = r->args[a].buf->backend;
+            call.data[a] = b->device + r->args[a].offset;
+            npl_status st = npl_npu_arg_bytes(&spec->args[a], &r->shape, &call.bytes[a], err);
+            if (st != NPL_OK)
+                return st;
+        }
+        npl_status st = def->run(&call, err);
+        if (st != NPL_OK)
+            return st;
+    }
+    return NPL_OK;
+}
+
+static const npl_npu_backend_ops emu_ops = {
+    "emu",
+    emu_destroy,
+    emu_buffer_alloc,
+    emu_buffer_free,
+    emu_buffer_map,
+    emu_buffer_sync,
+    emu_buffer_release_host,
+    emu_group_load,
+    emu_group_free,
+    NULL,
+    NULL,
+    emu_runlist_submit,
+};
+
+void *npl_npu_emu_arg(const npl_npu_emu_call *call, const char *name)
+{
+    int i = npl_npu_group_arg_index(call->spec, name);
+    return i < 0 ? NULL : call->data[i];
+}
+
+npl_status npl_npu_emu_open(const npl_npu_emu_config *config, npl_npu_device **out,
+                            npl_error *err)
+{
+    if (!out)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "npu-emu: no output pointer");
+    *out = NULL;
+    npl_npu_manifest *manifest = NULL;
+    bool owns = false;
+    if (config && config->manifest) {
+        if (config->manifest->target != NPL_NPU_TARGET_EMU)
+            return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                                 "npu-emu: the manifest is for %s, not emu",
+                                 npl_npu_target_name(config->manifest->target));
+        manifest = (npl_npu_manifest *)(uintptr_t)config->manifest;
+    } else {
+        const char *text = npl_npu_emu_builtin_manifest();
+        npl_status st = npl_npu_manifest_parse(text, strlen(text), "npu-emu built-in manifest",
+                                               &manifest, err);
+        if (st != NPL_OK)
+            return st;
+        owns = true;
+    }
+    emu_device *d = calloc(1, sizeof *d);
+    if (!d) {
+        if (owns)
+            npl_npu_manifest_free(manifest);
+        return npl_error_set(err, NPL_ERR_NOMEM, "npu-emu: no memory");
+    }
+    if (config) {
+        d->extra = config->extra_groups;
+        d->n_extra = config->n_extra_groups;
+    }
+    npl_status st = npl_npu_device_create(&emu_ops, d, "npu-emu", manifest, owns, out, err);
+    if (st != NPL_OK) {
+        free(d);
+        if (owns)
+            npl_npu_manifest_free(manifest);
+    }
+    return st;
+}
+
+npl_status npl_npu_emu_peek(const npl_npu_buffer *buf, size_t offset, void *dst, size_t size,
+                            npl_error *err)
+{
+    if (!buf || !dst)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "npu-emu: nothing to peek");
+    if (npl_npu_device_ops(buf->dev) != &emu_ops)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "npu-emu: peek works on the emulator only");
+    if (offset > buf->size || size > buf->size - offset)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "npu-emu: peek past the end of %s",
+                             buf->label);
+    const emu_buffer *b = buf->backend;
+    memcpy(dst, b->device + offset, size);
+    return NPL_OK;
+}

@@ -1,0 +1,115 @@
+/* The kernel-directory manifest: which binaries make up each kernel group,
+ * and the exact argument contract (name, residency class, element type,
+ * shape) every call of the group must honour. The format is line based
+ * and documented in docs/npu.md; parsing is strict and every error names
+ * the line. */
+#ifndef NPL_NPU_MANIFEST_H
+#define NPL_NPU_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "npl_error.h"
+#include "npu_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NPL_NPU_MANIFEST_FILE "manifest.txt"   /* name inside a kernel directory */
+#define NPL_NPU_MANIFEST_VERSION 1
+#define NPL_NPU_NAME_MAX 48       /* group and argument names, with the NUL */
+#define NPL_NPU_MAX_ARGS 24
+#define NPL_NPU_MAX_DIMS 4
+#define NPL_NPU_MAX_FIXED 16
+#define NPL_NPU_EXPR_MAX_TOKENS 32
+
+/* Which device the binaries are for. */
+typedef enum npl_npu_target {
+    NPL_NPU_TARGET_EMU = 0,
+    NPL_NPU_TARGET_XDNA1 = 1,
+    NPL_NPU_TARGET_XDNA2 = 2,
+} npl_npu_target;
+
+const char *npl_npu_target_name(npl_npu_target target);
+
+/* A compiled shape expression (integers, shape symbols, + - * / and
+ * parentheses) in postfix form. */
+typedef struct npl_npu_expr {
+    uint8_t n;
+    struct {
+        uint8_t kind;   /* 0 number, 1 symbol, 2 operator */
+        uint8_t op;     /* '+', '-', '*', '/' */
+        uint32_t value; /* number, or index into npl_npu_shape_symbol_names */
+    } tok[NPL_NPU_EXPR_MAX_TOKENS];
+} npl_npu_expr;
+
+typedef struct npl_npu_arg_spec {
+    char name[NPL_NPU_NAME_MAX];
+    npl_npu_buf_class cls;
+    npl_npu_elem_type type;
+    bool optional;        /* the call may pass no buffer */
+    uint32_t n_dims;
+    npl_npu_expr dims[NPL_NPU_MAX_DIMS];
+} npl_npu_arg_spec;
+
+typedef struct npl_npu_group_spec {
+    char name[NPL_NPU_NAME_MAX];
+    char *xclbin;         /* paths relative to the kernel directory; NULL for emu */
+    char *instr;
+    char *kernel;         /* kernel name inside the xclbin */
+    bool params_shape;    /* pass the packed shape in a params buffer */
+    uint32_t n_fixed;     /* shape symbols the binary was built for */
+    struct {
+        uint32_t symbol;  /* index into npl_npu_shape_symbol_names */
+        uint32_t value;
+    } fixed[NPL_NPU_MAX_FIXED];
+    uint32_t n_args;
+    npl_npu_arg_spec args[NPL_NPU_MAX_ARGS];
+    unsigned line;        /* where the group starts, for messages */
+} npl_npu_group_spec;
+
+typedef struct npl_npu_manifest {
+    npl_npu_target target;
+    size_t n_groups;
+    npl_npu_group_spec *groups;
+} npl_npu_manifest;
+
+/* Parses manifest text; origin names it in messages ("manifest.txt"). */
+npl_status npl_npu_manifest_parse(const char *text, size_t len, const char *origin,
+                                  npl_npu_manifest **out, npl_error *err);
+
+/* Reads and parses dir/manifest.txt. */
+npl_status npl_npu_manifest_load(const char *kernel_dir, npl_npu_manifest **out,
+                                 npl_error *err);
+
+/* Checks that every xclbin and instruction file the manifest names is a
+ * readable regular file under kernel_dir. */
+npl_status npl_npu_manifest_check_files(const npl_npu_manifest *m, const char *kernel_dir,
+                                        npl_error *err);
+
+void npl_npu_manifest_free(npl_npu_manifest *m);
+
+const npl_npu_group_spec *npl_npu_manifest_find(const npl_npu_manifest *m, const char *name);
+
+/* Position of an argument in the group's contract, or -1. */
+int npl_npu_group_arg_index(const npl_npu_group_spec *g, const char *name);
+
+/* Evaluates an expression; fails on unknown values, overflow, negative
+ * results or inexact division. */
+npl_status npl_npu_expr_eval(const npl_npu_expr *e, const npl_npu_shape *shape, uint64_t *value,
+                             npl_error *err);
+
+/* Bytes the argument needs for this shape (Q4NX uses the padded layout). */
+npl_status npl_npu_arg_bytes(const npl_npu_arg_spec *a, const npl_npu_shape *shape,
+                             size_t *bytes, npl_error *err);
+
+/* Checks a call's shape against the symbols the binary was built for. */
+npl_status npl_npu_group_check_fixed(const npl_npu_group_spec *g, const npl_npu_shape *shape,
+                                     npl_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,344 @@
+/* The device interface on the emulator: residency rules, counters, the
+ * group registry, validation of runs against the manifest, run lists, and
+ * the XRT shim loader. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "npu_emu.h"
+#include "npu_test.h"
+#include "xrt_shim.h"
+
+/* y += a * x over n_embd floats, a = rms_eps: a custom group. */
+static npl_status group_axpy(const npl_npu_emu_call *c, npl_error *err)
+{
+    const float *x = npl_npu_emu_arg(c, "x");
+    float *y = npl_npu_emu_arg(c, "y");
+    if (!x || !y)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "axpy: missing arguments");
+    for (uint32_t i = 0; i < c->shape->n_embd; i++)
+        y[i] += c->shape->rms_eps * x[i];
+    return NPL_OK;
+}
+
+static const npl_npu_emu_group_def axpy_def[] = { { "axpy", group_axpy } };
+
+static const char axpy_manifest[] =
+    "npullm-npu-manifest 1\ndevice = emu\n"
+    "[group axpy]\nparams = shape\nfixed = n_tokens=1\n"
+    "arg = x io f32 [n_embd]\narg = y io f32 [n_embd]\narg = w static bf16 [n_embd] optional\n"
+    "[group missing_impl]\narg = x io f32 [n_embd]\n";
+
+typedef struct axpy_env {
+    npl_npu_manifest *manifest;
+    npl_npu_device *dev;
+    npl_npu_group *group;
+    npl_npu_buffer *x, *y;
+} axpy_env;
+
+static void axpy_open(axpy_env *e)
+{
+    npl_error err;
+    memset(e, 0, sizeof *e);
+    CHECK_OK(npl_npu_manifest_parse(axpy_manifest, strlen(axpy_manifest), "axpy", &e->manifest, &err), &err);
+    npl_npu_emu_config cfg = { e->manifest, axpy_def, 1 };
+    CHECK_OK(npl_npu_emu_open(&cfg, &e->dev, &err), &err);
+    CHECK_OK(npl_npu_group_load(e->dev, "axpy", &e->group, &err), &err);
+    CHECK_OK(npl_npu_buffer_alloc(e->dev, 64 * sizeof(float), NPL_NPU_BUF_IO, "x", &e->x, &err), &err);
+    CHECK_OK(npl_npu_buffer_alloc(e->dev, 64 * sizeof(float), NPL_NPU_BUF_IO, "y", &e->y, &err), &err);
+}
+
+static void axpy_close(axpy_env *e)
+{
+    npl_npu_device_destroy(e->dev);
+    npl_npu_manifest_free(e->manifest);
+}
+
+static npl_npu_shape axpy_shape(uint32_t n, float a)
+{
+    npl_npu_shape s;
+    memset(&s, 0, sizeof s);
+    s.n_embd = n;
+    s.n_tokens = 1;
+    s.rms_eps = a;
+    return s;
+}
+
+static void residency_rules(void)
+{
+    npl_npu_device *dev = NULL;
+    npl_error err;
+    CHECK_OK(npl_npu_emu_open(NULL, &dev, &err), &err);
+    CHECK(strcmp(npl_npu_device_name(dev), "npu-emu") == 0);
+    npl_npu_buffer *w, *im, *out, *io;
+    CHECK_OK(npl_npu_buffer_alloc(dev, 4096, NPL_NPU_BUF_STATIC, "w", &w, &err), &err);
+    CHECK_OK(npl_npu_buffer_alloc(dev, 1000, NPL_NPU_BUF_INTERMEDIATE, "kv", &im, &err), &err);
+    CHECK_OK(npl_npu_buffer_alloc(dev, 512, NPL_NPU_BUF_OUTPUT, "logits", &out, &err), &err);
+    CHECK_OK(npl_npu_buffer_alloc(dev, 256, NPL_NPU_BUF_IO, "x", &io, &err), &err);
+    npl_npu_stats s;
+    npl_npu_device_stats(dev, &s);
+    CHECK(s.allocated_bytes[NPL_NPU_BUF_STATIC] == 4096 && s.allocated_bytes[NPL_NPU_BUF_INTERMEDIATE] == 1000);
+    CHECK(npl_npu_buffer_map(im, &err) == NULL && strstr(err.message, "never visible to the host"));
+    CHECK_FAILS(npl_npu_buffer_sync(im, NPL_NPU_SYNC_TO_DEVICE, 0, 0, &err), NPL_ERR_INVALID_ARG,
+                &err, "intermediate buffers never cross to the host");
+    CHECK_FAILS(npl_npu_buffer_sync(w, NPL_NPU_SYNC_FROM_DEVICE, 0, 0, &err), NPL_ERR_INVALID_ARG,
+                &err, "weights never travel back");
+    CHECK_FAILS(npl_npu_buffer_sync(out, NPL_NPU_SYNC_TO_DEVICE, 0, 0, &err), NPL_ERR_INVALID_ARG,
+                &err, "written by the device only");
+    CHECK_FAILS(npl_npu_buffer_sync(io, NPL_NPU_SYNC_TO_DEVICE, 200, 57, &err), NPL_ERR_INVALID_ARG,
+                &err, "runs past x");
+    uint8_t data[4096];
+    memset(data, 7, sizeof data);
+    CHECK_OK(npl_npu_buffer_write(w, 0, data, 4096, &err), &err);
+    CHECK_OK(npl_npu_buffer_write(io, 16, data, 100, &err), &err);
+    CHECK_OK(npl_npu_buffer_read(io, 0, data, 256, &err), &err);
+    CHECK_OK(npl_npu_buffer_read(out, 0, data, 512, &err), &err);
+    CHECK_OK(npl_npu_buffer_sync(io, NPL_NPU_SYNC_FROM_DEVICE, 128, 0, &err), &err); /* to the end */
+    npl_npu_device_stats(dev, &s);
+    CHECK(s.h2d_weight_bytes == 4096 && s.h2d_activation_bytes == 100);
+    CHECK(s.d2h_activation_bytes == 256 + 512 + 128 && s.d2h_weight_bytes == 0);
+    npl_npu_device_stats_reset(dev);
+    npl_npu_device_stats(dev, &s);
+    CHECK(s.h2d_weight_bytes == 0 && s.allocated_bytes[NPL_NPU_BUF_OUTPUT] == 512);
+    npl_npu_buffer_free(out);
+    npl_npu_device_stats(dev, &s);
+    CHECK(s.allocated_bytes[NPL_NPU_BUF_OUTPUT] == 0);
+    CHECK_FAILS(npl_npu_buffer_alloc(dev, 0, NPL_NPU_BUF_IO, "empty", &out, &err),
+                NPL_ERR_INVALID_ARG, &err, "needs a device, a size");
+    npl_npu_device_destroy(dev); /* frees the buffers still allocated */
+}
+
+/* Once sealed, no weight byte moves and the host copies are gone. */
+static void seal_stops_weight_traffic(void)
+{
+    npl_npu_device *dev = NULL;
+    npl_error err;
+    CHECK_OK(npl_npu_emu_open(NULL, &dev, &err), &err);
+    npl_npu_buffer *w;
+    CHECK_OK(npl_npu_buffer_alloc(dev, 64, NPL_NPU_BUF_STATIC, "w", &w, &err), &err);
+    float v[16] = { 1, 2, 3 };
+    CHECK_OK(npl_npu_buffer_write(w, 0, v, sizeof v, &err), &err);
+    CHECK(!npl_npu_device_weights_sealed(dev));
+    CHECK_OK(npl_npu_device_seal_weights(dev, &err), &err);
+    CHECK(npl_npu_device_weights_sealed(dev));
+    CHECK(npl_npu_buffer_map(w, &err) == NULL && strstr(err.message, "sealed"));
+    CHECK_FAILS(npl_npu_buffer_sync(w, NPL_NPU_SYNC_TO_DEVICE, 0, 0, &err), NPL_ERR_INVALID_ARG,
+                &err, "no upload after load");
+    npl_npu_buffer *w2;
+    CHECK_FAILS(npl_npu_buffer_alloc(dev, 64, NPL_NPU_BUF_STATIC, "late", &w2, &err),
+                NPL_ERR_INVALID_ARG, &err, "weights are sealed");
+    float back[16];
+    CHECK_OK(npl_npu_emu_peek(w, 0, back, sizeof back, &err), &err);
+    CHECK(back[2] == 3.0f);
+    npl_npu_stats s;
+    npl_npu_device_stats(dev, &s);
+    CHECK(s.h2d_weight_bytes == sizeof v);
+    npl_npu_device_destroy(dev);
+}
+
+/* Host writes reach the device only through a sync, like on hardware. */
+static void host_and_device_memory_are_separate(void)
+{
+    axpy_env e;
+    axpy_open(&e);
+    npl_error err;
+    float *xh = npl_npu_buffer_map(e.x, &err);
+    CHECK(xh != NULL);
+    if (!xh) {
+        axpy_close(&e);
+        return;
+    }
+    for (int i = 0; i < 64; i++)
+        xh[i] = (float)i;
+    float dev_view[64];
+    CHECK_OK(npl_npu_emu_peek(e.x, 0, dev_view, sizeof dev_view, &err), &err);
+    CHECK(dev_view[5] == 0.0f);
+    CHECK_OK(npl_npu_buffer_sync(e.x, NPL_NPU_SYNC_TO_DEVICE, 0, 0, &err), &err);
+    CHECK_OK(npl_npu_emu_peek(e.x, 0, dev_view, sizeof dev_view, &err), &err);
+    CHECK(dev_view[5] == 5.0f);
+    npl_npu_arg args[3] = { { e.x, 0 }, { e.y, 0 }, { NULL, 0 } };
+    npl_npu_shape s = axpy_shape(64, 2.0f);
+    CHECK_OK(npl_npu_run(e.dev, e.group, args, &s, &err), &err);
+    float *yh = npl_npu_buffer_map(e.y, &err);
+    CHECK(yh && yh[5] == 0.0f); /* not synced back yet */
+    CHECK_OK(npl_npu_buffer_sync(e.y, NPL_NPU_SYNC_FROM_DEVICE, 0, 0, &err), &err);
+    CHECK(yh && yh[5] == 10.0f && yh[63] == 126.0f);
+    axpy_close(&e);
+}
+
+static void runs_are_validated(void)
+{
+    axpy_env e;
+    axpy_open(&e);
+    npl_error err;
+    npl_npu_shape s = axpy_shape(64, 1.0f);
+    npl_npu_arg args[3] = { { e.x, 0 }, { NULL, 0 }, { NULL, 0 } };
+    CHECK_FAILS(npl_npu_run(e.dev, e.group, args, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                "required argument 'y' has no buffer");
+    npl_npu_buffer *st, *big;
+    CHECK_OK(npl_npu_buffer_alloc(e.dev, 256, NPL_NPU_BUF_STATIC, "weights", &st, &err), &err);
+    args[1].buf = st;
+    CHECK_FAILS(npl_npu_run(e.dev, e.group, args, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                "'y' must be a io buffer, weights is static");
+    args[1].buf = e.y;
+    args[1].offset = 8;
+    CHECK_FAILS(npl_npu_run(e.dev, e.group, args, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                "offset 8 of 'y' is not a multiple of 16");
+    args[1].offset = 16;
+    CHECK_FAILS(npl_npu_run(e.dev, e.group, args, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                "'y' needs 256 bytes at offset 16, y has 256");
+    args[1].offset = 0;
+    CHECK_OK(npl_npu_buffer_alloc(e.dev, 1024, NPL_NPU_BUF_IO, "big", &big, &err), &err);
+    args[1] = (npl_npu_arg){ big, 512 };
+    CHECK_OK(npl_npu_run(e.dev, e.group, args, &s, &err), &err);
+    s.n_tokens = 2;
+    CHECK_FAILS(npl_npu_run(e.dev, e.group, args, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                "built for n_tokens=1, the call has 2");
+    s.n_tokens = 1;
+    /* The optional static argument must still have the right class. */
+    args[2] = (npl_npu_arg){ e.x, 0 };
+    CHECK_FAILS(npl_npu_run(e.dev, e.group, args, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                "'w' must be a static buffer");
+    args[2] = (npl_npu_arg){ st, 0 };
+    CHECK_OK(npl_npu_run(e.dev, e.group, args, &s, &err), &err);
+    /* A buffer of another device. */
+    npl_npu_device *other = NULL;
+    npl_npu_buffer *foreign = NULL;
+    CHECK_OK(npl_npu_emu_open(NULL, &other, &err), &err);
+    CHECK_OK(npl_npu_buffer_alloc(other, 256, NPL_NPU_BUF_IO, "foreign", &foreign, &err), &err);
+    args[0].buf = foreign;
+    CHECK_FAILS(npl_npu_run(e.dev, e.group, args, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                "belongs to another device");
+    npl_npu_device_destroy(other);
+    /* Groups: unknown to the manifest, and declared but not implemented. */
+    npl_npu_group *g = NULL;
+    CHECK_FAILS(npl_npu_group_load(e.dev, "nope", &g, &err), NPL_ERR_UNSUPPORTED, &err,
+                "has no group 'nope'");
+    CHECK_FAILS(npl_npu_group_load(e.dev, "missing_impl", &g, &err), NPL_ERR_UNSUPPORTED, &err,
+                "no implementation of kernel group 'missing_impl'");
+    CHECK_OK(npl_npu_group_load(e.dev, "axpy", &g, &err), &err);
+    CHECK(g == e.group);
+    /* Filling arguments by name. */
+    npl_npu_arg named[3];
+    memset(named, 0, sizeof named);
+    CHECK_OK(npl_npu_args_set(named, g, "y", e.y, 0, &err), &err);
+    CHECK(named[1].buf == e.y && named[0].buf == NULL);
+    CHECK_FAILS(npl_npu_args_set(named, g, "z", e.y, 0, &err), NPL_ERR_INVALID_ARG, &err,
+                "has no argument 'z'");
+    axpy_close(&e);
+}
+
+static void run_lists_chain_runs(void)
+{
+    axpy_env e;
+    axpy_open(&e);
+    npl_error err;
+    float ones[64];
+    for (int i = 0; i < 64; i++)
+        ones[i] = 1.0f;
+    CHECK_OK(npl_npu_buffer_write(e.x, 0, ones, sizeof ones, &err), &err);
+    npl_npu_device_stats_reset(e.dev);
+    npl_npu_runlist *rl = NULL;
+    CHECK_OK(npl_npu_runlist_create(e.dev, &rl, &err), &err);
+    npl_npu_arg args[3] = { { e.x, 0 }, { e.y, 0 }, { NULL, 0 } };
+    for (int i = 1; i <= 3; i++) {
+        npl_npu_shape s = axpy_shape(64, (float)i);
+        CHECK_OK(npl_npu_runlist_add(rl, e.group, args, &s, &err), &err);
+    }
+    CHECK(npl_npu_runlist_count(rl) == 3);
+    CHECK_OK(npl_npu_runlist_submit(rl, &err), &err);
+    float y[64];
+    CHECK_OK(npl_npu_buffer_read(e.y, 0, y, sizeof y, &err), &err);
+    CHECK(y[0] == 6.0f && y[63] == 6.0f);
+    npl_npu_shape s = axpy_shape(64, 10.0f);
+    CHECK_OK(npl_npu_runlist_set_shape(rl, 1, &s, &err), &err);
+    s.n_tokens = 4;
+    CHECK_FAILS(npl_npu_runlist_set_shape(rl, 0, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                "built for n_tokens=1");
+    CHECK_FAILS(npl_npu_runlist_set_shape(rl, 3, &s, &err), NPL_ERR_INVALID_ARG, &err, "no run 3");
+    CHECK_OK(npl_npu_runlist_submit(rl, &err), &err);
+    CHECK_OK(npl_npu_buffer_read(e.y, 0, y, sizeof y, &err), &err);
+    CHECK(y[0] == 6.0f + 14.0f);
+    npl_npu_stats st;
+    npl_npu_device_stats(e.dev, &st);
+    CHECK(st.dispatches == 6 && st.submissions == 2 && npl_npu_group_dispatches(e.group) == 6);
+    /* Shape params: 19 words per dispatch, plus the reads of y. */
+    CHECK(st.h2d_activation_bytes == 6 * NPL_NPU_SHAPE_WORDS * 4);
+    CHECK(st.d2h_activation_bytes == 2 * sizeof y);
+    /* Freeing a buffer a list uses empties the list instead of dangling. */
+    npl_npu_buffer_free(e.y);
+    CHECK(npl_npu_runlist_count(rl) == 0);
+    CHECK_OK(npl_npu_runlist_submit(rl, &err), &err); /* empty: nothing to do */
+    npl_npu_runlist_free(rl);
+    axpy_close(&e);
+}
+
+static void builtin_manifest_matches_registry(void)
+{
+    npl_npu_manifest *m = NULL;
+    npl_error err;
+    const char *text = npl_npu_emu_builtin_manifest();
+    CHECK_OK(npl_npu_manifest_parse(text, strlen(text), "builtin", &m, &err), &err);
+    if (!m)
+        return;
+    CHECK(m->target == NPL_NPU_TARGET_EMU);
+    size_t n = 0;
+    const npl_npu_emu_group_def *defs = npl_npu_emu_builtin_groups(&n);
+    CHECK(n == m->n_groups);
+    for (size_t i = 0; i < n; i++)
+        CHECK(npl_npu_manifest_find(m, defs[i].name) != NULL);
+    npl_npu_device *dev = NULL;
+    CHECK_OK(npl_npu_emu_open(NULL, &dev, &err), &err);
+    for (size_t i = 0; i < m->n_groups; i++) {
+        npl_npu_group *g = NULL;
+        CHECK_OK(npl_npu_group_load(dev, m->groups[i].name, &g, &err), &err);
+        CHECK(g && npl_npu_group_spec_get(g)->params_shape);
+    }
+    npl_npu_device_destroy(dev);
+    /* An NPU manifest is refused by the emulator. */
+    npl_npu_manifest *hw = NULL;
+    const char *t = "npullm-npu-manifest 1\ndevice = xdna2\n[group g]\nxclbin = a\ninstr = b\n"
+                    "kernel = k\narg = x io f32 [1]\n";
+    CHECK_OK(npl_npu_manifest_parse(t, strlen(t), "hw", &hw, &err), &err);
+    npl_npu_emu_config cfg = { hw, NULL, 0 };
+    CHECK_FAILS(npl_npu_emu_open(&cfg, &dev, &err), NPL_ERR_INVALID_ARG, &err, "is for xdna2");
+    npl_npu_manifest_free(hw);
+    npl_npu_manifest_free(m);
+}
+
+static void xrt_loader(void)
+{
+    npl_npu_xrt_config cfg = { 0, "/nonexistent-kernels" };
+    npl_npu_device *dev = NULL;
+    npl_error err;
+    CHECK_FAILS(npl_npu_xrt_open("/nonexistent/npullm-npu-xrt.so", &cfg, &dev, &err),
+                NPL_ERR_UNSUPPORTED, &err, "cannot load the XRT shim");
+    const char *no_entry = getenv("NPU_FAKE_XRT_NEW");
+    const char *fake = getenv("NPU_FAKE_SHIM");
+    if (!no_entry || !fake) {
+        CHECK(!"NPU_FAKE_XRT_NEW and NPU_FAKE_SHIM set by meson");
+        return;
+    }
+    CHECK_FAILS(npl_npu_xrt_open(no_entry, &cfg, &dev, &err), NPL_ERR_UNSUPPORTED, &err,
+                "has no npl_npu_xrt_shim_open entry point");
+    CHECK_OK(npl_npu_xrt_open(fake, &cfg, &dev, &err), &err);
+    CHECK(dev && strcmp(npl_npu_device_name(dev), "npu-emu") == 0);
+    npl_npu_buffer *b = NULL;
+    CHECK_OK(npl_npu_buffer_alloc(dev, 64, NPL_NPU_BUF_IO, "x", &b, &err), &err);
+    npl_npu_device_destroy(dev);
+}
+
+static const npu_case cases[] = {
+    { "residency_rules", residency_rules },
+    { "seal_stops_weight_traffic", seal_stops_weight_traffic },
+    { "host_and_device_memory_are_separate", host_and_device_memory_are_separate },
+    { "runs_are_validated", runs_are_validated },
+    { "run_lists_chain_runs", run_lists_chain_runs },
+    { "builtin_manifest_matches_registry", builtin_manifest_matches_registry },
+    { "xrt_loader", xrt_loader },
+};
+
+int main(int argc, char **argv)
+{
+    return npu_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}

@@ -1,0 +1,14 @@
+// Stub of XRT 2.18 experimental/xrt_xclbin.h (declarations used by the shim only).
+#ifndef NPL_STUB_XRT_XCLBIN_H
+#define NPL_STUB_XRT_XCLBIN_H
+#include <string>
+#include "xrt/xrt_uuid.h"
+namespace xrt {
+class xclbin {
+public:
+  xclbin() = default;
+  explicit xclbin(const std::string& filename);
+  uuid get_uuid() const;
+};
+} // namespace xrt
+#endif
