@@ -1,1 +1,142 @@
-/* placeholder: being written */
+/* Loading a model: map the GGUF file, build the tokenizer, bind the
+ * weights of the architecture (in place, never copied), and set up the
+ * thread pool and the scratch memory every forward step reuses. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat_template.h"
+#include "model_internal.h"
+
+void npl_model_params_default(npl_model_params *p)
+{
+    p->n_threads = 0;
+    p->prefill_chunk = NPL_DEFAULT_PREFILL_CHUNK;
+}
+
+static npl_status check_architecture(npl_model *m, npl_error *err)
+{
+    const char *path = npl_gguf_path(m->gguf);
+    npl_str arch;
+    npl_status st = npl_gguf_require_str(m->gguf, "general.architecture", &arch, err);
+    if (st)
+        return st;
+    m->architecture = npl_str_dup(arch);
+    if (!m->architecture)
+        return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+    if (strlen(m->architecture) != arch.len || strcmp(m->architecture, "llama") != 0)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: llama)",
+                             path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    npl_str name = {"", 0};
+    npl_gguf_get_str(m->gguf, "general.name", &name);
+    m->name = npl_str_dup(name);
+    if (!m->name)
+        return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+    return NPL_OK;
+}
+
+/* Angle per position of each rotated pair: base^(-2i/n_rot), divided by
+ * the file's frequency factor when it has rope_freqs (Llama 3.1+). */
+static npl_status init_rope(npl_model *m, npl_error *err)
+{
+    uint32_t half = m->hp.n_rot / 2;
+    m->rope_inv_freq = malloc(half * sizeof *m->rope_inv_freq);
+    if (!m->rope_inv_freq)
+        return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < half; i++) {
+        double f = pow((double)m->hp.rope_base, -2.0 * (double)i / (double)m->hp.n_rot);
+        if (m->rope_freqs)
+            f /= (double)m->rope_freqs[i];
+        m->rope_inv_freq[i] = f;
+    }
+    return NPL_OK;
+}
+
+npl_model *npl_model_load(const char *path, const npl_model_params *params, npl_error *err)
+{
+    npl_model_params defaults;
+    if (!params) {
+        npl_model_params_default(&defaults);
+        params = &defaults;
+    }
+    if (!path) {
+        npl_error_set(err, NPL_ERR_INVALID_ARG, "no model path given");
+        return NULL;
+    }
+    if (params->n_threads < 0 || params->n_threads > 1024) {
+        npl_error_set(err, NPL_ERR_INVALID_ARG, "n_threads = %d is out of range [0, 1024]", params->n_threads);
+        return NULL;
+    }
+    if (params->prefill_chunk > 65536) {
+        npl_error_set(err, NPL_ERR_INVALID_ARG, "prefill_chunk = %u is out of range [1, 65536]", params->prefill_chunk);
+        return NULL;
+    }
+
+    npl_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    m->prefill_chunk = params->prefill_chunk ? params->prefill_chunk : NPL_DEFAULT_PREFILL_CHUNK;
+    m->simd = npl_simd_detect();
+
+    m->gguf = npl_gguf_open(path, err);
+    if (!m->gguf)
+        goto fail;
+    if (check_architecture(m, err))
+        goto fail;
+    m->tok = npl_tokenizer_from_gguf(m->gguf, err);
+    if (!m->tok)
+        goto fail;
+    if (npl_llama_load(m, err))
+        goto fail;
+    if (init_rope(m, err))
+        goto fail;
+
+    m->pool = npl_threadpool_create(params->n_threads);
+    if (!m->pool) {
+        npl_error_set(err, errno == ENOMEM ? NPL_ERR_NOMEM : NPL_ERR_INTERNAL,
+                      "cannot start the compute threads: %s", strerror(errno));
+        goto fail;
+    }
+    if (npl_forward_ws_init(m, err))
+        goto fail;
+    npl_model_info_fill(m);
+    return m;
+
+fail:
+    npl_model_free(m);
+    return NULL;
+}
+
+void npl_model_free(npl_model *m)
+{
+    if (!m)
+        return;
+    npl_forward_ws_free(&m->fw);
+    npl_matmul_ws_free(m->mm_ws);
+    npl_threadpool_free(m->pool);
+    free(m->rope_inv_freq);
+    free(m->layers);
+    npl_tokenizer_free(m->tok);
+    npl_gguf_close(m->gguf);
+    free(m->name);
+    free(m->architecture);
+    free(m);
+}
+
+const npl_model_info *npl_model_get_info(const npl_model *m)
+{
+    return &m->info;
+}
+
+const npl_tokenizer *npl_model_tokenizer(const npl_model *m)
+{
+    return m->tok;
+}
+
+const npl_gguf *npl_model_gguf(const npl_model *m)
+{
+    return m->gguf;
+}

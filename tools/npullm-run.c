@@ -1,2 +1,699 @@
-/* placeholder: being written */
-int main(void) { return 2; }
+/* npullm-run: run a GGUF model from the command line with the engine
+ * alone (no service, no GLib). Generates text for a prompt (chat template
+ * applied unless --raw), tokenizes text, or describes a model file.
+ *
+ * Exit status: 0 success, 2 bad usage or a file that is malformed or not
+ * something the engine runs, 1 any other failure. Errors are one line on
+ * stderr: "npullm-run: MESSAGE". */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ggml_types.h"
+#include "npullm.h"
+
+#define EXIT_RUNTIME 1
+#define EXIT_USAGE 2
+#define DEFAULT_MAX_TOKENS 256u
+#define MAX_TOP_LOGPROBS 100u
+
+static const char usage_text[] =
+    "usage: npullm-run MODEL.gguf --prompt TEXT [options]\n"
+    "       npullm-run MODEL.gguf --tokenize TEXT\n"
+    "       npullm-run MODEL.gguf --info [--json]\n"
+    "\n"
+    "Generation:\n"
+    "  --prompt TEXT         the user message (or the whole prompt with --raw)\n"
+    "  --raw                 no chat template: tokenize TEXT as is (BOS as the model says)\n"
+    "  --system TEXT         a system message (chat template only)\n"
+    "  -n N                  at most N generated tokens (default 256)\n"
+    "  --temperature T       0 = greedy (default 0.8)\n"
+    "  --seed S              sampling seed (default 0)\n"
+    "  --top-k K             0 = off (default 40)\n"
+    "  --top-p P             1 = off (default 0.95)\n"
+    "  --min-p P             0 = off (default 0.05)\n"
+    "  --repeat-penalty R    1 = off (default 1)\n"
+    "  --stop S              stop when S is generated (repeatable)\n"
+    "  --top-logprobs K      report the K most likely tokens per step (--json)\n"
+    "  --threads N           compute threads (default: online CPUs)\n"
+    "  --ctx N               context size in tokens (default: the model's, at most 4096)\n"
+    "  --prefill-chunk N     prompt tokens per forward pass (default 256)\n"
+    "  --json                print one JSON object instead of streaming text\n"
+    "  --help                this text\n";
+
+typedef struct options {
+    const char *model;
+    const char *prompt;
+    const char *system;
+    const char *tokenize;
+    bool raw;
+    bool info;
+    bool json;
+    uint32_t max_tokens;
+    npl_sampler_params sp;
+    const char **stops;
+    size_t n_stops;
+    uint32_t top_logprobs;
+    int threads;
+    uint32_t ctx;
+    uint32_t prefill_chunk;
+} options;
+
+/* ---- errors ------------------------------------------------------------- */
+
+__attribute__((format(printf, 2, 3))) static int fail(int code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* One line, whatever the message holds. */
+    for (char *p = msg; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    fflush(stdout);
+    fprintf(stderr, "npullm-run: %s\n", msg);
+    return code;
+}
+
+/* Malformed or unsupported input files and bad arguments are the user's
+ * to fix (2); running out of memory or context is a runtime failure (1). */
+static int exit_code_for(npl_status st)
+{
+    switch (st) {
+    case NPL_ERR_IO:
+    case NPL_ERR_FORMAT:
+    case NPL_ERR_UNSUPPORTED:
+    case NPL_ERR_INVALID_ARG:
+        return EXIT_USAGE;
+    default:
+        return EXIT_RUNTIME;
+    }
+}
+
+/* ---- argument parsing ---------------------------------------------------- */
+
+static bool parse_u32(const char *s, uint32_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v > UINT32_MAX)
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_float(const char *s, float *out)
+{
+    if (!s || !*s)
+        return false;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v))
+        return false;
+    *out = (float)v;
+    return true;
+}
+
+/* Returns 0 to go on, or an exit status (-1 for a clean --help exit). */
+static int parse_args(int argc, char **argv, options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->max_tokens = DEFAULT_MAX_TOKENS;
+    npl_sampler_params_default(&o->sp);
+    o->stops = calloc((size_t)argc, sizeof *o->stops);
+    if (!o->stops)
+        return fail(EXIT_RUNTIME, "out of memory");
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE()                                                        \
+    do {                                                                    \
+        if (!val)                                                           \
+            return fail(EXIT_USAGE, "%s needs a value (see --help)", a);   \
+        i++;                                                                \
+    } while (0)
+#define BAD_VALUE(what) fail(EXIT_USAGE, "%s expects %s, got '%s'", a, what, val)
+
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            return -1;
+        } else if (!strcmp(a, "--prompt") || !strcmp(a, "-p")) {
+            NEED_VALUE();
+            o->prompt = val;
+        } else if (!strcmp(a, "--system")) {
+            NEED_VALUE();
+            o->system = val;
+        } else if (!strcmp(a, "--tokenize")) {
+            NEED_VALUE();
+            o->tokenize = val;
+        } else if (!strcmp(a, "--raw")) {
+            o->raw = true;
+        } else if (!strcmp(a, "--info")) {
+            o->info = true;
+        } else if (!strcmp(a, "--json")) {
+            o->json = true;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) {
+            NEED_VALUE();
+            if (!parse_u32(val, &o->max_tokens) || o->max_tokens == 0)
+                return BAD_VALUE("a positive integer");
+        } else if (!strcmp(a, "--temperature") || !strcmp(a, "--temp")) {
+            NEED_VALUE();
+            if (!parse_float(val, &o->sp.temperature) || o->sp.temperature < 0)
+                return BAD_VALUE("a number >= 0");
+        } else if (!strcmp(a, "--seed")) {
+            NEED_VALUE();
+            if (!parse_u64(val, &o->sp.seed))
+                return BAD_VALUE("a non-negative integer");
+        } else if (!strcmp(a, "--top-k")) {
+            NEED_VALUE();
+            if (!parse_u32(val, &o->sp.top_k))
+                return BAD_VALUE("a non-negative integer");
+        } else if (!strcmp(a, "--top-p")) {
+            NEED_VALUE();
+            if (!parse_float(val, &o->sp.top_p) || o->sp.top_p <= 0 || o->sp.top_p > 1)
+                return BAD_VALUE("a number in (0, 1]");
+        } else if (!strcmp(a, "--min-p")) {
+            NEED_VALUE();
+            if (!parse_float(val, &o->sp.min_p) || o->sp.min_p < 0 || o->sp.min_p > 1)
+                return BAD_VALUE("a number in [0, 1]");
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            NEED_VALUE();
+            if (!parse_float(val, &o->sp.repeat_penalty) || o->sp.repeat_penalty <= 0)
+                return BAD_VALUE("a number > 0");
+        } else if (!strcmp(a, "--stop")) {
+            NEED_VALUE();
+            o->stops[o->n_stops++] = val;
+        } else if (!strcmp(a, "--top-logprobs")) {
+            NEED_VALUE();
+            if (!parse_u32(val, &o->top_logprobs) || o->top_logprobs > MAX_TOP_LOGPROBS)
+                return BAD_VALUE("an integer in [0, 100]");
+        } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
+            NEED_VALUE();
+            uint32_t t;
+            if (!parse_u32(val, &t) || t > 1024)
+                return BAD_VALUE("an integer in [0, 1024]");
+            o->threads = (int)t;
+        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
+            NEED_VALUE();
+            if (!parse_u32(val, &o->ctx))
+                return BAD_VALUE("a non-negative integer");
+        } else if (!strcmp(a, "--prefill-chunk")) {
+            NEED_VALUE();
+            if (!parse_u32(val, &o->prefill_chunk) || o->prefill_chunk == 0 || o->prefill_chunk > 65536)
+                return BAD_VALUE("an integer in [1, 65536]");
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return fail(EXIT_USAGE, "unknown option '%s' (see --help)", a);
+        } else if (!o->model) {
+            o->model = a;
+        } else {
+            return fail(EXIT_USAGE, "unexpected argument '%s' (see --help)", a);
+        }
+#undef NEED_VALUE
+#undef BAD_VALUE
+    }
+
+    if (!o->model)
+        return fail(EXIT_USAGE, "no model file given (see --help)");
+    int modes = (o->prompt != NULL) + (o->tokenize != NULL) + o->info;
+    if (modes == 0)
+        return fail(EXIT_USAGE, "nothing to do: give --prompt, --tokenize or --info (see --help)");
+    if (modes > 1)
+        return fail(EXIT_USAGE, "--prompt, --tokenize and --info exclude each other");
+    if (o->system && o->raw)
+        return fail(EXIT_USAGE, "--system needs the chat template (drop --raw)");
+    if (o->top_logprobs && !o->json)
+        return fail(EXIT_USAGE, "--top-logprobs is reported with --json only");
+    return 0;
+}
+
+/* ---- JSON output ------------------------------------------------------------ */
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
+static size_t utf8_valid_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+/* A JSON string; bytes that are not valid UTF-8 become U+FFFD. */
+static void json_string(FILE *f, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    fputc('"', f);
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        if (c == '"' || c == '\\') {
+            fputc('\\', f);
+            fputc(c, f);
+            i++;
+        } else if (c == '\n') {
+            fputs("\\n", f);
+            i++;
+        } else if (c == '\r') {
+            fputs("\\r", f);
+            i++;
+        } else if (c == '\t') {
+            fputs("\\t", f);
+            i++;
+        } else if (c < 0x20 || c == 0x7F) {
+            fprintf(f, "\\u%04x", c);
+            i++;
+        } else {
+            size_t len = utf8_valid_len(p + i, n - i);
+            if (len == 0) {
+                fputs("\\ufffd", f);
+                i++;
+            } else {
+                fwrite(p + i, 1, len, f);
+                i += len;
+            }
+        }
+    }
+    fputc('"', f);
+}
+
+static void json_cstring(FILE *f, const char *s)
+{
+    json_string(f, s ? s : "", s ? strlen(s) : 0);
+}
+
+static void json_number(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.9g", v);
+    else
+        fputs("null", f);
+}
+
+/* ---- --tokenize ------------------------------------------------------------- */
+
+static int run_tokenize(const options *o)
+{
+    npl_error err;
+    npl_error_clear(&err);
+    npl_gguf *g = npl_gguf_open(o->model, &err);
+    if (!g)
+        return fail(exit_code_for(err.code), "%s", err.message);
+    npl_tokenizer *tok = npl_tokenizer_from_gguf(g, &err);
+    if (!tok) {
+        npl_gguf_close(g);
+        return fail(exit_code_for(err.code), "%s", err.message);
+    }
+    npl_tokens ids = {0};
+    npl_status st = npl_tokenize(tok, o->tokenize, strlen(o->tokenize), NPL_TOKENIZE_ADD_BOS, &ids, &err);
+    int rc = 0;
+    if (st) {
+        rc = fail(exit_code_for(st), "%s", err.message);
+    } else {
+        putchar('[');
+        for (size_t i = 0; i < ids.n; i++)
+            printf(i ? ", %d" : "%d", ids.ids[i]);
+        puts("]");
+    }
+    npl_tokens_free(&ids);
+    npl_tokenizer_free(tok);
+    npl_gguf_close(g);
+    return rc;
+}
+
+/* ---- --info ------------------------------------------------------------------ */
+
+typedef struct type_count {
+    uint32_t type;
+    size_t count;
+    uint64_t bytes;
+} type_count;
+
+static size_t tensor_type_histogram(const npl_gguf *g, type_count *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < npl_gguf_n_tensors(g); i++) {
+        const npl_gguf_tensor *t = npl_gguf_tensor_at(g, i);
+        size_t j = 0;
+        while (j < n && out[j].type != t->type)
+            j++;
+        if (j == n) {
+            out[n].type = t->type;
+            out[n].count = 0;
+            out[n].bytes = 0;
+            n++;
+        }
+        out[j].count++;
+        out[j].bytes += t->size;
+    }
+    return n;
+}
+
+static const char *type_name(uint32_t type)
+{
+    const npl_type_traits *tr = npl_type_traits_get(type);
+    return tr ? tr->name : "unknown";
+}
+
+static int run_info(const options *o, npl_model *m)
+{
+    const npl_model_info *in = npl_model_get_info(m);
+    const npl_tokenizer *tok = npl_model_tokenizer(m);
+    const npl_gguf *g = npl_model_gguf(m);
+    type_count hist[NPL_TYPE_COUNT_MAX + 1];
+    size_t n_hist = tensor_type_histogram(g, hist);
+
+    if (o->json) {
+        printf("{\"architecture\": ");
+        json_cstring(stdout, in->architecture);
+        printf(", \"name\": ");
+        json_cstring(stdout, in->name);
+        printf(", \"n_vocab\": %u, \"n_embd\": %u, \"n_layer\": %u, \"n_head\": %u, \"n_head_kv\": %u, "
+               "\"head_dim\": %u, \"n_ff\": %u, \"n_ctx_train\": %u, \"n_params\": %llu, \"quantization\": ",
+               in->n_vocab, in->n_embd, in->n_layer, in->n_head, in->n_head_kv, in->head_dim, in->n_ff,
+               in->n_ctx_train, (unsigned long long)in->n_params);
+        json_cstring(stdout, in->quantization);
+        printf(", \"tensor_types\": {");
+        for (size_t i = 0; i < n_hist; i++) {
+            printf(i ? ", " : "");
+            json_cstring(stdout, type_name(hist[i].type));
+            printf(": {\"tensors\": %zu, \"bytes\": %llu}", hist[i].count, (unsigned long long)hist[i].bytes);
+        }
+        printf("}, \"tokenizer\": ");
+        json_cstring(stdout, npl_tokenizer_kind_name(tok));
+        printf(", \"tokenizer_pre\": ");
+        json_cstring(stdout, npl_tokenizer_pre_name(tok));
+        printf(", \"bos\": %d, \"eos\": %d, \"adds_bos\": %s, \"chat_format\": ", npl_tokenizer_bos(tok),
+               npl_tokenizer_eos(tok), npl_tokenizer_adds_bos(tok) ? "true" : "false");
+        json_cstring(stdout, npl_chat_format_name(in->chat_format));
+        printf(", \"chat_format_guessed\": %s}\n", in->chat_format_guessed ? "true" : "false");
+        return 0;
+    }
+
+    printf("file:          %s\n", npl_gguf_path(g));
+    printf("architecture:  %s\n", in->architecture);
+    printf("name:          %s\n", in->name);
+    printf("parameters:    %llu (%.2f M)\n", (unsigned long long)in->n_params, (double)in->n_params / 1e6);
+    printf("quantization:  %s\n", in->quantization);
+    printf("vocabulary:    %u\n", in->n_vocab);
+    printf("embedding:     %u\n", in->n_embd);
+    printf("layers:        %u\n", in->n_layer);
+    printf("heads:         %u query, %u key/value, %u dims each\n", in->n_head, in->n_head_kv, in->head_dim);
+    printf("feed-forward:  %u\n", in->n_ff);
+    printf("context:       %u (training)\n", in->n_ctx_train);
+    printf("tokenizer:     %s (pre-tokenizer %s), bos %d, eos %d%s\n", npl_tokenizer_kind_name(tok),
+           npl_tokenizer_pre_name(tok), npl_tokenizer_bos(tok), npl_tokenizer_eos(tok),
+           npl_tokenizer_adds_bos(tok) ? ", adds BOS" : "");
+    printf("chat format:   %s%s\n", npl_chat_format_name(in->chat_format),
+           in->chat_format_guessed ? " (guessed: template not recognised)" : "");
+    printf("tensor types:");
+    for (size_t i = 0; i < n_hist; i++)
+        printf("%s %s x%zu (%.1f MiB)", i ? "," : "", type_name(hist[i].type), hist[i].count,
+               (double)hist[i].bytes / (1024.0 * 1024.0));
+    printf("\n");
+    return 0;
+}
+
+/* ---- generation ------------------------------------------------------------ */
+
+typedef struct gen_token {
+    int32_t id;
+    size_t n_top;
+    int32_t *top_ids; /* --top-logprobs entries, into one shared array */
+    float *top_lp;
+} gen_token;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static const char *finish_name(npl_finish_reason r)
+{
+    return r == NPL_FINISH_LENGTH ? "length" : "stop";
+}
+
+static npl_status build_prompt(const options *o, npl_model *m, npl_tokens *out, npl_error *err)
+{
+    if (o->raw)
+        return npl_tokenize(npl_model_tokenizer(m), o->prompt, strlen(o->prompt), NPL_TOKENIZE_ADD_BOS, out, err);
+    npl_chat_message msgs[2];
+    size_t n = 0;
+    if (o->system)
+        msgs[n++] = (npl_chat_message){.role = "system", .content = o->system};
+    msgs[n++] = (npl_chat_message){.role = "user", .content = o->prompt};
+    return npl_chat_tokenize(m, msgs, n, true, out, err);
+}
+
+static void print_json_result(const options *o, const npl_model *m, const npl_tokens *prompt,
+                              const gen_token *toks, size_t n_toks, const npl_buf *text,
+                              npl_finish_reason reason, double prompt_ms, double gen_ms)
+{
+    const npl_tokenizer *tok = npl_model_tokenizer(m);
+    printf("{\"prompt_tokens\": [");
+    for (size_t i = 0; i < prompt->n; i++)
+        printf(i ? ", %d" : "%d", prompt->ids[i]);
+    printf("], \"tokens\": [");
+    for (size_t i = 0; i < n_toks; i++) {
+        char piece[256];
+        size_t len = npl_token_to_bytes(tok, toks[i].id, false, piece, sizeof piece);
+        if (len > sizeof piece)
+            len = sizeof piece;
+        printf("%s{\"id\": %d, \"text\": ", i ? ", " : "", toks[i].id);
+        json_string(stdout, piece, len);
+        if (o->top_logprobs) {
+            printf(", \"top\": [");
+            for (size_t j = 0; j < toks[i].n_top; j++) {
+                printf("%s[%d, ", j ? ", " : "", toks[i].top_ids[j]);
+                json_number(stdout, toks[i].top_lp[j]);
+                printf("]");
+            }
+            printf("]");
+        }
+        printf("}");
+    }
+    printf("], \"text\": ");
+    json_string(stdout, text->data ? text->data : "", text->len);
+    size_t n_gen_steps = n_toks > 0 ? n_toks - 1 : 0;
+    printf(", \"finish_reason\": \"%s\", \"timings\": {\"prompt_ms\": ", finish_name(reason));
+    json_number(stdout, prompt_ms);
+    printf(", \"prompt_tps\": ");
+    json_number(stdout, prompt_ms > 0 ? (double)prompt->n * 1e3 / prompt_ms : 0.0);
+    printf(", \"gen_ms\": ");
+    json_number(stdout, gen_ms);
+    printf(", \"gen_tps\": ");
+    json_number(stdout, gen_ms > 0 ? (double)n_gen_steps * 1e3 / gen_ms : 0.0);
+    printf("}}\n");
+}
+
+static bool write_out(const npl_buf *b, size_t from)
+{
+    if (b->len > from && fwrite(b->data + from, 1, b->len - from, stdout) != b->len - from)
+        return false;
+    return fflush(stdout) == 0;
+}
+
+static int run_generate(const options *o, npl_model *m)
+{
+    npl_error err;
+    npl_error_clear(&err);
+    int rc = 0;
+    npl_tokens prompt = {0};
+    npl_seq *seq = NULL;
+    npl_sampler *sampler = NULL;
+    npl_stream *stream = NULL;
+    gen_token *toks = NULL;
+    int32_t *top_ids = NULL;
+    float *top_lp = NULL;
+    npl_buf text = {0};
+
+    if (build_prompt(o, m, &prompt, &err)) {
+        rc = fail(exit_code_for(err.code), "%s", err.message);
+        goto out;
+    }
+    if (prompt.n == 0) {
+        rc = fail(EXIT_USAGE, "the prompt is empty after tokenization");
+        goto out;
+    }
+    seq = npl_seq_create(m, o->ctx, &err);
+    if (!seq) {
+        rc = fail(exit_code_for(err.code), "%s", err.message);
+        goto out;
+    }
+    uint32_t n_ctx = npl_seq_n_ctx(seq);
+    if (prompt.n > n_ctx || o->max_tokens > n_ctx - prompt.n) {
+        rc = fail(EXIT_RUNTIME, "context overflow: %zu prompt tokens + %u to generate exceed the context of %u tokens",
+                  prompt.n, o->max_tokens, n_ctx);
+        goto out;
+    }
+    sampler = npl_sampler_create(&o->sp, npl_model_get_info(m)->n_vocab, &err);
+    stream = sampler ? npl_stream_create(m, o->stops, o->n_stops, o->max_tokens, &err) : NULL;
+    if (!sampler || !stream) {
+        rc = fail(exit_code_for(err.code), "%s", err.message);
+        goto out;
+    }
+    toks = calloc(o->max_tokens, sizeof *toks);
+    if (o->top_logprobs) {
+        top_ids = calloc((size_t)o->max_tokens * o->top_logprobs, sizeof *top_ids);
+        top_lp = calloc((size_t)o->max_tokens * o->top_logprobs, sizeof *top_lp);
+    }
+    if (!toks || (o->top_logprobs && (!top_ids || !top_lp))) {
+        rc = fail(EXIT_RUNTIME, "out of memory for %u generated tokens", o->max_tokens);
+        goto out;
+    }
+    for (size_t i = 0; i < prompt.n; i++)
+        npl_sampler_accept(sampler, prompt.ids[i]);
+
+    double t0 = now_ms();
+    if (npl_prefill(m, seq, prompt.ids, prompt.n, 0, NULL, &err)) {
+        rc = fail(EXIT_RUNTIME, "%s", err.message);
+        goto out;
+    }
+    double t1 = now_ms();
+
+    uint32_t n_vocab = npl_model_get_info(m)->n_vocab;
+    size_t n_toks = 0;
+    npl_finish_reason reason = NPL_FINISH_NONE;
+    while (reason == NPL_FINISH_NONE && n_toks < o->max_tokens) {
+        const float *logits = npl_seq_logits(seq);
+        gen_token *gt = &toks[n_toks];
+        gt->top_ids = top_ids + n_toks * o->top_logprobs;
+        gt->top_lp = top_lp + n_toks * o->top_logprobs;
+        if (o->top_logprobs)
+            gt->n_top = npl_top_logprobs(logits, n_vocab, o->top_logprobs, gt->top_ids, gt->top_lp);
+        gt->id = npl_sampler_sample(sampler, logits);
+        n_toks++;
+
+        size_t before = text.len;
+        reason = npl_stream_push(stream, gt->id, &text, &err);
+        if (err.code != NPL_OK) {
+            rc = fail(EXIT_RUNTIME, "%s", err.message);
+            goto out;
+        }
+        if (!o->json && !write_out(&text, before)) {
+            rc = fail(EXIT_RUNTIME, "cannot write the output: %s", strerror(errno));
+            goto out;
+        }
+        if (reason == NPL_FINISH_NONE && n_toks < o->max_tokens) {
+            if (npl_decode(m, &seq, &gt->id, 1, &err)) {
+                rc = fail(EXIT_RUNTIME, "%s", err.message);
+                goto out;
+            }
+        }
+    }
+    if (reason == NPL_FINISH_NONE)
+        reason = NPL_FINISH_LENGTH;
+    size_t before = text.len;
+    if (npl_stream_finish(stream, &text, &err)) {
+        rc = fail(EXIT_RUNTIME, "%s", err.message);
+        goto out;
+    }
+    double t2 = now_ms();
+
+    if (o->json) {
+        print_json_result(o, m, &prompt, toks, n_toks, &text, reason, t1 - t0, t2 - t1);
+        if (fflush(stdout) != 0)
+            rc = fail(EXIT_RUNTIME, "cannot write the output: %s", strerror(errno));
+    } else {
+        if (!write_out(&text, before)) {
+            rc = fail(EXIT_RUNTIME, "cannot write the output: %s", strerror(errno));
+            goto out;
+        }
+        if (isatty(STDOUT_FILENO))
+            putchar('\n');
+    }
+
+out:
+    npl_buf_free(&text);
+    free(toks);
+    free(top_ids);
+    free(top_lp);
+    npl_stream_free(stream);
+    npl_sampler_free(sampler);
+    npl_seq_free(seq);
+    npl_tokens_free(&prompt);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0) {
+        free(o.stops);
+        return rc < 0 ? 0 : rc;
+    }
+    if (o.tokenize) {
+        rc = run_tokenize(&o);
+        free(o.stops);
+        return rc;
+    }
+
+    npl_model_params mp;
+    npl_model_params_default(&mp);
+    mp.n_threads = o.threads;
+    if (o.prefill_chunk)
+        mp.prefill_chunk = o.prefill_chunk;
+    npl_error err;
+    npl_error_clear(&err);
+    npl_model *m = npl_model_load(o.model, &mp, &err);
+    if (!m) {
+        rc = fail(exit_code_for(err.code), "%s", err.message);
+        free(o.stops);
+        return rc;
+    }
+    rc = o.info ? run_info(&o, m) : run_generate(&o, m);
+    npl_model_free(m);
+    free(o.stops);
+    return rc;
+}

@@ -1,0 +1,364 @@
+/* The forward pass of a llama-style decoder over a "step": a set of rows,
+ * each one token of some sequence at some position. A prefill chunk is a
+ * step whose rows all belong to one sequence; a batched decode is a step
+ * with one row per sequence. Both run the same code, and every row's
+ * arithmetic is independent of the other rows, so a token's logits do not
+ * depend on how it was batched or chunked.
+ *
+ * Per layer: RMSNorm -> Q, K, V projections -> RoPE -> K, V appended to
+ * each row's cache -> attention over that row's cache (online softmax) ->
+ * output projection + residual -> RMSNorm -> SwiGLU FFN + residual. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "model_internal.h"
+
+static size_t q_dim(const npl_hparams *hp)
+{
+    return (size_t)hp->n_head * hp->head_dim;
+}
+
+static size_t kv_dim(const npl_hparams *hp)
+{
+    return (size_t)hp->n_head_kv * hp->head_dim;
+}
+
+npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
+{
+    const npl_hparams *hp = &m->hp;
+    npl_forward_ws *fw = &m->fw;
+    size_t rows = m->prefill_chunk;
+    int n_threads = npl_threadpool_size(m->pool);
+    fw->rows = rows;
+
+    fw->x = malloc(rows * hp->n_embd * sizeof(float));
+    fw->xn = malloc(rows * hp->n_embd * sizeof(float));
+    fw->q = malloc(rows * q_dim(hp) * sizeof(float));
+    fw->k = malloc(rows * kv_dim(hp) * sizeof(float));
+    fw->v = malloc(rows * kv_dim(hp) * sizeof(float));
+    fw->attn = malloc(rows * q_dim(hp) * sizeof(float));
+    fw->gate = malloc(rows * hp->n_ff * sizeof(float));
+    fw->up = malloc(rows * hp->n_ff * sizeof(float));
+    fw->rope = malloc(rows * hp->n_rot * sizeof(float));
+    fw->attn_scratch_per_thread = npl_attention_scratch_floats(hp->n_head / hp->n_head_kv, hp->head_dim);
+    fw->attn_scratch = malloc((size_t)n_threads * fw->attn_scratch_per_thread * sizeof(float));
+    fw->row_seq = malloc(rows * sizeof *fw->row_seq);
+    fw->row_pos = malloc(rows * sizeof *fw->row_pos);
+    fw->logit_out = malloc(rows * sizeof *fw->logit_out);
+
+    int64_t max_cols = hp->n_embd;
+    if ((int64_t)q_dim(hp) > max_cols)
+        max_cols = (int64_t)q_dim(hp);
+    if ((int64_t)hp->n_ff > max_cols)
+        max_cols = hp->n_ff;
+    m->mm_ws = npl_matmul_ws_create(n_threads, max_cols, rows);
+
+    if (!fw->x || !fw->xn || !fw->q || !fw->k || !fw->v || !fw->attn || !fw->gate || !fw->up || !fw->rope ||
+        !fw->attn_scratch || !fw->row_seq || !fw->row_pos || !fw->logit_out || !m->mm_ws)
+        return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the forward-pass buffers (%zu-token chunks)",
+                             rows);
+    return NPL_OK;
+}
+
+void npl_forward_ws_free(npl_forward_ws *fw)
+{
+    free(fw->x);
+    free(fw->xn);
+    free(fw->q);
+    free(fw->k);
+    free(fw->v);
+    free(fw->attn);
+    free(fw->gate);
+    free(fw->up);
+    free(fw->rope);
+    free(fw->attn_scratch);
+    free(fw->row_seq);
+    free(fw->row_pos);
+    free(fw->logit_out);
+    memset(fw, 0, sizeof *fw);
+}
+
+/* ---- per-row tasks ---------------------------------------------------- */
+
+typedef struct step_ctx {
+    npl_model *m;
+    size_t n_rows;
+    uint32_t layer;
+    const float *norm_w;  /* add_norm_task */
+    const float *delta;   /* add_norm_task: added to x first, or NULL */
+    size_t first_row;     /* add_norm_task: rows before it are skipped */
+} step_ctx;
+
+/* x += delta (when given); xn = RMSNorm(x) * w. The sum of squares is
+ * taken in double so long rows lose nothing to rounding. */
+static void add_norm_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    step_ctx *c = ctx;
+    const npl_hparams *hp = &c->m->hp;
+    size_t e = hp->n_embd;
+    for (size_t i = c->first_row + begin; i < c->first_row + end; i++) {
+        float *x = c->m->fw.x + i * e;
+        float *xn = c->m->fw.xn + i * e;
+        if (c->delta) {
+            const float *d = c->delta + i * e;
+            for (size_t j = 0; j < e; j++)
+                x[j] += d[j];
+        }
+        double ss = 0.0;
+        for (size_t j = 0; j < e; j++)
+            ss += (double)x[j] * (double)x[j];
+        float mean = (float)(ss / (double)e);
+        float scale = 1.0f / sqrtf(mean + hp->rms_eps);
+        for (size_t j = 0; j < e; j++)
+            xn[j] = (x[j] * scale) * c->norm_w[j];
+    }
+}
+
+static void rope_rotate(float *h, const float *cs, uint32_t half)
+{
+    for (uint32_t i = 0; i < half; i++) {
+        float c = cs[2 * i], s = cs[2 * i + 1];
+        float x0 = h[2 * i], x1 = h[2 * i + 1];
+        h[2 * i] = x0 * c - x1 * s;
+        h[2 * i + 1] = x0 * s + x1 * c;
+    }
+}
+
+/* RoPE on the row's Q and K heads, then K and V into its cache. */
+static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    step_ctx *c = ctx;
+    npl_model *m = c->m;
+    const npl_hparams *hp = &m->hp;
+    npl_forward_ws *fw = &m->fw;
+    size_t hd = hp->head_dim;
+    for (size_t i = begin; i < end; i++) {
+        const float *cs = fw->rope + i * hp->n_rot;
+        float *q = fw->q + i * q_dim(hp);
+        float *k = fw->k + i * kv_dim(hp);
+        const float *v = fw->v + i * kv_dim(hp);
+        for (uint32_t h = 0; h < hp->n_head; h++)
+            rope_rotate(q + h * hd, cs, hp->n_rot / 2);
+        npl_seq *s = fw->row_seq[i];
+        size_t pos = fw->row_pos[i];
+        for (uint32_t g = 0; g < hp->n_head_kv; g++) {
+            rope_rotate(k + g * hd, cs, hp->n_rot / 2);
+            size_t off = npl_kv_head_offset(s, c->layer, g) + pos * hd;
+            npl_f32_to_f16_row(m->simd, k + g * hd, s->k_cache + off, hd);
+            npl_f32_to_f16_row(m->simd, v + g * hd, s->v_cache + off, hd);
+        }
+    }
+}
+
+/* Task = (row, kv head): the query heads of that group against the row's
+ * cache up to and including its own position. */
+static void attention_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    step_ctx *c = ctx;
+    npl_model *m = c->m;
+    const npl_hparams *hp = &m->hp;
+    npl_forward_ws *fw = &m->fw;
+    size_t hd = hp->head_dim;
+    size_t group = hp->n_head / hp->n_head_kv;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *scratch = fw->attn_scratch + (size_t)thread * fw->attn_scratch_per_thread;
+    for (size_t t = begin; t < end; t++) {
+        size_t i = t / hp->n_head_kv;
+        uint32_t g = (uint32_t)(t % hp->n_head_kv);
+        npl_seq *s = fw->row_seq[i];
+        size_t off = npl_kv_head_offset(s, c->layer, g);
+        size_t q_off = i * q_dim(hp) + (size_t)g * group * hd;
+        npl_attention(m->simd, fw->q + q_off, hd, group, s->k_cache + off, s->v_cache + off, hd,
+                      (size_t)fw->row_pos[i] + 1, hd, scale, fw->attn + q_off, hd, scratch);
+    }
+}
+
+/* gate = silu(gate) * up */
+static void swiglu_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    step_ctx *c = ctx;
+    npl_forward_ws *fw = &c->m->fw;
+    size_t f = c->m->hp.n_ff;
+    for (size_t i = begin * f; i < end * f; i++) {
+        float g = fw->gate[i];
+        fw->gate[i] = g / (1.0f + expf(-g)) * fw->up[i];
+    }
+}
+
+/* cos/sin per rotated pair for each row's position. */
+static void fill_rope_tables(npl_model *m, size_t n)
+{
+    const npl_hparams *hp = &m->hp;
+    uint32_t half = hp->n_rot / 2;
+    for (size_t i = 0; i < n; i++) {
+        float *cs = m->fw.rope + i * hp->n_rot;
+        double pos = (double)m->fw.row_pos[i];
+        for (uint32_t j = 0; j < half; j++) {
+            double theta = pos * m->rope_inv_freq[j];
+            cs[2 * j] = (float)cos(theta);
+            cs[2 * j + 1] = (float)sin(theta);
+        }
+    }
+}
+
+/* Runs the rows set up in fw.row_seq / fw.row_pos over tokens[0..n) and
+ * writes the logits of rows [first_logit_row, n) to their sequences. */
+static void forward_step(npl_model *m, const int32_t *tokens, size_t n, size_t first_logit_row)
+{
+    const npl_hparams *hp = &m->hp;
+    npl_forward_ws *fw = &m->fw;
+    npl_threadpool *pool = m->pool;
+    npl_matmul_ws *ws = m->mm_ws;
+    size_t e = hp->n_embd;
+
+    for (size_t i = 0; i < n; i++)
+        npl_matrix_get_row(&m->tok_embd, tokens[i], fw->x + i * e);
+    fill_rope_tables(m, n);
+
+    step_ctx c = {.m = m, .n_rows = n};
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const npl_layer *L = &m->layers[l];
+        c.layer = l;
+
+        /* The previous layer's FFN output is still in xn: fold it into
+         * the residual stream on the way. */
+        c.norm_w = L->attn_norm;
+        c.delta = l == 0 ? NULL : fw->xn;
+        c.first_row = 0;
+        npl_threadpool_run(pool, n, add_norm_task, &c);
+
+        npl_matmul_contig(pool, ws, &L->wq, fw->xn, e, n, fw->q, q_dim(hp));
+        npl_matmul_contig(pool, ws, &L->wk, fw->xn, e, n, fw->k, kv_dim(hp));
+        npl_matmul_contig(pool, ws, &L->wv, fw->xn, e, n, fw->v, kv_dim(hp));
+        npl_threadpool_run(pool, n, rope_store_task, &c);
+        npl_threadpool_run(pool, n * hp->n_head_kv, attention_task, &c);
+        npl_matmul_contig(pool, ws, &L->wo, fw->attn, q_dim(hp), n, fw->xn, e);
+
+        c.norm_w = L->ffn_norm;
+        c.delta = fw->xn;
+        npl_threadpool_run(pool, n, add_norm_task, &c);
+        npl_matmul_contig(pool, ws, &L->w_gate, fw->xn, e, n, fw->gate, hp->n_ff);
+        npl_matmul_contig(pool, ws, &L->w_up, fw->xn, e, n, fw->up, hp->n_ff);
+        npl_threadpool_run(pool, n, swiglu_task, &c);
+        npl_matmul_contig(pool, ws, &L->w_down, fw->gate, hp->n_ff, n, fw->xn, e);
+    }
+
+    if (first_logit_row >= n)
+        return;
+    size_t n_out = n - first_logit_row;
+    c.norm_w = m->output_norm;
+    c.delta = fw->xn;
+    c.first_row = first_logit_row;
+    npl_threadpool_run(pool, n_out, add_norm_task, &c);
+    for (size_t j = 0; j < n_out; j++) {
+        npl_seq *s = fw->row_seq[first_logit_row + j];
+        fw->logit_out[j] = s->logits;
+        s->has_logits = true;
+    }
+    npl_matmul(pool, ws, &m->output, fw->xn + first_logit_row * e, e, n_out, fw->logit_out);
+}
+
+/* ---- public entry points -------------------------------------------- */
+
+static npl_status check_tokens(const npl_model *m, const int32_t *tokens, size_t n, npl_error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= m->hp.n_vocab)
+            return npl_error_set(err, NPL_ERR_INVALID_ARG, "token %zu has id %d, outside the vocabulary [0, %u)", i,
+                                 tokens[i], m->hp.n_vocab);
+    return NPL_OK;
+}
+
+npl_status npl_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n,
+                       size_t max_tokens_this_call, size_t *consumed, npl_error *err)
+{
+    if (consumed)
+        *consumed = 0;
+    if (!m || !s || (n > 0 && !tokens))
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_prefill: missing model, sequence or tokens");
+    if (s->model != m)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_prefill: the sequence belongs to another model");
+    if (n == 0)
+        return NPL_OK;
+    npl_status st = check_tokens(m, tokens, n, err);
+    if (st)
+        return st;
+    if (n > (size_t)(s->n_ctx - s->pos))
+        return npl_error_set(err, NPL_ERR_CONTEXT_OVERFLOW,
+                             "%zu prompt tokens after the %u already cached exceed the context of %u tokens", n,
+                             s->pos, s->n_ctx);
+
+    size_t todo = max_tokens_this_call && max_tokens_this_call < n ? max_tokens_this_call : n;
+    size_t done = 0;
+    s->has_logits = false;
+    while (done < todo) {
+        size_t c = todo - done < m->fw.rows ? todo - done : m->fw.rows;
+        for (size_t i = 0; i < c; i++) {
+            m->fw.row_seq[i] = s;
+            m->fw.row_pos[i] = s->pos + (uint32_t)i;
+        }
+        bool last = done + c == n;
+        forward_step(m, tokens + done, c, last ? c - 1 : c);
+        s->pos += (uint32_t)c;
+        done += c;
+    }
+    if (consumed)
+        *consumed = done;
+    return NPL_OK;
+}
+
+npl_status npl_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens, size_t n_seqs,
+                      npl_error *err)
+{
+    if (!m || (n_seqs > 0 && (!seqs || !tokens)))
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_decode: missing model, sequences or tokens");
+    npl_status st = check_tokens(m, tokens, n_seqs, err);
+    if (st)
+        return st;
+
+    /* Check the whole batch before touching any cache, so a bad entry
+     * leaves every sequence as it was. */
+    size_t i = 0;
+    for (; i < n_seqs; i++) {
+        npl_seq *s = seqs[i];
+        if (!s) {
+            st = npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_decode: sequence %zu is NULL", i);
+            break;
+        }
+        if (s->model != m) {
+            st = npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_decode: sequence %zu belongs to another model", i);
+            break;
+        }
+        if (s->in_batch) {
+            st = npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_decode: sequence %zu appears twice in the batch", i);
+            break;
+        }
+        if (s->pos >= s->n_ctx) {
+            st = npl_error_set(err, NPL_ERR_CONTEXT_OVERFLOW,
+                               "npl_decode: sequence %zu is full (context of %u tokens)", i, s->n_ctx);
+            break;
+        }
+        s->in_batch = true;
+    }
+    for (size_t j = 0; j < i; j++)
+        seqs[j]->in_batch = false;
+    if (st)
+        return st;
+
+    for (size_t b0 = 0; b0 < n_seqs; b0 += m->fw.rows) {
+        size_t c = n_seqs - b0 < m->fw.rows ? n_seqs - b0 : m->fw.rows;
+        for (size_t r = 0; r < c; r++) {
+            m->fw.row_seq[r] = seqs[b0 + r];
+            m->fw.row_pos[r] = seqs[b0 + r]->pos;
+        }
+        forward_step(m, tokens + b0, c, 0);
+        for (size_t r = 0; r < c; r++)
+            seqs[b0 + r]->pos++;
+    }
+    return NPL_OK;
+}

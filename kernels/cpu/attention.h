@@ -1,0 +1,39 @@
+/* Causal self-attention of one query position against a KV cache, in
+ * blocks of cached positions with a running maximum and running sum
+ * (online softmax): the scores of the whole context never exist at once,
+ * memory stays O(block) whatever the context length.
+ *
+ * The cache of one KV head is two arrays of half-precision rows,
+ * [position][head_dim], so a step reads K then V front to back. The n_q
+ * query heads that share the KV head (grouped-query attention) are
+ * handled together so each cached row is converted and read once. */
+#ifndef NPL_ATTENTION_H
+#define NPL_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vec_ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Cached positions per online-softmax block. */
+#define NPL_ATTN_BLOCK 64
+
+/* Floats of scratch one call needs. */
+size_t npl_attention_scratch_floats(size_t n_q, size_t head_dim);
+
+/* q: n_q heads of head_dim floats, head h at q + h * q_stride;
+ * k, v: n_kv rows of head_dim halves (n_kv >= 1), row i at + i * kv_stride;
+ * out: head h at out + h * out_stride. scale multiplies q.k. */
+void npl_attention(npl_simd_level lv, const float *q, size_t q_stride, size_t n_q,
+                   const uint16_t *k, const uint16_t *v, size_t kv_stride, size_t n_kv,
+                   size_t head_dim, float scale, float *out, size_t out_stride, float *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

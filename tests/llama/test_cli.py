@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""npullm-run as a user meets it: usage errors, broken and unsupported
+model files (exit 2, one line on stderr), context overflow (exit 1), the
+--json, --info and --tokenize outputs.
+
+  test_cli.py --npullm-run PATH --model TINY_LLAMA.gguf --workdir DIR [CASE...]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf_patch  # noqa: E402
+
+A = None
+FAILED = []
+
+
+def run(*args, check_rc=None):
+    p = subprocess.run([A.npullm_run] + [str(a) for a in args], capture_output=True)
+    return p.returncode, p.stdout.decode("utf-8"), p.stderr.decode("utf-8")
+
+
+def expect(cond, what):
+    if not cond:
+        FAILED.append(what)
+        print("  check failed: " + what)
+
+
+def expect_error(args, rc, needle):
+    code, out, err = run(*args)
+    lines = err.splitlines()
+    expect(code == rc, "%s: exit %d, wanted %d (stderr %r)" % (args, code, rc, err))
+    expect(len(lines) == 1 and lines[0].startswith("npullm-run: "), "%s: one 'npullm-run: ' line, got %r" % (args, err))
+    expect(needle in err, "%s: %r not in %r" % (args, needle, err))
+
+
+def variant(name, mutate):
+    g = gguf_patch.GGUF(A.model)
+    mutate(g)
+    path = os.path.join(A.workdir, name + ".gguf")
+    g.write(path)
+    return path
+
+
+# ---- cases -------------------------------------------------------------------
+
+def case_usage():
+    expect_error([], 2, "no model file")
+    expect_error([A.model], 2, "nothing to do")
+    expect_error([A.model, "--bogus"], 2, "unknown option '--bogus'")
+    expect_error([A.model, "--prompt"], 2, "--prompt needs a value")
+    expect_error([A.model, "--prompt", "x", "-n", "zero"], 2, "-n expects")
+    expect_error([A.model, "--prompt", "x", "--top-p", "1.5"], 2, "--top-p expects")
+    expect_error([A.model, "--prompt", "x", "--raw", "--system", "s"], 2, "--system needs the chat template")
+    expect_error([A.model, "--prompt", "x", "--info"], 2, "exclude each other")
+    code, out, err = run("--help")
+    expect(code == 0 and "usage: npullm-run" in out and err == "", "--help prints usage")
+
+
+def case_malformed_gguf():
+    path = os.path.join(A.workdir, "garbage.gguf")
+    with open(path, "wb") as f:
+        f.write(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)
+    expect_error([path, "--prompt", "hi"], 2, path)
+    trunc = os.path.join(A.workdir, "truncated.gguf")
+    with open(A.model, "rb") as f:
+        head = f.read(5000)
+    with open(trunc, "wb") as f:
+        f.write(head)
+    expect_error([trunc, "--info"], 2, trunc)
+    expect_error([trunc, "--tokenize", "hi"], 2, trunc)
+    expect_error([os.path.join(A.workdir, "does-not-exist.gguf"), "--info"], 2, "does-not-exist.gguf")
+
+
+def case_unsupported_architecture():
+    path = variant("mamba", lambda g: g.set_kv("general.architecture", gguf_patch.STRING, b"mamba"))
+    expect_error([path, "--prompt", "hi"], 2, "architecture 'mamba' is not supported")
+    expect_error([path, "--info"], 2, "architecture 'mamba' is not supported")
+
+
+def case_bad_tensor_shape():
+    def shrink(g):
+        t = g.tensor("blk.1.attn_k.weight")
+        t["ne"] = [t["ne"][0], t["ne"][1] // 2]
+    path = variant("bad-shape", shrink)
+    expect_error([path, "--prompt", "hi"], 2, "tensor 'blk.1.attn_k.weight' has shape")
+
+
+def case_unsupported_tensor_type():
+    def retype(g):
+        t = g.tensor("blk.0.ffn_up.weight")
+        t["type"] = 9  # q8_1: a valid ggml type no weight should have
+    path = variant("bad-type", retype)
+    expect_error([path, "--prompt", "hi"], 2, "has type q8_1")
+
+
+def case_missing_tensor():
+    def drop(g):
+        g.tensors = [t for t in g.tensors if t["name"] != "blk.0.ffn_norm.weight"]
+    path = variant("missing-tensor", drop)
+    expect_error([path, "--prompt", "hi"], 2, "missing tensor 'blk.0.ffn_norm.weight'")
+
+
+def case_context_overflow():
+    expect_error([A.model, "--prompt", "word " * 40, "--raw", "--ctx", "16"], 1, "context overflow")
+    # Prompt fits, prompt + -n does not.
+    expect_error([A.model, "--prompt", "Hello", "--raw", "--ctx", "16", "-n", "15"], 1, "context overflow")
+    code, out, err = run(A.model, "--prompt", "Hello", "--raw", "--ctx", "16", "-n", "14", "--temperature", "0")
+    expect(code == 0, "prompt + -n = ctx fits (rc %d, %s)" % (code, err))
+
+
+def case_json_output():
+    code, out, err = run(A.model, "--prompt", "Hello there", "--raw", "-n", "6", "--temperature", "0",
+                         "--json", "--top-logprobs", "3")
+    expect(code == 0, "json run succeeds (%s)" % err)
+    j = json.loads(out)
+    expect(j["prompt_tokens"][0] == 128000 and len(j["prompt_tokens"]) == 3, "prompt tokens %r" % j["prompt_tokens"])
+    expect(len(j["tokens"]) == 6 and j["finish_reason"] == "length", "6 tokens, length")
+    for t in j["tokens"]:
+        expect(len(t["top"]) == 3 and t["top"][0][0] == t["id"], "greedy token is the top-1 (%r)" % t)
+        lps = [lp for _, lp in t["top"]]
+        expect(lps == sorted(lps, reverse=True) and all(lp <= 0 for lp in lps), "sorted log-probabilities")
+    for k in ("prompt_ms", "prompt_tps", "gen_ms", "gen_tps"):
+        expect(isinstance(j["timings"][k], (int, float)) and j["timings"][k] >= 0, "timing %s" % k)
+    # Same greedy output as text when streaming.
+    code, text, err = run(A.model, "--prompt", "Hello there", "--raw", "-n", "6", "--temperature", "0")
+    expect(code == 0 and text == j["text"], "streamed text equals the JSON text (%r vs %r)" % (text, j["text"]))
+    # Chat template (no --raw) starts with the header tokens.
+    code, out, err = run(A.model, "--prompt", "Hi", "--system", "Be brief.", "-n", "2", "--json", "--seed", "3")
+    j = json.loads(out)
+    expect(code == 0 and j["prompt_tokens"][:2] == [128000, 128006], "chat prompt %r" % j["prompt_tokens"][:4])
+
+
+def case_stop_string():
+    code, out, err = run(A.model, "--prompt", "Hello there", "--raw", "-n", "8", "--temperature", "0", "--json")
+    j = json.loads(out)
+    full = j["text"]
+    stop = full[len(full) // 2:len(full) // 2 + 2]
+    if stop.strip():
+        code, out, err = run(A.model, "--prompt", "Hello there", "--raw", "-n", "8", "--temperature", "0",
+                             "--json", "--stop", stop)
+        j = json.loads(out)
+        expect(code == 0 and j["finish_reason"] == "stop" and stop not in j["text"]
+               and full.startswith(j["text"]), "stop string %r cuts %r to %r" % (stop, full, j["text"]))
+
+
+def case_info():
+    code, out, err = run(A.model, "--info")
+    expect(code == 0 and "architecture:  llama" in out and "tensor types:" in out, "--info text: %r" % out)
+    code, out, err = run(A.model, "--info", "--json")
+    j = json.loads(out)
+    expect(j["architecture"] == "llama" and j["n_embd"] == 64 and j["n_layer"] == 2 and j["n_head"] == 4
+           and j["n_head_kv"] == 2 and j["head_dim"] == 16 and j["tokenizer"] == "bpe"
+           and j["chat_format"] == "llama3" and j["tensor_types"]["f32"]["tensors"] > 0, "--info --json: %r" % j)
+
+
+def case_tokenize():
+    code, out, err = run(A.model, "--tokenize", "Hello world")
+    expect(code == 0 and json.loads(out) == [128000, 9906, 1917], "tokenize: %r" % out)
+    # Special-token text is not parsed.
+    code, out, err = run(A.model, "--tokenize", "<|eot_id|>")
+    ids = json.loads(out)
+    expect(code == 0 and 128009 not in ids and len(ids) > 2, "special text stays text: %r" % ids)
+
+
+CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
+
+
+def main():
+    global A
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--npullm-run", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("cases", nargs="*")
+    A = ap.parse_args()
+    os.makedirs(A.workdir, exist_ok=True)
+    passed = failed = 0
+    for name in A.cases or CASES:
+        before = len(FAILED)
+        CASES[name]()
+        if len(FAILED) == before:
+            passed += 1
+            print("ok   " + name)
+        else:
+            failed += 1
+            print("FAIL " + name)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
