@@ -1,0 +1,120 @@
+#include "client-options.h"
+
+#include <math.h>
+
+static const char summary[] =
+    "Commands:\n"
+    "  generate PROMPT...        stream the answer to one prompt ('-' reads stdin)\n"
+    "  chat                      interactive conversation, one user turn per line of stdin\n"
+    "  describe-image FILE [PROMPT]  describe an image (needs a vision model)\n"
+    "  models                    list the installed models\n"
+    "  status                    show the service's state\n"
+    "  load NAME | unload NAME   load or unload a model (needs authorization)\n"
+    "  cancel PATH               cancel a request made on this connection\n"
+    "\n"
+    "Exit status: 0 success, 1 error, 2 usage, 3 not authorized, 4 busy,\n"
+    "5 no such model, 130 interrupted.";
+
+gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **error)
+{
+    opts->max_tokens = -1;
+    opts->top_k = -1;
+    opts->temperature = opts->top_p = opts->min_p = opts->repeat_penalty = NAN;
+    gint max_tokens = -1, top_k = -1;
+    GOptionEntry entries[] = {
+        {"session", 0, 0, G_OPTION_ARG_NONE, &opts->session_bus, "Talk to npullmd on the session bus", NULL},
+        {"address", 0, 0, G_OPTION_ARG_STRING, &opts->address, "Talk to the bus at this D-Bus address", "ADDR"},
+        {"json", 'j', 0, G_OPTION_ARG_NONE, &opts->json, "Print one JSON object per event and line", NULL},
+        {"stats", 0, 0, G_OPTION_ARG_NONE, &opts->stats, "Print generation statistics to stderr", NULL},
+        {"model", 'm', 0, G_OPTION_ARG_STRING, &opts->model, "Model name (default: the service's)", "NAME"},
+        {"max-tokens", 'n', 0, G_OPTION_ARG_INT, &max_tokens, "Generate at most N tokens", "N"},
+        {"temperature", 0, 0, G_OPTION_ARG_DOUBLE, &opts->temperature, "Sampling temperature (0: greedy)", "T"},
+        {"top-p", 0, 0, G_OPTION_ARG_DOUBLE, &opts->top_p, "Nucleus sampling threshold", "P"},
+        {"top-k", 0, 0, G_OPTION_ARG_INT, &top_k, "Sample among the K most likely tokens", "K"},
+        {"min-p", 0, 0, G_OPTION_ARG_DOUBLE, &opts->min_p, "Minimum probability relative to the best", "P"},
+        {"repeat-penalty", 0, 0, G_OPTION_ARG_DOUBLE, &opts->repeat_penalty, "Repetition penalty", "R"},
+        {"seed", 0, 0, G_OPTION_ARG_STRING, &opts->seed, "Random seed (unsigned 64-bit)", "S"},
+        {"system", 0, 0, G_OPTION_ARG_STRING, &opts->system, "System prompt", "TEXT"},
+        {"stop", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opts->stop, "Stop at this text (repeatable)", "TEXT"},
+        {"raw", 0, 0, G_OPTION_ARG_NONE, &opts->raw, "Plain completion: no chat template", NULL},
+        {"priority", 0, 0, G_OPTION_ARG_STRING, &opts->priority, "interactive (default) or background", "P"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new("COMMAND [ARGS...]");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_option_context_set_summary(ctx, "Talks to npullmd, the local language model service.");
+    g_option_context_set_description(ctx, summary);
+    if (!g_option_context_parse(ctx, argc, argv, error))
+        return FALSE;
+    if (max_tokens != -1) {
+        if (max_tokens <= 0) {
+            g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--max-tokens must be positive");
+            return FALSE;
+        }
+        opts->max_tokens = max_tokens;
+    }
+    if (top_k != -1) {
+        if (top_k < 0) {
+            g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--top-k must not be negative");
+            return FALSE;
+        }
+        opts->top_k = top_k;
+    }
+    if (opts->seed != NULL && !g_ascii_string_to_unsigned(opts->seed, 10, 0, G_MAXUINT64, NULL, NULL)) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--seed '%s' is not an unsigned number",
+                    opts->seed);
+        return FALSE;
+    }
+    if (opts->address != NULL && opts->session_bus) {
+        g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                            "--address and --session exclude each other");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+void npc_options_clear(NpcOptions *opts)
+{
+    g_free(opts->address);
+    g_free(opts->model);
+    g_free(opts->seed);
+    g_free(opts->system);
+    g_strfreev(opts->stop);
+    g_free(opts->priority);
+}
+
+GVariant *npc_options_to_variant(const NpcOptions *opts, const char *handle_token)
+{
+    GVariantBuilder b;
+    g_variant_builder_init(&b, G_VARIANT_TYPE_VARDICT);
+    if (opts->model != NULL)
+        g_variant_builder_add(&b, "{sv}", "model", g_variant_new_string(opts->model));
+    if (opts->max_tokens > 0)
+        g_variant_builder_add(&b, "{sv}", "max_tokens", g_variant_new_uint32((guint32)opts->max_tokens));
+    if (!isnan(opts->temperature))
+        g_variant_builder_add(&b, "{sv}", "temperature", g_variant_new_double(opts->temperature));
+    if (!isnan(opts->top_p))
+        g_variant_builder_add(&b, "{sv}", "top_p", g_variant_new_double(opts->top_p));
+    if (opts->top_k >= 0)
+        g_variant_builder_add(&b, "{sv}", "top_k", g_variant_new_uint32((guint32)opts->top_k));
+    if (!isnan(opts->min_p))
+        g_variant_builder_add(&b, "{sv}", "min_p", g_variant_new_double(opts->min_p));
+    if (!isnan(opts->repeat_penalty))
+        g_variant_builder_add(&b, "{sv}", "repeat_penalty", g_variant_new_double(opts->repeat_penalty));
+    if (opts->seed != NULL) {
+        guint64 seed = 0;
+        g_ascii_string_to_unsigned(opts->seed, 10, 0, G_MAXUINT64, &seed, NULL);
+        g_variant_builder_add(&b, "{sv}", "seed", g_variant_new_uint64(seed));
+    }
+    if (opts->system != NULL)
+        g_variant_builder_add(&b, "{sv}", "system", g_variant_new_string(opts->system));
+    if (opts->stop != NULL)
+        g_variant_builder_add(&b, "{sv}", "stop", g_variant_new_strv((const gchar *const *)opts->stop, -1));
+    if (opts->raw)
+        g_variant_builder_add(&b, "{sv}", "raw", g_variant_new_boolean(TRUE));
+    if (opts->priority != NULL)
+        g_variant_builder_add(&b, "{sv}", "priority", g_variant_new_string(opts->priority));
+    if (handle_token != NULL)
+        g_variant_builder_add(&b, "{sv}", "handle_token", g_variant_new_string(handle_token));
+    return g_variant_builder_end(&b);
+}

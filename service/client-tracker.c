@@ -1,0 +1,79 @@
+/* Bus peers with requests: their per-client limits and what happens when
+ * one disconnects (every request it owns is cancelled and freed). */
+#include "daemon.h"
+
+NpdClient *npd_client_ref(NpdClient *c)
+{
+    g_atomic_int_inc(&c->refs);
+    return c;
+}
+
+void npd_client_unref(NpdClient *c)
+{
+    if (c == NULL || !g_atomic_int_dec_and_test(&c->refs))
+        return;
+    g_list_free(c->requests);
+    g_free(c->name);
+    g_free(c);
+}
+
+NpdClient *npd_client_get(NpdDaemon *d, const char *name)
+{
+    NpdClient *c = g_hash_table_lookup(d->clients, name);
+    if (c == NULL) {
+        c = g_new0(NpdClient, 1);
+        c->refs = 1;
+        c->name = g_strdup(name);
+        g_hash_table_insert(d->clients, c->name, c);
+    }
+    return c;
+}
+
+void npd_client_release_if_idle(NpdDaemon *d, NpdClient *c)
+{
+    if (c->gone || c->outstanding > 0 || c->pending_calls > 0 || c->requests != NULL)
+        return;
+    if (g_hash_table_lookup(d->clients, c->name) == c)
+        g_hash_table_remove(d->clients, c->name);
+}
+
+static void client_vanished(NpdDaemon *d, NpdClient *c)
+{
+    npd_client_ref(c);
+    c->gone = TRUE;
+    g_hash_table_remove(d->clients, c->name);
+    guint n = g_list_length(c->requests);
+    if (c->outstanding > 0)
+        g_message("client %s disconnected; cancelling its %u unfinished requests", c->name, c->outstanding);
+    /* npd_request_destroy unlinks each request from c->requests. */
+    while (c->requests != NULL && n-- > 0)
+        npd_request_destroy(c->requests->data);
+    npd_client_unref(c);
+    npd_daemon_activity_changed(d);
+}
+
+static void name_owner_changed_cb(GDBusConnection *bus, const char *sender, const char *path,
+                                  const char *iface, const char *signal, GVariant *params, gpointer data)
+{
+    NpdDaemon *d = data;
+    const char *name = NULL, *old_owner = NULL, *new_owner = NULL;
+    if (!g_variant_is_of_type(params, G_VARIANT_TYPE("(sss)")))
+        return;
+    g_variant_get(params, "(&s&s&s)", &name, &old_owner, &new_owner);
+    if (*new_owner != '\0')
+        return;
+    NpdClient *c = g_hash_table_lookup(d->clients, name);
+    if (c != NULL)
+        client_vanished(d, c);
+}
+
+gboolean npd_clients_watch(NpdDaemon *d, GError **error)
+{
+    /* One subscription for all names, made before any client can call:
+     * a per-client match added later could miss a disconnect that
+     * happened in between. */
+    d->name_owner_sub_id = g_dbus_connection_signal_subscribe(
+        d->bus, "org.freedesktop.DBus", "org.freedesktop.DBus", "NameOwnerChanged", "/org/freedesktop/DBus",
+        NULL, G_DBUS_SIGNAL_FLAGS_NONE, name_owner_changed_cb, d, NULL);
+    return d->name_owner_sub_id != 0;
+}

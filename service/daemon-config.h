@@ -1,0 +1,46 @@
+/* npullmd configuration: the GKeyFile /etc/npullm/npullm.conf (or
+ * --config FILE) overridden by command-line options. */
+#ifndef NPD_DAEMON_CONFIG_H
+#define NPD_DAEMON_CONFIG_H
+
+#include <glib.h>
+
+typedef enum {
+    NPD_DEVICE_AUTO,
+    NPD_DEVICE_CPU,
+    NPD_DEVICE_NPU,
+    NPD_DEVICE_NPU_EMU,
+} NpdDevice;
+
+typedef struct {
+    gboolean session_bus;
+    gboolean verbose;
+    gchar *config_path;      /* file actually read, NULL when none */
+    gchar **model_dirs;      /* NULL-terminated */
+    gchar *default_model;    /* NULL or "" = first model found */
+    guint idle_timeout;      /* seconds */
+    guint exit_on_idle;      /* seconds, 0 = never exit */
+    NpdDevice device;
+    guint threads;           /* 0 = all online CPUs */
+    guint prefill_chunk;
+    guint max_context;
+    guint default_max_tokens;
+    guint max_running;
+    guint max_queued;
+    guint max_per_client;
+    gsize max_prompt_bytes;
+    guint max_messages;
+    gsize max_image_bytes;
+    guint auth_timeout;      /* seconds */
+} NpdConfig;
+
+/* Parses argv (removing what it consumed) and the configuration file.
+ * Fails with G_OPTION_ERROR / G_KEY_FILE_ERROR / G_FILE_ERROR on bad
+ * input, including an unavailable --device. */
+gboolean npd_config_load(NpdConfig *cfg, int *argc, char ***argv, GError **error);
+void npd_config_clear(NpdConfig *cfg);
+
+/* "cpu" for the devices this build runs on. */
+const char *npd_device_name(NpdDevice device);
+
+#endif

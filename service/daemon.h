@@ -1,0 +1,108 @@
+/* npullmd's main-thread state, shared by the Manager interface, the
+ * request objects and client tracking. Everything here is touched only on
+ * the main context; the engine lives behind NpdWorker. */
+#ifndef NPD_DAEMON_H
+#define NPD_DAEMON_H
+
+#include <gio/gio.h>
+
+#include "authorization.h"
+#include "daemon-config.h"
+#include "engine-worker.h"
+#include "model-catalog.h"
+#include "request-options.h"
+#include "request-path.h"
+
+#define NPD_BUS_NAME "org.npullm"
+#define NPD_MANAGER_PATH "/org/npullm"
+#define NPD_MANAGER_IFACE "org.npullm.Manager"
+#define NPD_REQUEST_IFACE "org.npullm.Request"
+
+/* A bus peer that has called us; lives while it has requests or calls in
+ * progress, or until its name vanishes. */
+typedef struct {
+    gint refs;
+    gchar *name;
+    gboolean gone;       /* its unique name vanished from the bus */
+    guint outstanding;   /* requests not finished yet */
+    guint pending_calls; /* calls waiting for polkit */
+    GList *requests;     /* NpdRequest*, including finished ones kept for reading */
+} NpdClient;
+
+typedef struct NpdDaemon NpdDaemon;
+
+/* One generation, seen from the bus. */
+typedef struct {
+    NpdDaemon *daemon;
+    guint64 id;
+    NpdClient *client;   /* owner; holds a reference */
+    gchar *node;         /* child name under NPD_REQUEST_ROOT, NULL for Complete */
+    gchar *path;
+    gchar *model;
+    NpdJobState state;
+    guint queue_position;
+    GDBusMethodInvocation *complete; /* Complete: the call to answer at the end */
+    GString *complete_text;
+    guint linger_id;     /* finished: removal timer */
+} NpdRequest;
+
+struct NpdDaemon {
+    NpdConfig *cfg;
+    GMainLoop *loop;
+    GDBusConnection *bus;
+    GDBusNodeInfo *introspection;
+    GDBusInterfaceInfo *manager_info;
+    GDBusInterfaceInfo *request_info;
+    guint manager_reg_id;
+    guint request_subtree_id;
+    guint name_owner_sub_id;
+    guint own_name_id;
+    gboolean name_acquired;
+    int exit_status;
+
+    NpdModelCatalog *catalog;
+    NpdWorker *worker;
+    NpdAuthorizer *authorizer;
+
+    GHashTable *clients;       /* unique name -> NpdClient* (ref) */
+    GHashTable *requests;      /* &id -> NpdRequest* (owned) */
+    GHashTable *request_nodes; /* node -> NpdRequest* */
+    guint64 next_request_id;
+    gchar **loaded_models;
+    guint idle_timeout;
+    guint exit_timer_id;
+
+    /* last values announced through PropertiesChanged / sd_notify */
+    guint announced_active;
+    guint announced_queued;
+};
+
+/* ---- clients (client-tracker.c) ---- */
+NpdClient *npd_client_get(NpdDaemon *d, const char *name); /* borrowed, created on demand */
+NpdClient *npd_client_ref(NpdClient *c);
+void npd_client_unref(NpdClient *c);
+/* Drops the daemon's entry when the client has nothing left. */
+void npd_client_release_if_idle(NpdDaemon *d, NpdClient *c);
+gboolean npd_clients_watch(NpdDaemon *d, GError **error);
+
+/* ---- requests (request-objects.c) ---- */
+gboolean npd_requests_register(NpdDaemon *d, GError **error);
+NpdRequest *npd_request_new(NpdDaemon *d, NpdClient *client, const char *node, const char *model,
+                            GDBusMethodInvocation *complete);
+void npd_request_cancel(NpdRequest *r);
+/* Removes a request now (cancelling it in the worker when unfinished). */
+void npd_request_destroy(NpdRequest *r);
+void npd_requests_handle_event(NpdDaemon *d, const NpdEvent *ev);
+void npd_requests_count(NpdDaemon *d, guint *active, guint *queued);
+
+/* ---- manager (manager.c) ---- */
+gboolean npd_manager_register(NpdDaemon *d, GError **error);
+void npd_manager_handle_command_done(NpdDaemon *d, const NpdEvent *ev);
+/* Emits PropertiesChanged for what changed since the last call. */
+void npd_manager_announce(NpdDaemon *d, gboolean models_changed);
+
+/* ---- lifecycle (npullmd.c) ---- */
+/* Re-evaluates --exit-on-idle after any change in activity. */
+void npd_daemon_activity_changed(NpdDaemon *d);
+
+#endif

@@ -1,0 +1,893 @@
+#include "engine-worker.h"
+
+#include <malloc.h>
+#include <string.h>
+
+/* ---- names ------------------------------------------------------------- */
+
+const char *npd_job_state_name(NpdJobState state)
+{
+    switch (state) {
+    case NPD_JOB_QUEUED:
+        return "queued";
+    case NPD_JOB_LOADING:
+        return "loading";
+    case NPD_JOB_RUNNING:
+        return "running";
+    case NPD_JOB_FINISHED:
+        return "finished";
+    }
+    return "finished";
+}
+
+const char *npd_finish_reason_name(NpdFinishReason reason)
+{
+    switch (reason) {
+    case NPD_FINISH_STOP:
+        return "stop";
+    case NPD_FINISH_LENGTH:
+        return "length";
+    case NPD_FINISH_CANCELLED:
+        return "cancelled";
+    case NPD_FINISH_ERROR:
+        return "error";
+    }
+    return "error";
+}
+
+void npd_job_free(NpdJob *job)
+{
+    if (job == NULL)
+        return;
+    g_free(job->model_name);
+    g_free(job->model_path);
+    g_free(job->prompt);
+    if (job->messages != NULL)
+        g_ptr_array_unref(job->messages);
+    g_strfreev(job->stop);
+    g_free(job);
+}
+
+/* ---- worker state ------------------------------------------------------ */
+
+typedef struct {
+    gchar *name;
+    gchar *path;
+    npl_model *model;
+    gint64 last_used; /* monotonic usec */
+    guint n_jobs;     /* running jobs on this model */
+} LoadedModel;
+
+typedef struct {
+    NpdJob *job;
+    gint64 t_submit;
+    guint reported_position; /* last QueuePosition sent, 0 = none yet */
+} QueuedJob;
+
+typedef enum {
+    PHASE_PREFILL,
+    PHASE_DECODE,
+} Phase;
+
+typedef struct {
+    NpdJob *job;
+    LoadedModel *lm;
+    npl_seq *seq;
+    npl_sampler *sampler;
+    npl_stream *stream;
+    npl_tokens prompt;
+    size_t n_prefilled;
+    int32_t pending; /* sampled token to append in the next decode step */
+    Phase phase;
+    guint64 admit_order;
+    gint64 t_submit;
+    gint64 t_first;
+    gint64 t_last;
+    guint32 generated;
+    npl_buf text;
+} ActiveJob;
+
+typedef enum {
+    CMD_SUBMIT,
+    CMD_CANCEL,
+    CMD_LOAD,
+    CMD_UNLOAD,
+    CMD_SET_IDLE,
+    CMD_QUIT,
+} CommandKind;
+
+typedef struct {
+    CommandKind kind;
+    NpdJob *job;
+    guint64 job_id;
+    gchar *name;
+    gchar *path;
+    gpointer tag;
+    guint seconds;
+    gint64 t_submit;
+} Command;
+
+struct NpdWorker {
+    NpdWorkerConfig cfg; /* idle_timeout is changed on the worker thread only */
+    GThread *thread;
+    GAsyncQueue *commands;
+
+    /* events to the main context */
+    GMainContext *main_context;
+    NpdEventFunc func;
+    gpointer user_data;
+    GMutex lock;
+    GQueue events;
+    GSource *dispatch_source;
+
+    /* worker thread only */
+    GQueue queue;       /* QueuedJob*, interactive before background */
+    GPtrArray *running; /* ActiveJob*, in admission order */
+    GHashTable *models; /* name -> LoadedModel* */
+    guint64 admit_counter;
+};
+
+static void command_free(Command *cmd)
+{
+    npd_job_free(cmd->job);
+    g_free(cmd->name);
+    g_free(cmd->path);
+    g_free(cmd);
+}
+
+static void event_free(NpdEvent *ev)
+{
+    if (ev->text != NULL)
+        g_string_free(ev->text, TRUE);
+    g_clear_error(&ev->error);
+    g_strfreev(ev->loaded_models);
+    g_free(ev);
+}
+
+static void loaded_model_free(LoadedModel *lm)
+{
+    npl_model_free(lm->model);
+    g_free(lm->name);
+    g_free(lm->path);
+    g_free(lm);
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+static gboolean dispatch_events(gpointer data)
+{
+    NpdWorker *w = data;
+    GQueue batch = G_QUEUE_INIT;
+    g_mutex_lock(&w->lock);
+    batch = w->events;
+    g_queue_init(&w->events);
+    g_clear_pointer(&w->dispatch_source, g_source_unref);
+    g_mutex_unlock(&w->lock);
+
+    NpdEvent *ev;
+    while ((ev = g_queue_pop_head(&batch)) != NULL) {
+        w->func(ev, w->user_data);
+        event_free(ev);
+    }
+    return G_SOURCE_REMOVE;
+}
+
+/* Queues ev for the main context. Text for the job of the previous,
+ * not yet dispatched event is appended to it: this is the coalescing that
+ * keeps a slow bus from piling up one signal per token. */
+static void post_event(NpdWorker *w, NpdEvent *ev)
+{
+    g_mutex_lock(&w->lock);
+    NpdEvent *tail = g_queue_peek_tail(&w->events);
+    if (ev->kind == NPD_EVENT_TEXT && tail != NULL && tail->kind == NPD_EVENT_TEXT &&
+        tail->job_id == ev->job_id) {
+        g_string_append_len(tail->text, ev->text->str, (gssize)ev->text->len);
+        event_free(ev);
+    } else {
+        g_queue_push_tail(&w->events, ev);
+    }
+    if (w->dispatch_source == NULL) {
+        w->dispatch_source = g_idle_source_new();
+        g_source_set_priority(w->dispatch_source, G_PRIORITY_DEFAULT);
+        g_source_set_callback(w->dispatch_source, dispatch_events, w, NULL);
+        g_source_attach(w->dispatch_source, w->main_context);
+    }
+    g_mutex_unlock(&w->lock);
+}
+
+static void post_state(NpdWorker *w, guint64 job_id, NpdJobState state, guint position)
+{
+    NpdEvent *ev = g_new0(NpdEvent, 1);
+    ev->kind = NPD_EVENT_STATE;
+    ev->job_id = job_id;
+    ev->state = state;
+    ev->queue_position = position;
+    post_event(w, ev);
+}
+
+static void post_text(NpdWorker *w, guint64 job_id, const npl_buf *text)
+{
+    if (text->len == 0)
+        return;
+    NpdEvent *ev = g_new0(NpdEvent, 1);
+    ev->kind = NPD_EVENT_TEXT;
+    ev->job_id = job_id;
+    ev->text = g_string_new_len(text->data, (gssize)text->len);
+    post_event(w, ev);
+}
+
+static void post_models(NpdWorker *w)
+{
+    NpdEvent *ev = g_new0(NpdEvent, 1);
+    ev->kind = NPD_EVENT_MODELS;
+    g_autoptr(GPtrArray) names = g_ptr_array_new();
+    GHashTableIter it;
+    gpointer key;
+    g_hash_table_iter_init(&it, w->models);
+    while (g_hash_table_iter_next(&it, &key, NULL))
+        g_ptr_array_add(names, g_strdup(key));
+    g_ptr_array_sort(names, (GCompareFunc)g_strcmp0);
+    g_ptr_array_add(names, NULL);
+    ev->loaded_models = (gchar **)g_ptr_array_steal(names, NULL);
+    post_event(w, ev);
+}
+
+static void post_command_done(NpdWorker *w, gpointer tag, GError *error)
+{
+    NpdEvent *ev = g_new0(NpdEvent, 1);
+    ev->kind = NPD_EVENT_COMMAND_DONE;
+    ev->tag = tag;
+    ev->error = error;
+    post_event(w, ev);
+}
+
+static NpdError error_from_status(npl_status st)
+{
+    switch (st) {
+    case NPL_ERR_CONTEXT_OVERFLOW:
+        return NPD_ERROR_CONTEXT_OVERFLOW;
+    case NPL_ERR_INVALID_ARG:
+        return NPD_ERROR_INVALID_ARGUMENT;
+    case NPL_ERR_UNSUPPORTED:
+        return NPD_ERROR_NOT_SUPPORTED;
+    case NPL_ERR_CANCELLED:
+        return NPD_ERROR_CANCELLED;
+    default:
+        return NPD_ERROR_INTERNAL;
+    }
+}
+
+/* ---- models ------------------------------------------------------------ */
+
+static LoadedModel *ensure_loaded(NpdWorker *w, const char *name, const char *path, GError **error)
+{
+    LoadedModel *lm = g_hash_table_lookup(w->models, name);
+    if (lm != NULL)
+        return lm;
+    npl_model_params params;
+    npl_model_params_default(&params);
+    params.n_threads = (int)w->cfg.threads;
+    params.prefill_chunk = w->cfg.prefill_chunk;
+    npl_error err;
+    npl_error_clear(&err);
+    gint64 t0 = g_get_monotonic_time();
+    npl_model *model = npl_model_load(path, &params, &err);
+    if (model == NULL) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_MODEL_LOAD_FAILED, "loading model '%s' failed: %s", name,
+                    err.message);
+        g_warning("loading model %s (%s) failed: %s", name, path, err.message);
+        return NULL;
+    }
+    lm = g_new0(LoadedModel, 1);
+    lm->name = g_strdup(name);
+    lm->path = g_strdup(path);
+    lm->model = model;
+    lm->last_used = g_get_monotonic_time();
+    g_hash_table_insert(w->models, lm->name, lm);
+    g_message("loaded model %s from %s in %.0f ms", name, path, (double)(lm->last_used - t0) / 1000.0);
+    post_models(w);
+    return lm;
+}
+
+static gboolean model_has_queued_jobs(NpdWorker *w, const LoadedModel *lm)
+{
+    for (GList *l = w->queue.head; l != NULL; l = l->next) {
+        const QueuedJob *qj = l->data;
+        if (strcmp(qj->job->model_name, lm->name) == 0)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+static void unload_model(NpdWorker *w, LoadedModel *lm)
+{
+    g_message("unloading model %s", lm->name);
+    g_hash_table_remove(w->models, lm->name);
+    /* munmap'ed weights are gone already; this hands freed heap (KV
+     * caches, scratch buffers) back to the kernel as well. */
+    malloc_trim(0);
+    post_models(w);
+}
+
+static void unload_idle_models(NpdWorker *w)
+{
+    gint64 now = g_get_monotonic_time();
+    gint64 timeout = (gint64)w->cfg.idle_timeout * G_USEC_PER_SEC;
+    GHashTableIter it;
+    gpointer value;
+    GPtrArray *idle = NULL;
+    g_hash_table_iter_init(&it, w->models);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        LoadedModel *lm = value;
+        if (lm->n_jobs == 0 && now - lm->last_used >= timeout && !model_has_queued_jobs(w, lm)) {
+            if (idle == NULL)
+                idle = g_ptr_array_new();
+            g_ptr_array_add(idle, lm);
+        }
+    }
+    if (idle == NULL)
+        return;
+    for (guint i = 0; i < idle->len; i++)
+        unload_model(w, idle->pdata[i]);
+    g_ptr_array_unref(idle);
+}
+
+/* Monotonic time of the next idle unload, or -1 when none is due. */
+static gint64 next_unload_time(NpdWorker *w)
+{
+    gint64 next = -1;
+    gint64 timeout = (gint64)w->cfg.idle_timeout * G_USEC_PER_SEC;
+    GHashTableIter it;
+    gpointer value;
+    g_hash_table_iter_init(&it, w->models);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        LoadedModel *lm = value;
+        if (lm->n_jobs != 0)
+            continue;
+        gint64 t = lm->last_used + timeout;
+        if (next < 0 || t < next)
+            next = t;
+    }
+    return next;
+}
+
+/* ---- job lifecycle ----------------------------------------------------- */
+
+static void post_finished(NpdWorker *w, guint64 job_id, NpdFinishReason reason, const NpdJobStats *stats,
+                          GError *error)
+{
+    NpdEvent *ev = g_new0(NpdEvent, 1);
+    ev->kind = NPD_EVENT_FINISHED;
+    ev->job_id = job_id;
+    ev->reason = reason;
+    ev->stats = *stats;
+    ev->error = error;
+    post_event(w, ev);
+}
+
+static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, GError *error)
+{
+    gint64 now = g_get_monotonic_time();
+    NpdJobStats stats = {
+        .prompt_tokens = (guint32)aj->prompt.n,
+        .generated_tokens = aj->generated,
+        .total_time_ms = (double)(now - aj->t_submit) / 1000.0,
+        .seed = aj->job->sampling.seed,
+    };
+    if (aj->t_first != 0) {
+        stats.time_to_first_token_ms = (double)(aj->t_first - aj->t_submit) / 1000.0;
+        if (aj->generated > 1 && aj->t_last > aj->t_first)
+            stats.tokens_per_second =
+                (double)(aj->generated - 1) * G_USEC_PER_SEC / (double)(aj->t_last - aj->t_first);
+    }
+    post_finished(w, aj->job->id, reason, &stats, error);
+
+    npl_stream_free(aj->stream);
+    npl_sampler_free(aj->sampler);
+    npl_seq_free(aj->seq);
+    npl_tokens_free(&aj->prompt);
+    npl_buf_free(&aj->text);
+    if (aj->lm != NULL) {
+        aj->lm->n_jobs--;
+        aj->lm->last_used = now;
+    }
+    g_ptr_array_remove(w->running, aj);
+    npd_job_free(aj->job);
+    g_free(aj);
+}
+
+static void finish_queued(NpdWorker *w, QueuedJob *qj, NpdFinishReason reason, GError *error)
+{
+    NpdJobStats stats = {
+        .total_time_ms = (double)(g_get_monotonic_time() - qj->t_submit) / 1000.0,
+        .seed = qj->job->sampling.seed,
+    };
+    post_finished(w, qj->job->id, reason, &stats, error);
+    npd_job_free(qj->job);
+    g_free(qj);
+}
+
+static void fail_active(NpdWorker *w, ActiveJob *aj, npl_status st, const char *what, const npl_error *err)
+{
+    GError *error = g_error_new(NPD_ERROR, error_from_status(st), "%s: %s", what, err->message);
+    g_warning("request %" G_GUINT64_FORMAT ": %s", aj->job->id, error->message);
+    finish_active(w, aj, NPD_FINISH_ERROR, error);
+}
+
+static void post_queue_positions(NpdWorker *w)
+{
+    guint pos = 1;
+    for (GList *l = w->queue.head; l != NULL; l = l->next, pos++) {
+        QueuedJob *qj = l->data;
+        if (qj->reported_position != pos) {
+            qj->reported_position = pos;
+            post_state(w, qj->job->id, NPD_JOB_QUEUED, pos);
+        }
+    }
+}
+
+static void enqueue(NpdWorker *w, NpdJob *job, gint64 t_submit)
+{
+    QueuedJob *qj = g_new0(QueuedJob, 1);
+    qj->job = job;
+    qj->t_submit = t_submit;
+    if (job->priority == NPD_PRIORITY_BACKGROUND) {
+        g_queue_push_tail(&w->queue, qj);
+        return;
+    }
+    GList *l = w->queue.head;
+    while (l != NULL && ((QueuedJob *)l->data)->job->priority == NPD_PRIORITY_INTERACTIVE)
+        l = l->next;
+    if (l == NULL)
+        g_queue_push_tail(&w->queue, qj);
+    else
+        g_queue_insert_before(&w->queue, l, qj);
+}
+
+static npl_status tokenize_job(const ActiveJob *aj, npl_tokens *out, npl_error *err)
+{
+    const NpdJob *job = aj->job;
+    if (job->raw) {
+        const npl_tokenizer *tok = npl_model_tokenizer(aj->lm->model);
+        return npl_tokenize(tok, job->prompt, strlen(job->prompt), NPL_TOKENIZE_ADD_BOS, out, err);
+    }
+    guint n = job->messages->len;
+    npl_chat_message *msgs = g_new0(npl_chat_message, n);
+    for (guint i = 0; i < n; i++) {
+        const NpdChatMessage *m = job->messages->pdata[i];
+        msgs[i].role = m->role;
+        msgs[i].content = m->content;
+    }
+    npl_status st = npl_chat_tokenize(aj->lm->model, msgs, n, true, out, err);
+    g_free(msgs);
+    return st;
+}
+
+/* Moves a queued job to the running set: loads its model if needed,
+ * tokenizes, sizes its KV cache to what it can use. */
+static void start_job(NpdWorker *w, QueuedJob *qj)
+{
+    NpdJob *job = qj->job;
+    GError *error = NULL;
+    LoadedModel *lm = g_hash_table_lookup(w->models, job->model_name);
+    if (lm == NULL) {
+        post_state(w, job->id, NPD_JOB_LOADING, 0);
+        lm = ensure_loaded(w, job->model_name, job->model_path, &error);
+        if (lm == NULL) {
+            finish_queued(w, qj, NPD_FINISH_ERROR, error);
+            return;
+        }
+    }
+    ActiveJob *aj = g_new0(ActiveJob, 1);
+    aj->job = job;
+    aj->lm = lm;
+    aj->t_submit = qj->t_submit;
+    aj->admit_order = w->admit_counter++;
+    lm->n_jobs++;
+    g_free(qj);
+    g_ptr_array_add(w->running, aj);
+
+    npl_error err;
+    npl_error_clear(&err);
+    npl_status st = tokenize_job(aj, &aj->prompt, &err);
+    if (st != NPL_OK) {
+        fail_active(w, aj, st, "tokenizing the prompt", &err);
+        return;
+    }
+    const npl_model_info *info = npl_model_get_info(lm->model);
+    guint32 ctx_limit = info->n_ctx_train != 0 ? info->n_ctx_train : NPL_DEFAULT_CTX_MAX;
+    ctx_limit = MIN(ctx_limit, w->cfg.max_context);
+    size_t n_prompt = aj->prompt.n;
+    if (n_prompt == 0) {
+        finish_active(w, aj, NPD_FINISH_ERROR,
+                      g_error_new(NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "prompt: empty after tokenization"));
+        return;
+    }
+    if (n_prompt >= ctx_limit) {
+        finish_active(w, aj, NPD_FINISH_ERROR,
+                      g_error_new(NPD_ERROR, NPD_ERROR_CONTEXT_OVERFLOW,
+                                  "the prompt has %zu tokens; the context holds %u", n_prompt, ctx_limit));
+        return;
+    }
+    guint32 max_tokens = job->max_tokens;
+    if (max_tokens == 0) {
+        max_tokens = MIN(w->cfg.default_max_tokens, ctx_limit - (guint32)n_prompt);
+    } else if (n_prompt + max_tokens > ctx_limit) {
+        finish_active(w, aj, NPD_FINISH_ERROR,
+                      g_error_new(NPD_ERROR, NPD_ERROR_CONTEXT_OVERFLOW,
+                                  "the prompt (%zu tokens) plus max_tokens (%u) exceed the context of %u tokens",
+                                  n_prompt, max_tokens, ctx_limit));
+        return;
+    }
+    aj->seq = npl_seq_create(lm->model, (uint32_t)(n_prompt + max_tokens), &err);
+    if (aj->seq == NULL) {
+        fail_active(w, aj, err.code, "allocating the KV cache", &err);
+        return;
+    }
+    aj->sampler = npl_sampler_create(&job->sampling, info->n_vocab, &err);
+    if (aj->sampler == NULL) {
+        fail_active(w, aj, err.code, "creating the sampler", &err);
+        return;
+    }
+    for (size_t i = 0; i < n_prompt; i++)
+        npl_sampler_accept(aj->sampler, aj->prompt.ids[i]);
+    size_t n_stop = job->stop != NULL ? g_strv_length(job->stop) : 0;
+    aj->stream = npl_stream_create(lm->model, (const char *const *)job->stop, n_stop, max_tokens, &err);
+    if (aj->stream == NULL) {
+        fail_active(w, aj, err.code, "creating the output stream", &err);
+        return;
+    }
+    aj->phase = PHASE_PREFILL;
+    post_state(w, job->id, NPD_JOB_RUNNING, 0);
+}
+
+static void admit_jobs(NpdWorker *w)
+{
+    gboolean changed = FALSE;
+    while (w->running->len < w->cfg.max_running && !g_queue_is_empty(&w->queue)) {
+        start_job(w, g_queue_pop_head(&w->queue));
+        changed = TRUE;
+    }
+    if (changed)
+        post_queue_positions(w);
+}
+
+/* Feeds a sampled token to the job's stream; finishes the job or makes
+ * the token the next decode input. */
+static void accept_sampled(NpdWorker *w, ActiveJob *aj, int32_t token)
+{
+    gint64 now = g_get_monotonic_time();
+    if (aj->t_first == 0)
+        aj->t_first = now;
+    aj->t_last = now;
+    aj->generated++;
+    npl_error err;
+    npl_error_clear(&err);
+    npl_buf_clear(&aj->text);
+    npl_finish_reason reason = npl_stream_push(aj->stream, token, &aj->text, &err);
+    if (err.code != NPL_OK) {
+        fail_active(w, aj, err.code, "decoding the output", &err);
+        return;
+    }
+    post_text(w, aj->job->id, &aj->text);
+    if (reason == NPL_FINISH_NONE) {
+        aj->pending = token;
+        aj->phase = PHASE_DECODE;
+        return;
+    }
+    npl_buf_clear(&aj->text);
+    npl_status st = npl_stream_finish(aj->stream, &aj->text, &err);
+    if (st != NPL_OK) {
+        fail_active(w, aj, st, "decoding the output", &err);
+        return;
+    }
+    post_text(w, aj->job->id, &aj->text);
+    finish_active(w, aj, reason == NPL_FINISH_LENGTH ? NPD_FINISH_LENGTH : NPD_FINISH_STOP, NULL);
+}
+
+static gboolean runs_before(const ActiveJob *a, const ActiveJob *b)
+{
+    if (a->job->priority != b->job->priority)
+        return a->job->priority < b->job->priority;
+    return a->admit_order < b->admit_order;
+}
+
+/* One prefill chunk of the most urgent prompt still being fed. */
+static void prefill_step(NpdWorker *w)
+{
+    ActiveJob *aj = NULL;
+    for (guint i = 0; i < w->running->len; i++) {
+        ActiveJob *c = w->running->pdata[i];
+        if (c->phase == PHASE_PREFILL && (aj == NULL || runs_before(c, aj)))
+            aj = c;
+    }
+    if (aj == NULL)
+        return;
+    npl_error err;
+    npl_error_clear(&err);
+    size_t consumed = 0;
+    size_t left = aj->prompt.n - aj->n_prefilled;
+    npl_status st = npl_prefill(aj->lm->model, aj->seq, aj->prompt.ids + aj->n_prefilled, left,
+                                w->cfg.prefill_chunk, &consumed, &err);
+    if (st != NPL_OK) {
+        fail_active(w, aj, st, "prefill", &err);
+        return;
+    }
+    if (consumed == 0 || consumed > left) {
+        npl_error_set(&err, NPL_ERR_INTERNAL, "prefill consumed %zu of %zu tokens", consumed, left);
+        fail_active(w, aj, NPL_ERR_INTERNAL, "prefill", &err);
+        return;
+    }
+    aj->n_prefilled += consumed;
+    if (aj->n_prefilled < aj->prompt.n)
+        return;
+    const float *logits = npl_seq_logits(aj->seq);
+    if (logits == NULL) {
+        npl_error_set(&err, NPL_ERR_INTERNAL, "no logits after the prompt");
+        fail_active(w, aj, NPL_ERR_INTERNAL, "prefill", &err);
+        return;
+    }
+    accept_sampled(w, aj, npl_sampler_sample(aj->sampler, logits));
+}
+
+/* One batched decode step per loaded model for every generating job. */
+static void decode_step(NpdWorker *w)
+{
+    guint n = w->running->len;
+    if (n == 0)
+        return;
+    ActiveJob **batch = g_new(ActiveJob *, n);
+    npl_seq **seqs = g_new(npl_seq *, n);
+    int32_t *tokens = g_new(int32_t, n);
+    g_autoptr(GPtrArray) models = g_ptr_array_new();
+    for (guint i = 0; i < n; i++) {
+        ActiveJob *aj = w->running->pdata[i];
+        if (aj->phase == PHASE_DECODE && !g_ptr_array_find(models, aj->lm, NULL))
+            g_ptr_array_add(models, aj->lm);
+    }
+    for (guint m = 0; m < models->len; m++) {
+        LoadedModel *lm = models->pdata[m];
+        size_t nb = 0;
+        for (guint i = 0; i < w->running->len; i++) {
+            ActiveJob *aj = w->running->pdata[i];
+            if (aj->phase == PHASE_DECODE && aj->lm == lm) {
+                batch[nb] = aj;
+                seqs[nb] = aj->seq;
+                tokens[nb] = aj->pending;
+                nb++;
+            }
+        }
+        npl_error err;
+        npl_error_clear(&err);
+        npl_status st = npl_decode(lm->model, seqs, tokens, nb, &err);
+        for (size_t i = 0; i < nb; i++) {
+            ActiveJob *aj = batch[i];
+            if (st != NPL_OK) {
+                fail_active(w, aj, st, "decode", &err);
+                continue;
+            }
+            const float *logits = npl_seq_logits(aj->seq);
+            if (logits == NULL) {
+                npl_error e2;
+                npl_error_set(&e2, NPL_ERR_INTERNAL, "no logits after a decode step");
+                fail_active(w, aj, NPL_ERR_INTERNAL, "decode", &e2);
+                continue;
+            }
+            accept_sampled(w, aj, npl_sampler_sample(aj->sampler, logits));
+        }
+    }
+    g_free(batch);
+    g_free(seqs);
+    g_free(tokens);
+}
+
+/* ---- commands ---------------------------------------------------------- */
+
+static void cancel_job(NpdWorker *w, guint64 job_id)
+{
+    for (GList *l = w->queue.head; l != NULL; l = l->next) {
+        QueuedJob *qj = l->data;
+        if (qj->job->id == job_id) {
+            g_queue_delete_link(&w->queue, l);
+            finish_queued(w, qj, NPD_FINISH_CANCELLED, NULL);
+            post_queue_positions(w);
+            return;
+        }
+    }
+    for (guint i = 0; i < w->running->len; i++) {
+        ActiveJob *aj = w->running->pdata[i];
+        if (aj->job->id == job_id) {
+            finish_active(w, aj, NPD_FINISH_CANCELLED, NULL);
+            return;
+        }
+    }
+}
+
+static void unload_command(NpdWorker *w, const char *name, gpointer tag)
+{
+    LoadedModel *lm = g_hash_table_lookup(w->models, name);
+    if (lm == NULL) {
+        post_command_done(w, tag, NULL);
+        return;
+    }
+    if (lm->n_jobs > 0 || model_has_queued_jobs(w, lm)) {
+        post_command_done(w, tag,
+                          g_error_new(NPD_ERROR, NPD_ERROR_BUSY, "model '%s' is in use by %u running requests",
+                                      name, lm->n_jobs));
+        return;
+    }
+    unload_model(w, lm);
+    post_command_done(w, tag, NULL);
+}
+
+/* FALSE when the worker must stop. */
+static gboolean handle_command(NpdWorker *w, Command *cmd)
+{
+    GError *error = NULL;
+    gboolean go_on = TRUE;
+    switch (cmd->kind) {
+    case CMD_SUBMIT:
+        enqueue(w, g_steal_pointer(&cmd->job), cmd->t_submit);
+        post_queue_positions(w);
+        break;
+    case CMD_CANCEL:
+        cancel_job(w, cmd->job_id);
+        break;
+    case CMD_LOAD: {
+        LoadedModel *lm = ensure_loaded(w, cmd->name, cmd->path, &error);
+        if (lm != NULL)
+            lm->last_used = g_get_monotonic_time();
+        post_command_done(w, cmd->tag, error);
+        break;
+    }
+    case CMD_UNLOAD:
+        unload_command(w, cmd->name, cmd->tag);
+        break;
+    case CMD_SET_IDLE:
+        w->cfg.idle_timeout = cmd->seconds;
+        break;
+    case CMD_QUIT:
+        go_on = FALSE;
+        break;
+    }
+    command_free(cmd);
+    return go_on;
+}
+
+static gpointer worker_main(gpointer data)
+{
+    NpdWorker *w = data;
+    for (;;) {
+        Command *cmd;
+        if (w->running->len > 0 || !g_queue_is_empty(&w->queue)) {
+            cmd = g_async_queue_try_pop(w->commands);
+        } else {
+            gint64 due = next_unload_time(w);
+            if (due < 0) {
+                cmd = g_async_queue_pop(w->commands);
+            } else {
+                gint64 wait = due - g_get_monotonic_time();
+                cmd = wait > 0 ? g_async_queue_timeout_pop(w->commands, (guint64)wait)
+                               : g_async_queue_try_pop(w->commands);
+            }
+        }
+        gboolean go_on = TRUE;
+        while (cmd != NULL && go_on) {
+            go_on = handle_command(w, cmd);
+            cmd = go_on ? g_async_queue_try_pop(w->commands) : NULL;
+        }
+        if (!go_on)
+            break;
+        admit_jobs(w);
+        prefill_step(w);
+        decode_step(w);
+        unload_idle_models(w);
+    }
+    QueuedJob *qj;
+    while ((qj = g_queue_pop_head(&w->queue)) != NULL)
+        finish_queued(w, qj, NPD_FINISH_CANCELLED, NULL);
+    while (w->running->len > 0)
+        finish_active(w, w->running->pdata[0], NPD_FINISH_CANCELLED, NULL);
+    g_hash_table_remove_all(w->models);
+    return NULL;
+}
+
+/* ---- public ------------------------------------------------------------ */
+
+NpdWorker *npd_worker_new(const NpdWorkerConfig *cfg, GMainContext *main_context, NpdEventFunc func,
+                          gpointer user_data)
+{
+    NpdWorker *w = g_new0(NpdWorker, 1);
+    w->cfg = *cfg;
+    if (w->cfg.max_running == 0)
+        w->cfg.max_running = 1;
+    if (w->cfg.prefill_chunk == 0)
+        w->cfg.prefill_chunk = 64;
+    w->commands = g_async_queue_new();
+    w->main_context = g_main_context_ref(main_context);
+    w->func = func;
+    w->user_data = user_data;
+    g_mutex_init(&w->lock);
+    g_queue_init(&w->events);
+    g_queue_init(&w->queue);
+    w->running = g_ptr_array_new();
+    w->models = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)loaded_model_free);
+    w->thread = g_thread_new("npullm-engine", worker_main, w);
+    return w;
+}
+
+static void send_command(NpdWorker *w, Command *cmd)
+{
+    g_async_queue_push(w->commands, cmd);
+}
+
+void npd_worker_free(NpdWorker *w)
+{
+    if (w == NULL)
+        return;
+    Command *cmd = g_new0(Command, 1);
+    cmd->kind = CMD_QUIT;
+    send_command(w, cmd);
+    g_thread_join(w->thread);
+    while ((cmd = g_async_queue_try_pop(w->commands)) != NULL)
+        command_free(cmd);
+    g_async_queue_unref(w->commands);
+
+    g_mutex_lock(&w->lock);
+    if (w->dispatch_source != NULL) {
+        g_source_destroy(w->dispatch_source);
+        g_clear_pointer(&w->dispatch_source, g_source_unref);
+    }
+    g_queue_clear_full(&w->events, (GDestroyNotify)event_free);
+    g_mutex_unlock(&w->lock);
+    g_mutex_clear(&w->lock);
+
+    g_ptr_array_unref(w->running);
+    g_hash_table_destroy(w->models);
+    g_main_context_unref(w->main_context);
+    g_free(w);
+}
+
+void npd_worker_submit(NpdWorker *w, NpdJob *job)
+{
+    Command *cmd = g_new0(Command, 1);
+    cmd->kind = CMD_SUBMIT;
+    cmd->job = job;
+    cmd->t_submit = g_get_monotonic_time();
+    send_command(w, cmd);
+}
+
+void npd_worker_cancel(NpdWorker *w, guint64 job_id)
+{
+    Command *cmd = g_new0(Command, 1);
+    cmd->kind = CMD_CANCEL;
+    cmd->job_id = job_id;
+    send_command(w, cmd);
+}
+
+void npd_worker_load(NpdWorker *w, const char *name, const char *path, gpointer tag)
+{
+    Command *cmd = g_new0(Command, 1);
+    cmd->kind = CMD_LOAD;
+    cmd->name = g_strdup(name);
+    cmd->path = g_strdup(path);
+    cmd->tag = tag;
+    send_command(w, cmd);
+}
+
+void npd_worker_unload(NpdWorker *w, const char *name, gpointer tag)
+{
+    Command *cmd = g_new0(Command, 1);
+    cmd->kind = CMD_UNLOAD;
+    cmd->name = g_strdup(name);
+    cmd->tag = tag;
+    send_command(w, cmd);
+}
+
+void npd_worker_set_idle_timeout(NpdWorker *w, guint seconds)
+{
+    Command *cmd = g_new0(Command, 1);
+    cmd->kind = CMD_SET_IDLE;
+    cmd->seconds = seconds;
+    send_command(w, cmd);
+}

@@ -1,0 +1,114 @@
+/* The engine worker: one thread that owns the engine (models, KV caches,
+ * the device) and schedules every request on it. The main loop talks to it
+ * only through a command queue; the worker answers with events delivered
+ * on the main context, in order, with consecutive text of one request
+ * coalesced (never dropped or reordered).
+ *
+ * Scheduling, one iteration: drain commands (cancels take effect here),
+ * admit queued jobs into free slots (interactive before background, FIFO
+ * within a class; loading the model first if needed), feed one prefill
+ * chunk of one prompt, then run ONE batched decode step for all sequences
+ * that are generating. So a long prompt only delays other streams by one
+ * chunk per token. */
+#ifndef NPD_ENGINE_WORKER_H
+#define NPD_ENGINE_WORKER_H
+
+#include <glib.h>
+
+#include "dbus-errors.h"
+#include "npullm.h"
+#include "request-options.h"
+
+typedef enum {
+    NPD_JOB_QUEUED,
+    NPD_JOB_LOADING,
+    NPD_JOB_RUNNING,
+    NPD_JOB_FINISHED,
+} NpdJobState;
+
+const char *npd_job_state_name(NpdJobState state);
+
+typedef enum {
+    NPD_FINISH_STOP,
+    NPD_FINISH_LENGTH,
+    NPD_FINISH_CANCELLED,
+    NPD_FINISH_ERROR,
+} NpdFinishReason;
+
+const char *npd_finish_reason_name(NpdFinishReason reason);
+
+/* What to generate; immutable once submitted (the worker owns it). */
+typedef struct {
+    guint64 id;
+    gchar *model_name;
+    gchar *model_path;
+    gboolean raw;           /* prompt is plain text, no chat template */
+    gchar *prompt;          /* raw prompt (raw only) */
+    GPtrArray *messages;    /* NpdChatMessage*, chat template applied */
+    npl_sampler_params sampling;
+    guint32 max_tokens;     /* 0: the configured default, capped by context */
+    gchar **stop;
+    NpdPriority priority;
+} NpdJob;
+
+void npd_job_free(NpdJob *job);
+
+typedef struct {
+    guint32 prompt_tokens;
+    guint32 generated_tokens;
+    double time_to_first_token_ms;
+    double tokens_per_second;
+    double total_time_ms;
+    guint64 seed;
+} NpdJobStats;
+
+typedef enum {
+    NPD_EVENT_STATE,        /* job_id, state, queue_position */
+    NPD_EVENT_TEXT,         /* job_id, text */
+    NPD_EVENT_FINISHED,     /* job_id, reason, stats, error (when reason is error) */
+    NPD_EVENT_MODELS,       /* loaded_models changed */
+    NPD_EVENT_COMMAND_DONE, /* tag, error (LoadModel/UnloadModel) */
+} NpdEventKind;
+
+typedef struct {
+    NpdEventKind kind;
+    guint64 job_id;
+    NpdJobState state;
+    guint queue_position;
+    GString *text;
+    NpdFinishReason reason;
+    NpdJobStats stats;
+    GError *error;
+    gchar **loaded_models;
+    gpointer tag;
+} NpdEvent;
+
+/* Called on the main context with each event (the event is freed after). */
+typedef void (*NpdEventFunc)(const NpdEvent *event, gpointer user_data);
+
+typedef struct {
+    guint threads;
+    guint prefill_chunk;
+    guint max_running;
+    guint max_context;
+    guint default_max_tokens;
+    guint idle_timeout;
+} NpdWorkerConfig;
+
+typedef struct NpdWorker NpdWorker;
+
+/* Starts the thread; events are dispatched on main_context. */
+NpdWorker *npd_worker_new(const NpdWorkerConfig *cfg, GMainContext *main_context, NpdEventFunc func,
+                          gpointer user_data);
+/* Cancels everything, unloads the models, joins the thread; pending
+ * events are discarded. */
+void npd_worker_free(NpdWorker *w);
+
+void npd_worker_submit(NpdWorker *w, NpdJob *job);
+void npd_worker_cancel(NpdWorker *w, guint64 job_id);
+/* Completion arrives as NPD_EVENT_COMMAND_DONE carrying tag. */
+void npd_worker_load(NpdWorker *w, const char *name, const char *path, gpointer tag);
+void npd_worker_unload(NpdWorker *w, const char *name, gpointer tag);
+void npd_worker_set_idle_timeout(NpdWorker *w, guint seconds);
+
+#endif

@@ -1,0 +1,244 @@
+/* npullmd: serves local GGUF language models on D-Bus (org.npullm).
+ * The main loop only dispatches: inference and model loading run on the
+ * engine worker thread, authorization is asynchronous. */
+#include <glib-unix.h>
+#include <locale.h>
+#include <signal.h>
+
+#include "daemon.h"
+#include "systemd-notify.h"
+
+#define NPD_INTERFACE_RESOURCE "/org/npullm/dbus/org.npullm.xml"
+
+static void daemon_quit(NpdDaemon *d, int status)
+{
+    if (status != 0)
+        d->exit_status = status;
+    g_main_loop_quit(d->loop);
+}
+
+static guint total_pending_calls(NpdDaemon *d)
+{
+    guint n = 0;
+    GHashTableIter it;
+    gpointer value;
+    g_hash_table_iter_init(&it, d->clients);
+    while (g_hash_table_iter_next(&it, NULL, &value))
+        n += ((NpdClient *)value)->pending_calls;
+    return n;
+}
+
+static gboolean exit_on_idle_cb(gpointer data)
+{
+    NpdDaemon *d = data;
+    d->exit_timer_id = 0;
+    g_message("idle for %u s, exiting (D-Bus activation restarts npullmd on demand)", d->cfg->exit_on_idle);
+    daemon_quit(d, 0);
+    return G_SOURCE_REMOVE;
+}
+
+void npd_daemon_activity_changed(NpdDaemon *d)
+{
+    guint active = 0, queued = 0;
+    npd_requests_count(d, &active, &queued);
+    guint n_loaded = d->loaded_models != NULL ? g_strv_length(d->loaded_models) : 0;
+    g_autofree gchar *models = n_loaded > 0 ? g_strjoinv(", ", d->loaded_models) : g_strdup("none");
+    g_autofree gchar *status = g_strdup_printf("%u running, %u queued; loaded models: %s", active, queued, models);
+    npd_notify_status(status);
+
+    if (d->cfg->exit_on_idle == 0)
+        return;
+    gboolean busy = active > 0 || queued > 0 || n_loaded > 0 || total_pending_calls(d) > 0;
+    if (busy && d->exit_timer_id != 0) {
+        g_source_remove(d->exit_timer_id);
+        d->exit_timer_id = 0;
+    } else if (!busy && d->exit_timer_id == 0) {
+        d->exit_timer_id = g_timeout_add_seconds(d->cfg->exit_on_idle, exit_on_idle_cb, d);
+    }
+}
+
+static void on_worker_event(const NpdEvent *ev, gpointer data)
+{
+    NpdDaemon *d = data;
+    switch (ev->kind) {
+    case NPD_EVENT_MODELS:
+        g_strfreev(d->loaded_models);
+        d->loaded_models = g_strdupv(ev->loaded_models);
+        npd_manager_announce(d, TRUE);
+        break;
+    case NPD_EVENT_COMMAND_DONE:
+        npd_manager_handle_command_done(d, ev);
+        break;
+    case NPD_EVENT_STATE:
+    case NPD_EVENT_TEXT:
+    case NPD_EVENT_FINISHED:
+        npd_requests_handle_event(d, ev);
+        if (ev->kind == NPD_EVENT_TEXT)
+            return;
+        npd_manager_announce(d, FALSE);
+        break;
+    }
+    npd_daemon_activity_changed(d);
+}
+
+static void name_acquired_cb(GDBusConnection *bus, const char *name, gpointer data)
+{
+    NpdDaemon *d = data;
+    d->name_acquired = TRUE;
+    g_message("serving %s on the %s bus (device %s)", name, d->cfg->session_bus ? "session" : "system",
+              npd_device_name(d->cfg->device));
+    npd_notify_ready("ready");
+    npd_daemon_activity_changed(d);
+}
+
+static void name_lost_cb(GDBusConnection *bus, const char *name, gpointer data)
+{
+    NpdDaemon *d = data;
+    if (bus == NULL || g_dbus_connection_is_closed(bus))
+        g_warning("lost the bus connection");
+    else if (!d->name_acquired)
+        g_warning("cannot own %s: another npullmd runs, or the bus policy does not allow this user to own it",
+                  name);
+    else
+        g_warning("lost the name %s", name);
+    daemon_quit(d, 1);
+}
+
+static void bus_closed_cb(GDBusConnection *bus, gboolean remote_peer_vanished, GError *error, gpointer data)
+{
+    g_warning("bus connection closed%s%s", error ? ": " : "", error ? error->message : "");
+    daemon_quit(data, 1);
+}
+
+static gboolean signal_cb(gpointer data)
+{
+    g_message("stopping on signal");
+    daemon_quit(data, 0);
+    return G_SOURCE_CONTINUE; /* removed in run() */
+}
+
+static gboolean load_interfaces(NpdDaemon *d, GError **error)
+{
+    g_autoptr(GBytes) xml = g_resources_lookup_data(NPD_INTERFACE_RESOURCE, G_RESOURCE_LOOKUP_FLAGS_NONE, error);
+    if (xml == NULL)
+        return FALSE;
+    d->introspection = g_dbus_node_info_new_for_xml(g_bytes_get_data(xml, NULL), error);
+    if (d->introspection == NULL)
+        return FALSE;
+    d->manager_info = g_dbus_node_info_lookup_interface(d->introspection, NPD_MANAGER_IFACE);
+    d->request_info = g_dbus_node_info_lookup_interface(d->introspection, NPD_REQUEST_IFACE);
+    if (d->manager_info == NULL || d->request_info == NULL) {
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "interface XML lacks the npullm interfaces");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void destroy_all_requests(NpdDaemon *d)
+{
+    g_autoptr(GList) requests = g_hash_table_get_values(d->requests);
+    for (GList *l = requests; l != NULL; l = l->next)
+        npd_request_destroy(l->data);
+}
+
+static int run(NpdDaemon *d)
+{
+    g_autoptr(GError) error = NULL;
+    if (!load_interfaces(d, &error)) {
+        g_critical("D-Bus interface description: %s", error->message);
+        return 1;
+    }
+    d->bus = g_bus_get_sync(d->cfg->session_bus ? G_BUS_TYPE_SESSION : G_BUS_TYPE_SYSTEM, NULL, &error);
+    if (d->bus == NULL) {
+        g_printerr("npullmd: cannot connect to the %s bus: %s\n", d->cfg->session_bus ? "session" : "system",
+                   error->message);
+        return 1;
+    }
+    g_dbus_connection_set_exit_on_close(d->bus, FALSE);
+    g_signal_connect(d->bus, "closed", G_CALLBACK(bus_closed_cb), d);
+
+    d->loop = g_main_loop_new(NULL, FALSE);
+    d->catalog = npd_model_catalog_new((const gchar *const *)d->cfg->model_dirs);
+    d->clients = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)npd_client_unref);
+    d->requests = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, NULL);
+    d->request_nodes = g_hash_table_new(g_str_hash, g_str_equal);
+    d->idle_timeout = d->cfg->idle_timeout;
+    d->authorizer = npd_authorizer_new(!d->cfg->session_bus, d->cfg->auth_timeout);
+    NpdWorkerConfig wcfg = {
+        .threads = d->cfg->threads,
+        .prefill_chunk = d->cfg->prefill_chunk,
+        .max_running = d->cfg->max_running,
+        .max_context = d->cfg->max_context,
+        .default_max_tokens = d->cfg->default_max_tokens,
+        .idle_timeout = d->cfg->idle_timeout,
+    };
+    d->worker = npd_worker_new(&wcfg, g_main_context_default(), on_worker_event, d);
+
+    if (!npd_clients_watch(d, &error) || !npd_requests_register(d, &error) || !npd_manager_register(d, &error)) {
+        g_printerr("npullmd: cannot export objects: %s\n", error ? error->message : "signal subscription failed");
+        d->exit_status = 1;
+    } else {
+        if (d->cfg->session_bus)
+            g_message("session bus: callers are this user's own programs, polkit is not consulted");
+        d->own_name_id = g_bus_own_name_on_connection(d->bus, NPD_BUS_NAME, G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE,
+                                                      name_acquired_cb, name_lost_cb, d, NULL);
+        guint sigterm = g_unix_signal_add(SIGTERM, signal_cb, d);
+        guint sigint = g_unix_signal_add(SIGINT, signal_cb, d);
+        guint watchdog = npd_notify_start_watchdog();
+        npd_daemon_activity_changed(d);
+
+        g_main_loop_run(d->loop);
+
+        npd_notify_stopping();
+        g_source_remove(sigterm);
+        g_source_remove(sigint);
+        if (watchdog != 0)
+            g_source_remove(watchdog);
+        g_bus_unown_name(d->own_name_id);
+    }
+
+    destroy_all_requests(d);
+    if (d->exit_timer_id != 0)
+        g_source_remove(d->exit_timer_id);
+    if (d->manager_reg_id != 0)
+        g_dbus_connection_unregister_object(d->bus, d->manager_reg_id);
+    if (d->request_subtree_id != 0)
+        g_dbus_connection_unregister_subtree(d->bus, d->request_subtree_id);
+    if (d->name_owner_sub_id != 0)
+        g_dbus_connection_signal_unsubscribe(d->bus, d->name_owner_sub_id);
+    npd_worker_free(d->worker);
+    npd_authorizer_free(d->authorizer);
+    if (!g_dbus_connection_is_closed(d->bus))
+        g_dbus_connection_flush_sync(d->bus, NULL, NULL);
+
+    g_hash_table_destroy(d->request_nodes);
+    g_hash_table_destroy(d->requests);
+    g_hash_table_destroy(d->clients);
+    npd_model_catalog_free(d->catalog);
+    g_strfreev(d->loaded_models);
+    g_main_loop_unref(d->loop);
+    g_object_unref(d->bus);
+    g_dbus_node_info_unref(d->introspection);
+    return d->exit_status;
+}
+
+int main(int argc, char **argv)
+{
+    setlocale(LC_ALL, "");
+    NpdConfig cfg;
+    g_autoptr(GError) error = NULL;
+    if (!npd_config_load(&cfg, &argc, &argv, &error)) {
+        g_printerr("npullmd: %s\n", error->message);
+        npd_config_clear(&cfg);
+        return 2;
+    }
+    if (cfg.verbose)
+        g_log_set_debug_enabled(TRUE);
+    /* Registers the org.npullm.Error names before any call is handled. */
+    (void)NPD_ERROR;
+
+    NpdDaemon d = {.cfg = &cfg};
+    int status = run(&d);
+    npd_config_clear(&cfg);
+    return status;
+}

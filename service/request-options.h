@@ -1,0 +1,62 @@
+/* Validation of the a{sv} options and chat messages that clients pass to
+ * org.npullm.Manager. Every problem is an NPD_ERROR_INVALID_ARGUMENT whose
+ * message starts with the offending key. */
+#ifndef NPD_REQUEST_OPTIONS_H
+#define NPD_REQUEST_OPTIONS_H
+
+#include <glib.h>
+
+#include "daemon-config.h"
+#include "npullm.h"
+
+typedef enum {
+    NPD_PRIORITY_INTERACTIVE = 0,
+    NPD_PRIORITY_BACKGROUND = 1,
+} NpdPriority;
+
+/* Which method the options come with (some keys apply to only some). */
+typedef enum {
+    NPD_CALL_GENERATE,
+    NPD_CALL_CHAT,
+    NPD_CALL_DESCRIBE_IMAGE,
+    NPD_CALL_COMPLETE,
+} NpdCallKind;
+
+#define NPD_MAX_STOP_STRINGS 16
+#define NPD_MAX_STOP_BYTES 256
+#define NPD_MAX_HANDLE_TOKEN 64
+#define NPD_MAX_MODEL_NAME 128
+
+typedef struct {
+    gchar *model;           /* NULL: the default model */
+    guint32 max_tokens;     /* 0: not given */
+    npl_sampler_params sampling;
+    gboolean seed_given;
+    gchar **stop;           /* NULL-terminated, may be NULL */
+    gchar *system;
+    gboolean raw;
+    NpdPriority priority;
+    gchar *handle_token;
+} NpdRequestOptions;
+
+gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const NpdConfig *cfg,
+                                   NpdRequestOptions *out, GError **error);
+void npd_request_options_clear(NpdRequestOptions *opts);
+
+/* One chat turn after validation. */
+typedef struct {
+    gchar *role;
+    gchar *content;
+} NpdChatMessage;
+
+/* Validates aa{sv} messages: 1..MaxMessages entries, keys "role" (system,
+ * user or assistant) and "content" only, total content within
+ * MaxPromptBytes. Returns a GPtrArray of NpdChatMessage (owned). */
+GPtrArray *npd_chat_messages_parse(GVariant *messages, const NpdConfig *cfg, GError **error);
+void npd_chat_message_free(NpdChatMessage *m);
+
+/* Model names: [A-Za-z0-9._+-], not starting with '.', at most 128 bytes,
+ * never a path. */
+gboolean npd_model_name_valid(const char *name);
+
+#endif
