@@ -250,7 +250,7 @@ void npc_output_status(NpcOutput *out, GVariant *properties)
         event_end(b);
         return;
     }
-    static const char *const order[] = {"Version", "Device", "DefaultModel", "LoadedModels",
+    static const char *const order[] = {"Version", "Device", "DeviceStatus", "DefaultModel", "LoadedModels",
                                         "ActiveRequests", "QueuedRequests", "IdleTimeout"};
     for (size_t i = 0; i < G_N_ELEMENTS(order); i++) {
         g_autoptr(GVariant) value = g_variant_lookup_value(properties, order[i], NULL);

@@ -288,7 +288,7 @@ static int start_generate(Client *c, int argc, char **argv)
 static int start_describe_image(Client *c, int argc, char **argv)
 {
     if (argc < 1 || argc > 2) {
-        g_printerr("npullm-client: describe-image FILE [PROMPT]\n");
+        g_printerr("npullm-client: describe-image FILE|- [PROMPT]\n");
         return NPC_EXIT_USAGE;
     }
     const char *prompt = argc == 2 ? argv[1] : "Describe this image.";
@@ -296,9 +296,11 @@ static int start_describe_image(Client *c, int argc, char **argv)
         g_printerr("npullm-client: the prompt is not valid UTF-8\n");
         return NPC_EXIT_USAGE;
     }
-    int fd = open(argv[0], O_RDONLY | O_CLOEXEC);
+    /* "-": whatever stdin is (a file or a pipe); the daemon reads it. */
+    gboolean from_stdin = strcmp(argv[0], "-") == 0;
+    int fd = from_stdin ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3) : open(argv[0], O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        g_printerr("npullm-client: %s: %s\n", argv[0], g_strerror(errno));
+        g_printerr("npullm-client: %s: %s\n", from_stdin ? "stdin" : argv[0], g_strerror(errno));
         return NPC_EXIT_ERROR;
     }
     g_autoptr(GUnixFDList) fds = g_unix_fd_list_new_from_array(&fd, 1); /* takes fd */

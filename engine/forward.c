@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "act_fn.h"
 #include "attention.h"
+#include "backend_npu.h"
 #include "model_internal.h"
 
 static size_t q_dim(const npl_hparams *hp)
@@ -42,6 +44,7 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
     fw->gate = malloc(rows * hp->n_ff * sizeof(float));
     fw->up = malloc(rows * hp->n_ff * sizeof(float));
     fw->rope = malloc(rows * hp->n_rot * sizeof(float));
+    fw->rope_swa = m->rope_inv_freq_swa ? malloc(rows * hp->n_rot * sizeof(float)) : NULL;
     fw->attn_scratch_per_thread = npl_attention_scratch_floats(hp->n_head / hp->n_head_kv, hp->head_dim);
     fw->attn_scratch = malloc((size_t)n_threads * fw->attn_scratch_per_thread * sizeof(float));
     fw->row_seq = malloc(rows * sizeof *fw->row_seq);
@@ -54,9 +57,14 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
     if ((int64_t)hp->n_ff > max_cols)
         max_cols = hp->n_ff;
     m->mm_ws = npl_matmul_ws_create(n_threads, max_cols, rows);
+    /* The weights are pages of the read-only mapped file: the kernels may
+     * drop them once repacked, so the repacked copy does not double RSS. */
+    if (m->mm_ws)
+        npl_matmul_ws_set_release_source(m->mm_ws, true);
 
     if (!fw->x || !fw->xn || !fw->q || !fw->k || !fw->v || !fw->attn || !fw->gate || !fw->up || !fw->rope ||
-        !fw->attn_scratch || !fw->row_seq || !fw->row_pos || !fw->logit_out || !m->mm_ws)
+        !fw->attn_scratch || !fw->row_seq || !fw->row_pos || !fw->logit_out || !m->mm_ws ||
+        (m->rope_inv_freq_swa && !fw->rope_swa))
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the forward-pass buffers (%zu-token chunks)",
                              rows);
     return NPL_OK;
@@ -73,6 +81,7 @@ void npl_forward_ws_free(npl_forward_ws *fw)
     free(fw->gate);
     free(fw->up);
     free(fw->rope);
+    free(fw->rope_swa);
     free(fw->attn_scratch);
     free(fw->row_seq);
     free(fw->row_pos);
@@ -89,10 +98,24 @@ typedef struct step_ctx {
     const float *norm_w;  /* add_norm_task */
     const float *delta;   /* add_norm_task: added to x first, or NULL */
     size_t first_row;     /* add_norm_task: rows before it are skipped */
+    const float *delta_norm_w; /* add_norm_task: delta is RMS-normalised with these weights
+                                * before the add (gemma3 post-norms), or NULL */
+    bool bidirectional;   /* attention_task: each row sees every row of the step */
 } step_ctx;
 
-/* x += delta (when given); xn = RMSNorm(x) * w. The sum of squares is
- * taken in double so long rows lose nothing to rounding. */
+/* 1 / RMS(x). The sum of squares is taken in double so long rows lose
+ * nothing to rounding. */
+static float rms_scale(const float *x, size_t n, float eps)
+{
+    double ss = 0.0;
+    for (size_t j = 0; j < n; j++)
+        ss += (double)x[j] * (double)x[j];
+    float mean = (float)(ss / (double)n);
+    return 1.0f / sqrtf(mean + eps);
+}
+
+/* x += delta (when given, RMS-normalised first when delta_norm_w is);
+ * xn = RMSNorm(x) * w. */
 static void add_norm_task(void *ctx, size_t begin, size_t end, int thread)
 {
     (void)thread;
@@ -104,17 +127,27 @@ static void add_norm_task(void *ctx, size_t begin, size_t end, int thread)
         float *xn = c->m->fw.xn + i * e;
         if (c->delta) {
             const float *d = c->delta + i * e;
-            for (size_t j = 0; j < e; j++)
-                x[j] += d[j];
+            if (c->delta_norm_w) {
+                float ds = rms_scale(d, e, hp->rms_eps);
+                for (size_t j = 0; j < e; j++)
+                    x[j] += (d[j] * ds) * c->delta_norm_w[j];
+            } else {
+                for (size_t j = 0; j < e; j++)
+                    x[j] += d[j];
+            }
         }
-        double ss = 0.0;
-        for (size_t j = 0; j < e; j++)
-            ss += (double)x[j] * (double)x[j];
-        float mean = (float)(ss / (double)e);
-        float scale = 1.0f / sqrtf(mean + hp->rms_eps);
+        float scale = rms_scale(x, e, hp->rms_eps);
         for (size_t j = 0; j < e; j++)
             xn[j] = (x[j] * scale) * c->norm_w[j];
     }
+}
+
+/* Per-head RMSNorm of Q and K (gemma3). */
+static void head_norm(float *h, const float *w, size_t n, float eps)
+{
+    float scale = rms_scale(h, n, eps);
+    for (size_t j = 0; j < n; j++)
+        h[j] = (h[j] * scale) * w[j];
 }
 
 static void rope_rotate(float *h, const float *cs, uint32_t half)
@@ -127,35 +160,66 @@ static void rope_rotate(float *h, const float *cs, uint32_t half)
     }
 }
 
-/* RoPE on the row's Q and K heads, then K and V into its cache. */
+/* NEOX pairs (gemma3): x[i] with x[i + half]. */
+static void rope_rotate_neox(float *h, const float *cs, uint32_t half)
+{
+    for (uint32_t i = 0; i < half; i++) {
+        float c = cs[2 * i], s = cs[2 * i + 1];
+        float x0 = h[i], x1 = h[i + half];
+        h[i] = x0 * c - x1 * s;
+        h[i + half] = x0 * s + x1 * c;
+    }
+}
+
+/* One Q or K head: the per-head norm when the layer has one, then RoPE. */
+static void norm_rope_head(const npl_model *m, float *h, const float *norm_w, const float *cs)
+{
+    if (norm_w)
+        head_norm(h, norm_w, m->hp.head_dim, m->hp.rms_eps);
+    if (m->rope_neox)
+        rope_rotate_neox(h, cs, m->hp.n_rot / 2);
+    else
+        rope_rotate(h, cs, m->hp.n_rot / 2);
+}
+
+/* RoPE on the row's Q and K heads, then K and V into its cache (twice for
+ * a mirrored ring row, see npl_seq.kv_ring). */
 static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
 {
     (void)thread;
     step_ctx *c = ctx;
     npl_model *m = c->m;
     const npl_hparams *hp = &m->hp;
+    const npl_layer *L = &m->layers[c->layer];
     npl_forward_ws *fw = &m->fw;
     size_t hd = hp->head_dim;
+    const float *table = L->local && fw->rope_swa ? fw->rope_swa : fw->rope;
     for (size_t i = begin; i < end; i++) {
-        const float *cs = fw->rope + i * hp->n_rot;
+        const float *cs = table + i * hp->n_rot;
         float *q = fw->q + i * q_dim(hp);
         float *k = fw->k + i * kv_dim(hp);
         const float *v = fw->v + i * kv_dim(hp);
         for (uint32_t h = 0; h < hp->n_head; h++)
-            rope_rotate(q + h * hd, cs, hp->n_rot / 2);
+            norm_rope_head(m, q + h * hd, L->attn_q_norm, cs);
         npl_seq *s = fw->row_seq[i];
-        size_t pos = fw->row_pos[i];
+        uint32_t pos = fw->row_pos[i];
+        size_t row = npl_kv_row(s, c->layer, pos), mirror = npl_kv_mirror_row(s, c->layer, pos);
         for (uint32_t g = 0; g < hp->n_head_kv; g++) {
-            rope_rotate(k + g * hd, cs, hp->n_rot / 2);
-            size_t off = npl_kv_head_offset(s, c->layer, g) + pos * hd;
-            npl_f32_to_f16_row(m->simd, k + g * hd, s->k_cache + off, hd);
-            npl_f32_to_f16_row(m->simd, v + g * hd, s->v_cache + off, hd);
+            norm_rope_head(m, k + g * hd, L->attn_k_norm, cs);
+            size_t head = npl_kv_head_offset(s, c->layer, g);
+            npl_f32_to_f16_row(m->simd, k + g * hd, s->k_cache + head + row * hd, hd);
+            npl_f32_to_f16_row(m->simd, v + g * hd, s->v_cache + head + row * hd, hd);
+            if (mirror != SIZE_MAX) {
+                npl_f32_to_f16_row(m->simd, k + g * hd, s->k_cache + head + mirror * hd, hd);
+                npl_f32_to_f16_row(m->simd, v + g * hd, s->v_cache + head + mirror * hd, hd);
+            }
         }
     }
 }
 
 /* Task = (row, kv head): the query heads of that group against the row's
- * cache up to and including its own position. */
+ * cache up to and including its own position (the step's last one when
+ * bidirectional), from the start of its window in a local layer. */
 static void attention_task(void *ctx, size_t begin, size_t end, int thread)
 {
     step_ctx *c = ctx;
@@ -164,16 +228,19 @@ static void attention_task(void *ctx, size_t begin, size_t end, int thread)
     npl_forward_ws *fw = &m->fw;
     size_t hd = hp->head_dim;
     size_t group = hp->n_head / hp->n_head_kv;
-    float scale = 1.0f / sqrtf((float)hd);
+    bool local = m->layers[c->layer].local;
     float *scratch = fw->attn_scratch + (size_t)thread * fw->attn_scratch_per_thread;
     for (size_t t = begin; t < end; t++) {
         size_t i = t / hp->n_head_kv;
         uint32_t g = (uint32_t)(t % hp->n_head_kv);
         npl_seq *s = fw->row_seq[i];
-        size_t off = npl_kv_head_offset(s, c->layer, g);
+        uint32_t pos = fw->row_pos[i];
+        uint32_t last = c->bidirectional ? fw->row_pos[c->n_rows - 1] : pos;
+        uint32_t first = local && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
+        size_t off = npl_kv_head_offset(s, c->layer, g) + npl_kv_row(s, c->layer, first) * hd;
         size_t q_off = i * q_dim(hp) + (size_t)g * group * hd;
         npl_attention(m->simd, fw->q + q_off, hd, group, s->k_cache + off, s->v_cache + off, hd,
-                      (size_t)fw->row_pos[i] + 1, hd, scale, fw->attn + q_off, hd, scratch);
+                      (size_t)(last - first) + 1, hd, m->attn_scale, fw->attn + q_off, hd, scratch);
     }
 }
 
@@ -184,31 +251,59 @@ static void swiglu_task(void *ctx, size_t begin, size_t end, int thread)
     step_ctx *c = ctx;
     npl_forward_ws *fw = &c->m->fw;
     size_t f = c->m->hp.n_ff;
+    npl_swiglu_f32(c->m->simd, fw->gate + begin * f, fw->up + begin * f, (end - begin) * f);
+}
+
+/* gate = gelu(gate) * up, GELU in its tanh form (gemma3). */
+static void geglu_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    step_ctx *c = ctx;
+    npl_forward_ws *fw = &c->m->fw;
+    size_t f = c->m->hp.n_ff;
+    const float sqrt_2_over_pi = 0.79788456080286535588f;
     for (size_t i = begin * f; i < end * f; i++) {
         float g = fw->gate[i];
-        fw->gate[i] = g / (1.0f + expf(-g)) * fw->up[i];
+        float t = tanhf(sqrt_2_over_pi * g * (1.0f + 0.044715f * g * g));
+        fw->gate[i] = 0.5f * g * (1.0f + t) * fw->up[i];
     }
 }
 
 /* cos/sin per rotated pair for each row's position. */
-static void fill_rope_tables(npl_model *m, size_t n)
+static void fill_rope_tables(npl_model *m, size_t n, const double *inv_freq, float *table)
 {
     const npl_hparams *hp = &m->hp;
     uint32_t half = hp->n_rot / 2;
     for (size_t i = 0; i < n; i++) {
-        float *cs = m->fw.rope + i * hp->n_rot;
+        float *cs = table + i * hp->n_rot;
         double pos = (double)m->fw.row_pos[i];
         for (uint32_t j = 0; j < half; j++) {
-            double theta = pos * m->rope_inv_freq[j];
+            double theta = pos * inv_freq[j];
             cs[2 * j] = (float)cos(theta);
             cs[2 * j + 1] = (float)sin(theta);
         }
     }
 }
 
-/* Runs the rows set up in fw.row_seq / fw.row_pos over tokens[0..n) and
+/* The first layer's input for tokens: embedding rows, times the model's
+ * scale (gemma3: sqrt(n_embd)). */
+static void embed_tokens(const npl_model *m, const int32_t *tokens, size_t n, float *out)
+{
+    size_t e = m->hp.n_embd;
+    for (size_t i = 0; i < n; i++) {
+        float *x = out + i * e;
+        npl_matrix_get_row(&m->tok_embd, tokens[i], x);
+        if (m->embd_scale != 1.0f)
+            for (size_t j = 0; j < e; j++)
+                x[j] *= m->embd_scale;
+    }
+}
+
+/* Runs the rows set up in fw.row_seq / fw.row_pos over tokens[0..n), or
+ * when tokens is NULL over the first layer's input embd[0..n) as is, and
  * writes the logits of rows [first_logit_row, n) to their sequences. */
-static void forward_step(npl_model *m, const int32_t *tokens, size_t n, size_t first_logit_row)
+static void forward_step(npl_model *m, const int32_t *tokens, const float *embd, size_t n,
+                         size_t first_logit_row, bool bidirectional)
 {
     const npl_hparams *hp = &m->hp;
     npl_forward_ws *fw = &m->fw;
@@ -216,11 +311,15 @@ static void forward_step(npl_model *m, const int32_t *tokens, size_t n, size_t f
     npl_matmul_ws *ws = m->mm_ws;
     size_t e = hp->n_embd;
 
-    for (size_t i = 0; i < n; i++)
-        npl_matrix_get_row(&m->tok_embd, tokens[i], fw->x + i * e);
-    fill_rope_tables(m, n);
+    if (tokens)
+        embed_tokens(m, tokens, n, fw->x);
+    else
+        memcpy(fw->x, embd, n * e * sizeof *fw->x);
+    fill_rope_tables(m, n, m->rope_inv_freq, fw->rope);
+    if (fw->rope_swa)
+        fill_rope_tables(m, n, m->rope_inv_freq_swa, fw->rope_swa);
 
-    step_ctx c = {.m = m, .n_rows = n};
+    step_ctx c = {.m = m, .n_rows = n, .bidirectional = bidirectional};
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const npl_layer *L = &m->layers[l];
         c.layer = l;
@@ -229,22 +328,32 @@ static void forward_step(npl_model *m, const int32_t *tokens, size_t n, size_t f
          * the residual stream on the way. */
         c.norm_w = L->attn_norm;
         c.delta = l == 0 ? NULL : fw->xn;
+        c.delta_norm_w = l == 0 ? NULL : m->layers[l - 1].post_ffn_norm;
         c.first_row = 0;
         npl_threadpool_run(pool, n, add_norm_task, &c);
 
-        npl_matmul_contig(pool, ws, &L->wq, fw->xn, e, n, fw->q, q_dim(hp));
-        npl_matmul_contig(pool, ws, &L->wk, fw->xn, e, n, fw->k, kv_dim(hp));
-        npl_matmul_contig(pool, ws, &L->wv, fw->xn, e, n, fw->v, kv_dim(hp));
+        {
+            /* one activation quantization and one parallel section */
+            const npl_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
+            float *out[3] = {fw->q, fw->k, fw->v};
+            size_t stride[3] = {q_dim(hp), kv_dim(hp), kv_dim(hp)};
+            npl_matmul_multi(pool, ws, 3, qkv, fw->xn, e, n, out, stride);
+        }
         npl_threadpool_run(pool, n, rope_store_task, &c);
         npl_threadpool_run(pool, n * hp->n_head_kv, attention_task, &c);
         npl_matmul_contig(pool, ws, &L->wo, fw->attn, q_dim(hp), n, fw->xn, e);
 
         c.norm_w = L->ffn_norm;
         c.delta = fw->xn;
+        c.delta_norm_w = L->post_attn_norm;
         npl_threadpool_run(pool, n, add_norm_task, &c);
-        npl_matmul_contig(pool, ws, &L->w_gate, fw->xn, e, n, fw->gate, hp->n_ff);
-        npl_matmul_contig(pool, ws, &L->w_up, fw->xn, e, n, fw->up, hp->n_ff);
-        npl_threadpool_run(pool, n, swiglu_task, &c);
+        {
+            const npl_matrix *gate_up[2] = {&L->w_gate, &L->w_up};
+            float *out[2] = {fw->gate, fw->up};
+            size_t stride[2] = {hp->n_ff, hp->n_ff};
+            npl_matmul_multi(pool, ws, 2, gate_up, fw->xn, e, n, out, stride);
+        }
+        npl_threadpool_run(pool, n, m->ffn_gelu ? geglu_task : swiglu_task, &c);
         npl_matmul_contig(pool, ws, &L->w_down, fw->gate, hp->n_ff, n, fw->xn, e);
     }
 
@@ -253,6 +362,7 @@ static void forward_step(npl_model *m, const int32_t *tokens, size_t n, size_t f
     size_t n_out = n - first_logit_row;
     c.norm_w = m->output_norm;
     c.delta = fw->xn;
+    c.delta_norm_w = m->layers[hp->n_layer - 1].post_ffn_norm;
     c.first_row = first_logit_row;
     npl_threadpool_run(pool, n_out, add_norm_task, &c);
     for (size_t j = 0; j < n_out; j++) {
@@ -277,6 +387,8 @@ static npl_status check_tokens(const npl_model *m, const int32_t *tokens, size_t
 npl_status npl_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n,
                        size_t max_tokens_this_call, size_t *consumed, npl_error *err)
 {
+    if (m && m->device && m->device->npu) /* the layers run on an NPU device */
+        return npl_backend_npu_prefill(m, s, tokens, n, max_tokens_this_call, consumed, err);
     if (consumed)
         *consumed = 0;
     if (!m || !s || (n > 0 && !tokens))
@@ -303,7 +415,7 @@ npl_status npl_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n
             m->fw.row_pos[i] = s->pos + (uint32_t)i;
         }
         bool last = done + c == n;
-        forward_step(m, tokens + done, c, last ? c - 1 : c);
+        forward_step(m, tokens + done, NULL, c, last ? c - 1 : c, false);
         s->pos += (uint32_t)c;
         done += c;
     }
@@ -315,6 +427,8 @@ npl_status npl_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n
 npl_status npl_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens, size_t n_seqs,
                       npl_error *err)
 {
+    if (m && m->device && m->device->npu) /* the layers run on an NPU device */
+        return npl_backend_npu_decode(m, seqs, tokens, n_seqs, err);
     if (!m || (n_seqs > 0 && (!seqs || !tokens)))
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_decode: missing model, sequences or tokens");
     npl_status st = check_tokens(m, tokens, n_seqs, err);
@@ -356,9 +470,60 @@ npl_status npl_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens,
             m->fw.row_seq[r] = seqs[b0 + r];
             m->fw.row_pos[r] = seqs[b0 + r]->pos;
         }
-        forward_step(m, tokens + b0, c, 0);
+        forward_step(m, tokens + b0, NULL, c, 0, false);
         for (size_t r = 0; r < c; r++)
             seqs[b0 + r]->pos++;
+    }
+    return NPL_OK;
+}
+
+/* ---- embeddings in place of tokens ------------------------------------ */
+
+npl_status npl_model_embed_tokens(const npl_model *m, const int32_t *tokens, size_t n, float *out,
+                                  npl_error *err)
+{
+    if (!m || (n > 0 && (!tokens || !out)))
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_model_embed_tokens: missing model, tokens or output");
+    npl_status st = check_tokens(m, tokens, n, err);
+    if (st)
+        return st;
+    embed_tokens(m, tokens, n, out);
+    return NPL_OK;
+}
+
+npl_status npl_prefill_embeddings(npl_model *m, npl_seq *s, const float *embd, size_t n, bool bidirectional,
+                                  npl_error *err)
+{
+    if (m && m->device && m->device->npu) /* the layers run on an NPU device */
+        return npl_backend_npu_prefill_embeddings(m, s, embd, n, bidirectional, err);
+    if (!m || !s || (n > 0 && !embd))
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_prefill_embeddings: missing model, sequence or rows");
+    if (s->model != m)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                             "npl_prefill_embeddings: the sequence belongs to another model");
+    if (n == 0)
+        return NPL_OK;
+    if (n > (size_t)(s->n_ctx - s->pos))
+        return npl_error_set(err, NPL_ERR_CONTEXT_OVERFLOW,
+                             "%zu embedding rows after the %u positions already cached exceed the context of %u tokens",
+                             n, s->pos, s->n_ctx);
+    /* Every row must see the others' keys in every layer: one step. */
+    if (bidirectional && n > m->fw.rows)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                             "npl_prefill_embeddings: a bidirectional block of %zu rows exceeds the prefill chunk of %zu",
+                             n, m->fw.rows);
+
+    size_t e = m->hp.n_embd;
+    s->has_logits = false;
+    for (size_t done = 0; done < n;) {
+        size_t c = n - done < m->fw.rows ? n - done : m->fw.rows;
+        for (size_t i = 0; i < c; i++) {
+            m->fw.row_seq[i] = s;
+            m->fw.row_pos[i] = s->pos + (uint32_t)i;
+        }
+        forward_step(m, NULL, embd + done * e, c, done + c == n ? c - 1 : c, bidirectional);
+        s->pos += (uint32_t)c;
+        done += c;
     }
     return NPL_OK;
 }

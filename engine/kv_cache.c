@@ -1,13 +1,30 @@
 /* Sequences: a KV cache of n_ctx positions plus the last logits.
  *
  * K and V are kept as IEEE halves, one array each, laid out
- * [layer][kv_head][position][head_dim]: the attention of one head reads
- * its cached rows front to back, and a new token writes one row per
- * (layer, head). The memory comes from calloc, so pages a short
+ * [layer][kv_head][row][head_dim]: the attention of one head reads its
+ * cached rows front to back, and a new token writes one row per
+ * (layer, head). A global layer has a row per position of the context; a
+ * local (sliding-window) layer of a context longer than its window needs
+ * only a mirrored ring of the positions one step can reach (see
+ * npl_seq.kv_ring). The memory comes from calloc, so pages a short
  * conversation never reaches are never touched. */
 #include <stdlib.h>
 
+#include "backend_npu.h"
 #include "model_internal.h"
+
+/* Ring period of the local layers: a step reads, for its first row, the
+ * n_swa - 1 positions before it, and writes up to fw.rows positions of one
+ * sequence before any row attends; none of those may share a row. 0 when
+ * the mirrored ring would not be smaller than n_ctx rows. */
+static uint32_t local_ring(const npl_model *m, uint32_t n_ctx)
+{
+    const npl_hparams *hp = &m->hp;
+    if (!hp->n_swa)
+        return 0;
+    uint64_t ring = (uint64_t)hp->n_swa + m->fw.rows - 1;
+    return 2 * ring - 1 < n_ctx ? (uint32_t)ring : 0;
+}
 
 npl_seq *npl_seq_create(npl_model *m, uint32_t n_ctx, npl_error *err)
 {
@@ -23,15 +40,6 @@ npl_seq *npl_seq_create(npl_model *m, uint32_t n_ctx, npl_error *err)
                       NPL_MAX_CTX);
         return NULL;
     }
-    /* Every factor is bounded by the loader's limits, but their product
-     * can still exceed what this machine can address. */
-    size_t per_layer_head = (size_t)n_ctx * hp->head_dim;
-    size_t heads = (size_t)hp->n_layer * hp->n_head_kv;
-    if (per_layer_head > SIZE_MAX / sizeof(uint16_t) / heads) {
-        npl_error_set(err, NPL_ERR_NOMEM, "a KV cache of %u tokens does not fit in memory", n_ctx);
-        return NULL;
-    }
-    size_t elems = per_layer_head * heads;
 
     npl_seq *s = calloc(1, sizeof *s);
     if (!s) {
@@ -40,12 +48,40 @@ npl_seq *npl_seq_create(npl_model *m, uint32_t n_ctx, npl_error *err)
     }
     s->model = m;
     s->n_ctx = n_ctx;
+    s->kv_ring = local_ring(m, n_ctx);
+    s->kv_ring_rows = s->kv_ring ? 2 * s->kv_ring - 1 : 0;
+    s->kv_layer_off = malloc((size_t)hp->n_layer * sizeof *s->kv_layer_off);
+    if (!s->kv_layer_off) {
+        npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+        npl_seq_free(s);
+        return NULL;
+    }
+    /* Every factor is bounded by the loader's limits, but the sum can
+     * still exceed what this machine can address. */
+    size_t elems = 0;
+    size_t per_row = (size_t)hp->n_head_kv * hp->head_dim;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        size_t rows = npl_kv_rows(s, l);
+        if (rows > SIZE_MAX / sizeof(uint16_t) / hp->n_layer / per_row) {
+            npl_error_set(err, NPL_ERR_NOMEM, "a KV cache of %u tokens does not fit in memory", n_ctx);
+            npl_seq_free(s);
+            return NULL;
+        }
+        s->kv_layer_off[l] = elems;
+        elems += rows * per_row;
+    }
+
     s->k_cache = calloc(elems, sizeof *s->k_cache);
     s->v_cache = calloc(elems, sizeof *s->v_cache);
     s->logits = malloc((size_t)hp->n_vocab * sizeof *s->logits);
     if (!s->k_cache || !s->v_cache || !s->logits) {
         npl_error_set(err, NPL_ERR_NOMEM, "out of memory for a KV cache of %u tokens (%zu MiB)", n_ctx,
                       (elems * 2 * sizeof(uint16_t)) >> 20);
+        npl_seq_free(s);
+        return NULL;
+    }
+    /* On an NPU the cache that is used lives on the device. */
+    if (m->device && m->device->npu && npl_backend_npu_seq_attach(m->device->npu, s, err)) {
         npl_seq_free(s);
         return NULL;
     }
@@ -56,9 +92,11 @@ void npl_seq_free(npl_seq *s)
 {
     if (!s)
         return;
+    npl_backend_npu_seq_release(s);
     free(s->k_cache);
     free(s->v_cache);
     free(s->logits);
+    free(s->kv_layer_off);
     free(s);
 }
 

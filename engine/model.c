@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_npu.h"
 #include "chat_template.h"
 #include "model_internal.h"
 
@@ -13,6 +14,7 @@ void npl_model_params_default(npl_model_params *p)
 {
     p->n_threads = 0;
     p->prefill_chunk = NPL_DEFAULT_PREFILL_CHUNK;
+    p->device = NULL;
 }
 
 static npl_status check_architecture(npl_model *m, npl_error *err)
@@ -25,9 +27,11 @@ static npl_status check_architecture(npl_model *m, npl_error *err)
     m->architecture = npl_str_dup(arch);
     if (!m->architecture)
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
-    if (strlen(m->architecture) != arch.len || strcmp(m->architecture, "llama") != 0)
-        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: llama)",
-                             path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    if (strlen(m->architecture) != arch.len ||
+        (strcmp(m->architecture, "llama") != 0 && strcmp(m->architecture, "gemma3") != 0))
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED,
+                             "%s: architecture '%.*s' is not supported (supported: llama, gemma3)", path,
+                             (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     npl_str name = {"", 0};
     npl_gguf_get_str(m->gguf, "general.name", &name);
     m->name = npl_str_dup(name);
@@ -36,19 +40,51 @@ static npl_status check_architecture(npl_model *m, npl_error *err)
     return NPL_OK;
 }
 
+/* Binds the weights of the file's architecture. The architecture
+ * variants of the forward pass default to llama's; a loader changes what
+ * its architecture does differently. */
+static npl_status load_architecture(npl_model *m, npl_error *err)
+{
+    m->embd_scale = 1.0f;
+    m->rope_neox = false;
+    m->ffn_gelu = false;
+    m->hp.rope_scale = 1.0f;
+    npl_status st = strcmp(m->architecture, "gemma3") == 0 ? npl_gemma3_load(m, err) : npl_llama_load(m, err);
+    if (st)
+        return st;
+    if (m->attn_scale == 0.0f)
+        m->attn_scale = 1.0f / sqrtf((float)m->hp.head_dim);
+    return NPL_OK;
+}
+
 /* Angle per position of each rotated pair: base^(-2i/n_rot), divided by
- * the file's frequency factor when it has rope_freqs (Llama 3.1+). */
-static npl_status init_rope(npl_model *m, npl_error *err)
+ * the file's frequency factor when it has rope_freqs (Llama 3.1+), times
+ * the linear scaling of the positions. */
+static double *rope_table(const npl_model *m, float base, float scale)
 {
     uint32_t half = m->hp.n_rot / 2;
-    m->rope_inv_freq = malloc(half * sizeof *m->rope_inv_freq);
-    if (!m->rope_inv_freq)
-        return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+    double *t = malloc(half * sizeof *t);
+    if (!t)
+        return NULL;
     for (uint32_t i = 0; i < half; i++) {
-        double f = pow((double)m->hp.rope_base, -2.0 * (double)i / (double)m->hp.n_rot);
+        double f = pow((double)base, -2.0 * (double)i / (double)m->hp.n_rot);
         if (m->rope_freqs)
             f /= (double)m->rope_freqs[i];
-        m->rope_inv_freq[i] = f;
+        t[i] = f * (double)scale;
+    }
+    return t;
+}
+
+/* Local (sliding-window) layers have their own base and no scaling. */
+static npl_status init_rope(npl_model *m, npl_error *err)
+{
+    m->rope_inv_freq = rope_table(m, m->hp.rope_base, m->hp.rope_scale);
+    if (!m->rope_inv_freq)
+        return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+    if (m->hp.n_swa) {
+        m->rope_inv_freq_swa = rope_table(m, m->hp.rope_base_swa, 1.0f);
+        if (!m->rope_inv_freq_swa)
+            return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
     }
     return NPL_OK;
 }
@@ -89,7 +125,7 @@ npl_model *npl_model_load(const char *path, const npl_model_params *params, npl_
     m->tok = npl_tokenizer_from_gguf(m->gguf, err);
     if (!m->tok)
         goto fail;
-    if (npl_llama_load(m, err))
+    if (load_architecture(m, err))
         goto fail;
     if (init_rope(m, err))
         goto fail;
@@ -103,6 +139,10 @@ npl_model *npl_model_load(const char *path, const npl_model_params *params, npl_
     if (npl_forward_ws_init(m, err))
         goto fail;
     npl_model_info_fill(m);
+    /* The CPU structures above stay: the NPU runtime repacks the weights
+     * they bind, and looks token embeddings up on the host. */
+    if (npl_model_device_open(m, params->device, err))
+        goto fail;
     return m;
 
 fail:
@@ -114,10 +154,12 @@ void npl_model_free(npl_model *m)
 {
     if (!m)
         return;
+    npl_model_device_close(m);
     npl_forward_ws_free(&m->fw);
     npl_matmul_ws_free(m->mm_ws);
     npl_threadpool_free(m->pool);
     free(m->rope_inv_freq);
+    free(m->rope_inv_freq_swa);
     free(m->layers);
     npl_tokenizer_free(m->tok);
     npl_gguf_close(m->gguf);

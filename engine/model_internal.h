@@ -36,6 +36,11 @@ typedef struct npl_hparams {
     uint32_t n_ctx_train;
     float rope_base;
     float rms_eps;
+    /* Sliding-window attention (gemma3): layers marked local attend to
+     * the last n_swa positions only; 0 = no local layers. */
+    uint32_t n_swa;
+    float rope_base_swa;  /* rope base of the local layers */
+    float rope_scale;     /* global layers: positions times this (linear rope scaling); 1 = none */
 } npl_hparams;
 
 typedef struct npl_layer {
@@ -43,6 +48,12 @@ typedef struct npl_layer {
     npl_matrix wq, wk, wv, wo;
     const float *ffn_norm;  /* n_embd */
     npl_matrix w_gate, w_up, w_down;
+    /* gemma3; NULL for llama. */
+    const float *attn_q_norm;    /* head_dim: per-head RMSNorm of Q before RoPE */
+    const float *attn_k_norm;    /* head_dim: same for K */
+    const float *post_attn_norm; /* n_embd: RMSNorm of the attention output before the residual add */
+    const float *post_ffn_norm;  /* n_embd: same for the FFN output */
+    bool local;                  /* sliding-window layer (hp.n_swa) */
 } npl_layer;
 
 /* Scratch for one forward step of up to `rows` tokens; one set per model
@@ -64,6 +75,7 @@ typedef struct npl_forward_ws {
     npl_seq **row_seq;
     uint32_t *row_pos;
     float **logit_out; /* per logits row: where its logits go */
+    float *rope_swa;   /* rows * n_rot: the local layers' table, or NULL */
 } npl_forward_ws;
 
 struct npl_model {
@@ -86,6 +98,16 @@ struct npl_model {
     npl_threadpool *pool;
     npl_matmul_ws *mm_ws;
     npl_forward_ws fw;
+
+    /* Architecture variants of the forward pass (model.c sets the llama
+     * values before the architecture's loader runs). */
+    float embd_scale;  /* token embeddings are multiplied by it (gemma3: sqrt(n_embd)) */
+    float attn_scale;  /* multiplies q.k */
+    bool rope_neox;    /* RoPE pairs (x[i], x[i + n_rot/2]) instead of (x[2i], x[2i+1]) */
+    bool ffn_gelu;     /* GELU(tanh)-gated FFN instead of SiLU-gated */
+    double *rope_inv_freq_swa; /* n_rot / 2, local layers; NULL without them */
+
+    struct npl_model_device_state *device; /* engine/model_device.c: where the layers run */
 };
 
 struct npl_seq {
@@ -99,10 +121,23 @@ struct npl_seq {
     float *logits; /* n_vocab */
     bool has_logits;
     bool in_batch; /* marks duplicates while npl_decode checks its batch */
+    /* Local (sliding-window) layers of a long context keep a ring of the
+     * last kv_ring positions instead of n_ctx rows: position p at row
+     * p % kv_ring and, mirrored, at p % kv_ring + kv_ring when that row
+     * exists, so any kv_ring consecutive positions are contiguous rows in
+     * position order (one attention call, same order as a full cache).
+     * kv_ring = 0: every layer keeps n_ctx rows, position p at row p. */
+    uint32_t kv_ring;
+    uint32_t kv_ring_rows; /* 2 * kv_ring - 1 */
+    size_t *kv_layer_off;  /* n_layer: start of each layer's rows in k_cache / v_cache, in halves */
+    struct npl_npu_seq *npu; /* engine/backend_npu.c: the KV cache on the NPU device, or NULL */
 };
 
 /* engine/model_llama.c: hyper-parameters and weights of a "llama" file. */
 npl_status npl_llama_load(npl_model *m, npl_error *err);
+
+/* engine/model_gemma3.c: hyper-parameters and weights of a "gemma3" file. */
+npl_status npl_gemma3_load(npl_model *m, npl_error *err);
 
 /* engine/model_info.c: fills m->info once the weights are bound. */
 void npl_model_info_fill(npl_model *m);
@@ -111,11 +146,31 @@ void npl_model_info_fill(npl_model *m);
 npl_status npl_forward_ws_init(npl_model *m, npl_error *err);
 void npl_forward_ws_free(npl_forward_ws *fw);
 
-/* engine/kv_cache.c: the cached rows of one (layer, kv head). */
+/* engine/kv_cache.c: rows a layer keeps per KV head. */
+static inline uint32_t npl_kv_rows(const npl_seq *s, uint32_t layer)
+{
+    return s->kv_ring && s->model->layers[layer].local ? s->kv_ring_rows : s->n_ctx;
+}
+
+/* The cached rows of one (layer, kv head). */
 static inline size_t npl_kv_head_offset(const npl_seq *s, uint32_t layer, uint32_t kv_head)
 {
-    const npl_hparams *hp = &s->model->hp;
-    return (((size_t)layer * hp->n_head_kv + kv_head) * s->n_ctx) * hp->head_dim;
+    return s->kv_layer_off[layer] + (size_t)kv_head * npl_kv_rows(s, layer) * s->model->hp.head_dim;
+}
+
+/* Row of position pos in a layer's rows (the first one for a ring). */
+static inline size_t npl_kv_row(const npl_seq *s, uint32_t layer, uint32_t pos)
+{
+    return s->kv_ring && s->model->layers[layer].local ? pos % s->kv_ring : pos;
+}
+
+/* The mirrored row of a ring position, or SIZE_MAX when there is none. */
+static inline size_t npl_kv_mirror_row(const npl_seq *s, uint32_t layer, uint32_t pos)
+{
+    if (!s->kv_ring || !s->model->layers[layer].local)
+        return SIZE_MAX;
+    size_t r = pos % s->kv_ring;
+    return r + 1 < s->kv_ring ? r + s->kv_ring : SIZE_MAX;
 }
 
 #endif

@@ -29,6 +29,11 @@ typedef struct npl_model npl_model;
 typedef struct npl_model_params {
     int n_threads;          /* 0 = number of online CPUs */
     uint32_t prefill_chunk; /* tokens per prefill chunk; 0 = default (256) */
+    /* Where the layers run: "cpu" (also NULL), "npu-emu" (the NPU's kernel
+     * groups emulated on the CPU), "npu" (fails when the NPU cannot be
+     * used), or "auto" (the NPU when discovery finds everything in place,
+     * else the CPU; npl_model_device_reason says why). */
+    const char *device;
 } npl_model_params;
 
 void npl_model_params_default(npl_model_params *p);
@@ -91,6 +96,26 @@ npl_status npl_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens,
 /* Logits (n_vocab floats) from the last prefill/decode of this sequence,
  * or NULL when none were computed yet. */
 const float *npl_seq_logits(const npl_seq *s);
+
+/* Embeddings in place of tokens (images: engine/vision.h). Feeds n rows of
+ * n_embd floats (npl_model_info.n_embd) into the sequence as the first
+ * layer's input, as is: unlike token embeddings they are not scaled
+ * (Gemma's sqrt(n_embd)), as llama.cpp does for image embeddings.
+ * bidirectional: the rows attend to each other in both directions (the
+ * image tokens of Gemma 3), which needs them in one forward step: n must
+ * not exceed the model's prefill chunk (NPL_ERR_INVALID_ARG). Otherwise
+ * causal, in prefill chunks. Positions before the rows stay causal, and
+ * sliding-window layers still see only their window behind each row.
+ * Logits of the last row are computed. NPL_ERR_CONTEXT_OVERFLOW when the
+ * rows do not fit. */
+npl_status npl_prefill_embeddings(npl_model *m, npl_seq *s, const float *embd, size_t n, bool bidirectional,
+                                  npl_error *err);
+
+/* The first layer's input for tokens (n * n_embd floats): their embedding
+ * rows times the model's scale. npl_prefill_embeddings of these rows
+ * (causal) computes exactly what npl_prefill of the tokens does. */
+npl_status npl_model_embed_tokens(const npl_model *m, const int32_t *tokens, size_t n, float *out,
+                                  npl_error *err);
 
 /* ---- chat prompts ----------------------------------------------------- */
 
@@ -156,6 +181,57 @@ npl_finish_reason npl_stream_push(npl_stream *st, int32_t id, npl_buf *out, npl_
 /* At the end (any reason), appends whatever held-back text is not part of a
  * stop string. */
 npl_status npl_stream_finish(npl_stream *st, npl_buf *out, npl_error *err);
+
+/* ---- devices ---------------------------------------------------------- */
+
+/* What the model runs on: "cpu", "npu-emu", "npu:xdna1" or "npu:xdna2". */
+const char *npl_model_device(const npl_model *m);
+/* Why, in one line: what was requested, or for "auto" falling back to the
+ * CPU, the check that failed (e.g. "auto: NPU not used (no-driver: ...)"). */
+const char *npl_model_device_reason(const npl_model *m);
+
+/* Traffic between host and NPU device over a phase of the model's life. */
+typedef struct npl_device_traffic {
+    uint64_t dispatches;           /* kernel group runs */
+    uint64_t submissions;          /* run lists submitted (one host wait each) */
+    uint64_t h2d_weight_bytes;     /* weights uploaded */
+    uint64_t h2d_activation_bytes; /* activations and shape parameters to the device */
+    uint64_t d2h_activation_bytes; /* logits (and any activation) read back */
+} npl_device_traffic;
+
+typedef struct npl_device_stats {
+    npl_device_traffic load;    /* npl_model_load: the weight upload */
+    npl_device_traffic prefill; /* every npl_prefill since load */
+    npl_device_traffic decode;  /* every npl_decode since load */
+    uint64_t prefill_tokens;
+    uint64_t prefill_chunks;
+    uint64_t prefill_prompts;      /* prefills that ended a prompt: LM head run, logits read */
+    uint64_t decode_tokens;        /* sequence-steps decoded */
+    uint64_t weight_bytes;         /* resident on the device (read once per decoded token) */
+    uint64_t kv_bytes;             /* KV caches of the live sequences */
+    uint64_t activation_bytes;     /* the other device buffers */
+    uint32_t prefill_chunk;        /* rows per prefill chunk (fixed shape) */
+    uint32_t groups_per_layer_decode; /* 2 with the fused attention + O/FFN group */
+} npl_device_stats;
+
+/* Counters of a model running on an NPU device (npu-emu or npu); false,
+ * and *out zeroed, for a model on the CPU. */
+bool npl_model_device_stats(const npl_model *m, npl_device_stats *out);
+
+/* What a device request resolves to, decided once before loading models
+ * (a service shows it before any model is loaded). */
+typedef struct npl_device_plan {
+    char device[32];     /* "cpu", "npu-emu", "npu:xdna1" or "npu:xdna2" */
+    char reason[640];    /* one line, as npl_model_device_reason words it */
+    const char *load_as; /* npl_model_params.device for the models: "cpu", "npu-emu" or "npu" */
+} npl_device_plan;
+
+/* Resolves request ("cpu", "npu-emu", "npu", "auto"; NULL = "cpu") as
+ * npl_model_load would, without opening a device: "auto" and "npu" run
+ * NPU discovery. Fails like npl_model_load for an unknown request
+ * (NPL_ERR_INVALID_ARG) or an unusable "npu" (NPL_ERR_UNSUPPORTED, with
+ * discovery's reason). */
+npl_status npl_device_resolve(const char *request, npl_device_plan *out, npl_error *err);
 
 #ifdef __cplusplus
 }

@@ -46,11 +46,10 @@ static gboolean parse_device(const char *text, NpdDevice *out, GError **error)
         *out = NPD_DEVICE_AUTO;
     } else if (g_strcmp0(text, "cpu") == 0) {
         *out = NPD_DEVICE_CPU;
-    } else if (g_strcmp0(text, "npu") == 0 || g_strcmp0(text, "npu-emu") == 0) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "device '%s': the NPU backend is not built into this version of npullmd "
-                    "(use auto or cpu)", text);
-        return FALSE;
+    } else if (g_strcmp0(text, "npu") == 0) {
+        *out = NPD_DEVICE_NPU;
+    } else if (g_strcmp0(text, "npu-emu") == 0) {
+        *out = NPD_DEVICE_NPU_EMU;
     } else {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                     "device '%s': expected auto, cpu, npu or npu-emu", text);
@@ -208,14 +207,15 @@ void npd_config_clear(NpdConfig *cfg)
     memset(cfg, 0, sizeof *cfg);
 }
 
-const char *npd_device_name(NpdDevice device)
+const char *npd_device_request(NpdDevice device)
 {
     switch (device) {
+    case NPD_DEVICE_AUTO:
+        return "auto";
     case NPD_DEVICE_NPU:
-        return "npu:xdna2";
+        return "npu";
     case NPD_DEVICE_NPU_EMU:
         return "npu-emu";
-    case NPD_DEVICE_AUTO:
     case NPD_DEVICE_CPU:
         break;
     }

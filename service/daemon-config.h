@@ -36,11 +36,11 @@ typedef struct {
 
 /* Parses argv (removing what it consumed) and the configuration file.
  * Fails with G_OPTION_ERROR / G_KEY_FILE_ERROR / G_FILE_ERROR on bad
- * input, including an unavailable --device. */
+ * input, including an unknown --device. */
 gboolean npd_config_load(NpdConfig *cfg, int *argc, char ***argv, GError **error);
 void npd_config_clear(NpdConfig *cfg);
 
-/* "cpu" for the devices this build runs on. */
-const char *npd_device_name(NpdDevice device);
+/* The engine's name for the requested device (npl_device_resolve). */
+const char *npd_device_request(NpdDevice device);
 
 #endif

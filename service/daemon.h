@@ -48,6 +48,11 @@ typedef struct {
 
 struct NpdDaemon {
     NpdConfig *cfg;
+    /* What --device resolved to at startup (npl_device_resolve): the
+     * Device and DeviceStatus properties, and what models load on. */
+    gchar *device;
+    gchar *device_status;
+    const char *device_load_as;
     GMainLoop *loop;
     GDBusConnection *bus;
     GDBusNodeInfo *introspection;

@@ -3,6 +3,12 @@
 #include <malloc.h>
 #include <string.h>
 
+#include "vision.h"
+
+/* A model NAME.gguf has its vision projector in NAME.mmproj.gguf beside it
+ * (the model catalog's convention). */
+#define MMPROJ_SUFFIX ".mmproj.gguf"
+
 /* ---- names ------------------------------------------------------------- */
 
 const char *npd_job_state_name(NpdJobState state)
@@ -45,6 +51,8 @@ void npd_job_free(NpdJob *job)
     if (job->messages != NULL)
         g_ptr_array_unref(job->messages);
     g_strfreev(job->stop);
+    if (job->image != NULL)
+        g_bytes_unref(job->image);
     g_free(job);
 }
 
@@ -54,6 +62,8 @@ typedef struct {
     gchar *name;
     gchar *path;
     npl_model *model;
+    npl_vision *vision;   /* its projector, when NAME.mmproj.gguf loaded */
+    gchar *vision_error;  /* why not, when the file exists but did not load */
     gint64 last_used; /* monotonic usec */
     guint n_jobs;     /* running jobs on this model */
 } LoadedModel;
@@ -65,6 +75,7 @@ typedef struct {
 } QueuedJob;
 
 typedef enum {
+    PHASE_ENCODE, /* the image through the vision tower, one stage per step */
     PHASE_PREFILL,
     PHASE_DECODE,
 } Phase;
@@ -75,7 +86,11 @@ typedef struct {
     npl_seq *seq;
     npl_sampler *sampler;
     npl_stream *stream;
-    npl_tokens prompt;
+    npl_tokens prompt;     /* with an image: the tokens before it, then those after */
+    size_t n_before;       /* prompt tokens before the image (all without one) */
+    guint32 n_image;       /* image embedding rows (0 without an image) */
+    npl_vision_encoding *encoding;
+    gboolean image_fed;
     size_t n_prefilled;
     int32_t pending; /* sampled token to append in the next decode step */
     Phase phase;
@@ -146,6 +161,8 @@ static void event_free(NpdEvent *ev)
 
 static void loaded_model_free(LoadedModel *lm)
 {
+    npl_vision_free(lm->vision);
+    g_free(lm->vision_error);
     npl_model_free(lm->model);
     g_free(lm->name);
     g_free(lm->path);
@@ -259,6 +276,30 @@ static NpdError error_from_status(npl_status st)
 
 /* ---- models ------------------------------------------------------------ */
 
+/* The model's vision projector, when NAME.mmproj.gguf exists beside it.
+ * A broken one does not stop the model from serving text: *why says what
+ * image requests will be told. */
+static npl_vision *load_vision(NpdWorker *w, const char *name, const char *path, gchar **why)
+{
+    if (!g_str_has_suffix(path, ".gguf"))
+        return NULL;
+    g_autofree gchar *base = g_strndup(path, strlen(path) - strlen(".gguf"));
+    g_autofree gchar *mmproj = g_strconcat(base, MMPROJ_SUFFIX, NULL);
+    if (!g_file_test(mmproj, G_FILE_TEST_IS_REGULAR))
+        return NULL;
+    npl_vision_params vp;
+    npl_vision_params_default(&vp);
+    vp.n_threads = (int)w->cfg.threads;
+    npl_error err;
+    npl_error_clear(&err);
+    npl_vision *v = npl_vision_load(mmproj, &vp, &err);
+    if (v == NULL) {
+        *why = g_strdup_printf("loading the vision projector of '%s' failed: %s", name, err.message);
+        g_warning("%s", *why);
+    }
+    return v;
+}
+
 static LoadedModel *ensure_loaded(NpdWorker *w, const char *name, const char *path, GError **error)
 {
     LoadedModel *lm = g_hash_table_lookup(w->models, name);
@@ -268,20 +309,30 @@ static LoadedModel *ensure_loaded(NpdWorker *w, const char *name, const char *pa
     npl_model_params_default(&params);
     params.n_threads = (int)w->cfg.threads;
     params.prefill_chunk = w->cfg.prefill_chunk;
+    params.device = w->cfg.device;
     npl_error err;
     npl_error_clear(&err);
     gint64 t0 = g_get_monotonic_time();
+    g_autofree gchar *vision_error = NULL;
+    npl_vision *vision = load_vision(w, name, path, &vision_error);
+    /* An image's rows attend to each other, so they go through the model
+     * in one forward step: its chunk must hold them all. */
+    if (vision != NULL)
+        params.prefill_chunk = MAX(params.prefill_chunk, npl_vision_get_info(vision)->n_tokens);
     npl_model *model = npl_model_load(path, &params, &err);
     if (model == NULL) {
         g_set_error(error, NPD_ERROR, NPD_ERROR_MODEL_LOAD_FAILED, "loading model '%s' failed: %s", name,
                     err.message);
         g_warning("loading model %s (%s) failed: %s", name, path, err.message);
+        npl_vision_free(vision);
         return NULL;
     }
     lm = g_new0(LoadedModel, 1);
     lm->name = g_strdup(name);
     lm->path = g_strdup(path);
     lm->model = model;
+    lm->vision = vision;
+    lm->vision_error = g_steal_pointer(&vision_error);
     lm->last_used = g_get_monotonic_time();
     g_hash_table_insert(w->models, lm->name, lm);
     g_message("loaded model %s from %s in %.0f ms", name, path, (double)(lm->last_used - t0) / 1000.0);
@@ -369,7 +420,7 @@ static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, G
 {
     gint64 now = g_get_monotonic_time();
     NpdJobStats stats = {
-        .prompt_tokens = (guint32)aj->prompt.n,
+        .prompt_tokens = (guint32)aj->prompt.n + aj->n_image,
         .generated_tokens = aj->generated,
         .total_time_ms = (double)(now - aj->t_submit) / 1000.0,
         .seed = aj->job->sampling.seed,
@@ -382,6 +433,7 @@ static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, G
     }
     post_finished(w, aj->job->id, reason, &stats, error);
 
+    npl_vision_encoding_free(aj->encoding);
     npl_stream_free(aj->stream);
     npl_sampler_free(aj->sampler);
     npl_seq_free(aj->seq);
@@ -463,6 +515,74 @@ static npl_status tokenize_job(const ActiveJob *aj, npl_tokens *out, npl_error *
     return st;
 }
 
+/* An image job: the model's projector must fit it; the image is decoded
+ * (it was checked when the call came in) and preprocessed into a new
+ * encoding, and the prompt becomes the tokens before and after the image.
+ * FALSE when the job failed (and was finished). */
+static gboolean start_image(NpdWorker *w, ActiveJob *aj)
+{
+    LoadedModel *lm = aj->lm;
+    npl_error err;
+    npl_error_clear(&err);
+    if (lm->vision == NULL) {
+        GError *error = lm->vision_error != NULL
+                            ? g_error_new_literal(NPD_ERROR, NPD_ERROR_MODEL_LOAD_FAILED, lm->vision_error)
+                            : g_error_new(NPD_ERROR, NPD_ERROR_NOT_SUPPORTED, "model '%s' has no vision projector",
+                                          lm->name);
+        finish_active(w, aj, NPD_FINISH_ERROR, error);
+        return FALSE;
+    }
+    npl_status st = npl_vision_check_model(lm->vision, lm->model, &err);
+    if (st != NPL_OK) {
+        fail_active(w, aj, st, "the vision projector", &err);
+        return FALSE;
+    }
+    const char *system = NULL, *text = "";
+    for (guint i = 0; i < aj->job->messages->len; i++) {
+        const NpdChatMessage *m = aj->job->messages->pdata[i];
+        if (strcmp(m->role, "system") == 0)
+            system = m->content;
+        else
+            text = m->content;
+    }
+    npl_image_prompt ip;
+    st = npl_vision_chat_prompt(lm->model, system, text, &ip, &err);
+    if (st != NPL_OK) {
+        fail_active(w, aj, st, "building the prompt", &err);
+        return FALSE;
+    }
+    aj->prompt = ip.before;
+    aj->n_before = ip.before.n;
+    for (size_t i = 0; i < ip.after.n && st == NPL_OK; i++)
+        st = npl_tokens_push(&aj->prompt, ip.after.ids[i], &err);
+    npl_tokens_free(&ip.after);
+    if (st != NPL_OK) {
+        fail_active(w, aj, st, "building the prompt", &err);
+        return FALSE;
+    }
+
+    npl_image_limits lim;
+    npl_image_limits_default(&lim);
+    gsize size = 0;
+    const void *data = g_bytes_get_data(aj->job->image, &size);
+    lim.max_bytes = MAX(lim.max_bytes, size);
+    npl_image img;
+    st = npl_image_decode(data, size, &lim, &img, &err);
+    if (st != NPL_OK) {
+        fail_active(w, aj, st == NPL_ERR_NOMEM ? st : NPL_ERR_INVALID_ARG, "image", &err);
+        return FALSE;
+    }
+    aj->encoding = npl_vision_encoding_create(lm->vision, &img, &err);
+    npl_image_free(&img);
+    if (aj->encoding == NULL) {
+        fail_active(w, aj, err.code, "preparing the image", &err);
+        return FALSE;
+    }
+    g_clear_pointer(&aj->job->image, g_bytes_unref);
+    aj->n_image = npl_vision_get_info(lm->vision)->n_tokens;
+    return TRUE;
+}
+
 /* Moves a queued job to the running set: loads its model if needed,
  * tokenizes, sizes its KV cache to what it can use. */
 static void start_job(NpdWorker *w, QueuedJob *qj)
@@ -489,15 +609,22 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
 
     npl_error err;
     npl_error_clear(&err);
-    npl_status st = tokenize_job(aj, &aj->prompt, &err);
-    if (st != NPL_OK) {
-        fail_active(w, aj, st, "tokenizing the prompt", &err);
-        return;
+    if (job->image != NULL) {
+        if (!start_image(w, aj))
+            return;
+    } else {
+        npl_status st = tokenize_job(aj, &aj->prompt, &err);
+        if (st != NPL_OK) {
+            fail_active(w, aj, st, "tokenizing the prompt", &err);
+            return;
+        }
+        aj->n_before = aj->prompt.n;
+        aj->image_fed = TRUE;
     }
     const npl_model_info *info = npl_model_get_info(lm->model);
     guint32 ctx_limit = info->n_ctx_train != 0 ? info->n_ctx_train : NPL_DEFAULT_CTX_MAX;
     ctx_limit = MIN(ctx_limit, w->cfg.max_context);
-    size_t n_prompt = aj->prompt.n;
+    size_t n_prompt = aj->prompt.n + aj->n_image;
     if (n_prompt == 0) {
         finish_active(w, aj, NPD_FINISH_ERROR,
                       g_error_new(NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "prompt: empty after tokenization"));
@@ -529,7 +656,7 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
         fail_active(w, aj, err.code, "creating the sampler", &err);
         return;
     }
-    for (size_t i = 0; i < n_prompt; i++)
+    for (size_t i = 0; i < aj->prompt.n; i++)
         npl_sampler_accept(aj->sampler, aj->prompt.ids[i]);
     size_t n_stop = job->stop != NULL ? g_strv_length(job->stop) : 0;
     aj->stream = npl_stream_create(lm->model, (const char *const *)job->stop, n_stop, max_tokens, &err);
@@ -537,7 +664,7 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
         fail_active(w, aj, err.code, "creating the output stream", &err);
         return;
     }
-    aj->phase = PHASE_PREFILL;
+    aj->phase = aj->encoding != NULL ? PHASE_ENCODE : PHASE_PREFILL;
     post_state(w, job->id, NPD_JOB_RUNNING, 0);
 }
 
@@ -592,34 +719,75 @@ static gboolean runs_before(const ActiveJob *a, const ActiveJob *b)
     return a->admit_order < b->admit_order;
 }
 
-/* One prefill chunk of the most urgent prompt still being fed. */
-static void prefill_step(NpdWorker *w)
+static ActiveJob *most_urgent(NpdWorker *w, Phase phase)
 {
     ActiveJob *aj = NULL;
     for (guint i = 0; i < w->running->len; i++) {
         ActiveJob *c = w->running->pdata[i];
-        if (c->phase == PHASE_PREFILL && (aj == NULL || runs_before(c, aj)))
+        if (c->phase == phase && (aj == NULL || runs_before(c, aj)))
             aj = c;
     }
+    return aj;
+}
+
+/* One stage of the vision tower (patch embedding, one encoder block, or
+ * the projector) for the most urgent image still being encoded: like a
+ * prefill chunk, it delays other streams by one step at a time. */
+static void encode_step(NpdWorker *w)
+{
+    ActiveJob *aj = most_urgent(w, PHASE_ENCODE);
     if (aj == NULL)
         return;
     npl_error err;
     npl_error_clear(&err);
-    size_t consumed = 0;
-    size_t left = aj->prompt.n - aj->n_prefilled;
-    npl_status st = npl_prefill(aj->lm->model, aj->seq, aj->prompt.ids + aj->n_prefilled, left,
-                                w->cfg.prefill_chunk, &consumed, &err);
+    bool done = false;
+    npl_status st = npl_vision_encoding_step(aj->encoding, &done, &err);
     if (st != NPL_OK) {
-        fail_active(w, aj, st, "prefill", &err);
+        fail_active(w, aj, st, "encoding the image", &err);
         return;
     }
-    if (consumed == 0 || consumed > left) {
-        npl_error_set(&err, NPL_ERR_INTERNAL, "prefill consumed %zu of %zu tokens", consumed, left);
-        fail_active(w, aj, NPL_ERR_INTERNAL, "prefill", &err);
+    if (done)
+        aj->phase = PHASE_PREFILL;
+}
+
+/* One prefill chunk of the most urgent prompt still being fed: the tokens
+ * before the image, then the image's rows (in one step: they attend to
+ * each other), then the tokens after it. */
+static void prefill_step(NpdWorker *w)
+{
+    ActiveJob *aj = most_urgent(w, PHASE_PREFILL);
+    if (aj == NULL)
         return;
+    npl_error err;
+    npl_error_clear(&err);
+    if (aj->n_prefilled == aj->n_before && !aj->image_fed) {
+        const float *rows = npl_vision_encoding_output(aj->encoding);
+        npl_status st = rows != NULL ? npl_prefill_embeddings(aj->lm->model, aj->seq, rows, aj->n_image, true, &err)
+                                     : npl_error_set(&err, NPL_ERR_INTERNAL, "the image was not encoded");
+        g_clear_pointer(&aj->encoding, npl_vision_encoding_free);
+        if (st != NPL_OK) {
+            fail_active(w, aj, st, "prefill of the image", &err);
+            return;
+        }
+        aj->image_fed = TRUE;
+    } else {
+        size_t end = aj->n_prefilled < aj->n_before ? aj->n_before : aj->prompt.n;
+        size_t consumed = 0;
+        size_t left = end - aj->n_prefilled;
+        npl_status st = npl_prefill(aj->lm->model, aj->seq, aj->prompt.ids + aj->n_prefilled, left,
+                                    w->cfg.prefill_chunk, &consumed, &err);
+        if (st != NPL_OK) {
+            fail_active(w, aj, st, "prefill", &err);
+            return;
+        }
+        if (consumed == 0 || consumed > left) {
+            npl_error_set(&err, NPL_ERR_INTERNAL, "prefill consumed %zu of %zu tokens", consumed, left);
+            fail_active(w, aj, NPL_ERR_INTERNAL, "prefill", &err);
+            return;
+        }
+        aj->n_prefilled += consumed;
     }
-    aj->n_prefilled += consumed;
-    if (aj->n_prefilled < aj->prompt.n)
+    if (aj->n_prefilled < aj->prompt.n || !aj->image_fed)
         return;
     const float *logits = npl_seq_logits(aj->seq);
     if (logits == NULL) {
@@ -779,6 +947,7 @@ static gpointer worker_main(gpointer data)
         if (!go_on)
             break;
         admit_jobs(w);
+        encode_step(w);
         prefill_step(w);
         decode_step(w);
         unload_idle_models(w);

@@ -49,6 +49,8 @@ typedef struct {
     guint32 max_tokens;     /* 0: the configured default, capped by context */
     gchar **stop;
     NpdPriority priority;
+    GBytes *image;          /* DescribeImage: the encoded image (checked), shown to
+                             * the model before the user turn's text; else NULL */
 } NpdJob;
 
 void npd_job_free(NpdJob *job);
@@ -87,6 +89,7 @@ typedef struct {
 typedef void (*NpdEventFunc)(const NpdEvent *event, gpointer user_data);
 
 typedef struct {
+    const char *device; /* npl_model_params.device: "cpu", "npu-emu" or "npu" */
     guint threads;
     guint prefill_chunk;
     guint max_running;

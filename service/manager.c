@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "image-input.h"
+
 #ifndef NPD_VERSION
 #define NPD_VERSION "unknown"
 #endif
@@ -35,7 +37,15 @@ typedef struct {
     gchar *model_name;
     gchar *model_path;
     guint idle_timeout;
+    int image_fd;  /* DescribeImage: the caller's descriptor until read, else -1 */
+    GBytes *image; /* DescribeImage: the encoded image, checked */
 } PendingCall;
+
+/* DescribeImage: how long the image descriptor may take to reach its end
+ * (a pipe whose writer stalls). */
+#define IMAGE_READ_TIMEOUT_S 30
+/* DescribeImage with an empty prompt. */
+#define DEFAULT_IMAGE_PROMPT "Describe this image."
 
 static void pending_free(PendingCall *p)
 {
@@ -48,7 +58,18 @@ static void pending_free(PendingCall *p)
     g_free(p->prompt);
     g_free(p->model_name);
     g_free(p->model_path);
+    if (p->image_fd >= 0)
+        close(p->image_fd);
+    if (p->image != NULL)
+        g_bytes_unref(p->image);
     g_free(p);
+}
+
+static PendingCall *pending_new(void)
+{
+    PendingCall *p = g_new0(PendingCall, 1);
+    p->image_fd = -1;
+    return p;
 }
 
 static const char *default_model_name(NpdDaemon *d)
@@ -120,6 +141,7 @@ static void submit_request(PendingCall *p)
     job->max_tokens = p->opts.max_tokens;
     job->stop = g_steal_pointer(&p->opts.stop);
     job->priority = p->opts.priority;
+    job->image = g_steal_pointer(&p->image);
     g_debug("request %" G_GUINT64_FORMAT " from %s: model %s, %s", r->id, p->client->name, p->model_name,
             r->path ? r->path : "Complete");
     npd_worker_submit(d->worker, job);
@@ -140,6 +162,31 @@ static void emit_idle_timeout_changed(NpdDaemon *d)
                                   g_variant_new("(sa{sv}as)", NPD_MANAGER_IFACE, &changed, NULL), NULL);
 }
 
+static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
+{
+    PendingCall *p = data;
+    GError *error = NULL;
+    p->image = npd_image_input_read_finish(res, &error);
+    if (p->image == NULL) {
+        g_dbus_method_invocation_return_gerror(p->invocation, error);
+        g_error_free(error);
+    } else if (p->client->gone) {
+        g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
+                                                      "caller disconnected");
+    } else {
+        submit_request(p);
+    }
+    pending_free(p);
+}
+
+/* Reads and checks the image off the main loop, then submits. */
+static void read_image(PendingCall *p)
+{
+    int fd = p->image_fd;
+    p->image_fd = -1;
+    npd_image_input_read_async(fd, p->daemon->cfg->max_image_bytes, IMAGE_READ_TIMEOUT_S, NULL, image_read_cb, p);
+}
+
 static void authorized_cb(GError *error, gpointer data)
 {
     PendingCall *p = data;
@@ -158,10 +205,9 @@ static void authorized_cb(GError *error, gpointer data)
             submit_request(p);
             break;
         case OP_DESCRIBE_IMAGE:
-            g_dbus_method_invocation_return_error_literal(
-                p->invocation, NPD_ERROR, NPD_ERROR_NOT_SUPPORTED,
-                "image description needs the vision backend, which this version of npullmd does not have");
-            break;
+            /* Answered once the image is read and checked. */
+            read_image(p);
+            return;
         case OP_LOAD:
             /* Answered from npd_manager_handle_command_done. */
             npd_worker_load(d->worker, p->model_name, p->model_path, p->invocation);
@@ -286,9 +332,10 @@ static gboolean prepare_chat(NpdDaemon *d, PendingCall *p, GVariant *params, GEr
     return resolve_model(d, p, error);
 }
 
-/* The image must be a readable regular file of sane size; the daemon never
- * opens a path itself. */
-static gboolean check_image_fd(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *params, GError **error)
+/* The image must come as a readable regular file of sane size or a pipe;
+ * the daemon never opens a path itself. Keeps the descriptor in p. */
+static gboolean check_image_fd(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
+                               GError **error)
 {
     gint32 index = 0;
     g_variant_get_child(params, 0, "h", &index);
@@ -310,19 +357,37 @@ static gboolean check_image_fd(NpdDaemon *d, GDBusMethodInvocation *inv, GVarian
     if (fstat(fd, &st) != 0 || flags < 0)
         g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "image: unusable descriptor: %s",
                     g_strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "image: not a regular file");
+    else if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "image: not a regular file or a pipe");
     else if ((flags & O_ACCMODE) == O_WRONLY)
         g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "image: descriptor is not readable");
-    else if (st.st_size <= 0 || (guint64)st.st_size > d->cfg->max_image_bytes)
+    else if (S_ISREG(st.st_mode) && (st.st_size <= 0 || (guint64)st.st_size > d->cfg->max_image_bytes))
         g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "image: %lld bytes, expected 1 to %zu",
                     (long long)st.st_size, d->cfg->max_image_bytes);
     else
         ok = TRUE;
-    close(fd);
+    if (ok)
+        p->image_fd = fd;
+    else
+        close(fd);
     return ok;
 }
 
+/* The model must have a vision projector beside it (NAME.mmproj.gguf). */
+static gboolean check_vision(NpdDaemon *d, PendingCall *p, GError **error)
+{
+    const NpdModelEntry *e = npd_model_catalog_lookup(d->catalog, p->model_name, error);
+    if (e == NULL)
+        return FALSE;
+    if (!e->vision) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_NOT_SUPPORTED,
+                    "model '%s' has no vision projector (%s.mmproj.gguf beside it)", e->name, e->name);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* One user turn: the image, then the prompt (a default one when empty). */
 static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p,
                                        GVariant *params, GError **error)
 {
@@ -330,9 +395,15 @@ static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv,
     g_autoptr(GVariant) prompt_v = g_variant_get_child_value(params, 1);
     g_autoptr(GVariant) options = g_variant_get_child_value(params, 2);
     const char *prompt = g_variant_get_string(prompt_v, &len);
-    return check_image_fd(d, inv, params, error) && check_prompt(d, prompt, len, error) &&
-           npd_request_options_parse(options, NPD_CALL_DESCRIBE_IMAGE, d->cfg, &p->opts, error) &&
-           resolve_model(d, p, error);
+    if (!check_image_fd(d, inv, p, params, error) || !check_prompt(d, prompt, len, error) ||
+        !npd_request_options_parse(options, NPD_CALL_DESCRIBE_IMAGE, d->cfg, &p->opts, error) ||
+        !resolve_model(d, p, error) || !check_vision(d, p, error))
+        return FALSE;
+    p->messages = g_ptr_array_new_with_free_func((GDestroyNotify)npd_chat_message_free);
+    if (p->opts.system != NULL)
+        g_ptr_array_add(p->messages, chat_message_new("system", p->opts.system));
+    g_ptr_array_add(p->messages, chat_message_new("user", len > 0 ? prompt : DEFAULT_IMAGE_PROMPT));
+    return TRUE;
 }
 
 /* ---- other methods ------------------------------------------------------ */
@@ -382,7 +453,9 @@ static GVariant *manager_property(NpdDaemon *d, const char *prop)
     if (g_strcmp0(prop, "Version") == 0)
         return g_variant_new_string(NPD_VERSION);
     if (g_strcmp0(prop, "Device") == 0)
-        return g_variant_new_string(npd_device_name(d->cfg->device));
+        return g_variant_new_string(d->device);
+    if (g_strcmp0(prop, "DeviceStatus") == 0)
+        return g_variant_new_string(d->device_status);
     if (g_strcmp0(prop, "DefaultModel") == 0) {
         const char *name = default_model_name(d);
         return g_variant_new_string(name != NULL ? name : "");
@@ -417,7 +490,7 @@ static void handle_set_property(NpdDaemon *d, GDBusMethodInvocation *inv, GVaria
                                                       "IdleTimeout: expected a uint32 number of seconds");
         return;
     }
-    PendingCall *p = g_new0(PendingCall, 1);
+    PendingCall *p = pending_new();
     p->op = OP_SET_IDLE_TIMEOUT;
     p->idle_timeout = g_variant_get_uint32(value);
     authorize_then(d, inv, p, NPD_ACTION_MANAGE);
@@ -441,7 +514,7 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
     }
 
     g_autoptr(GError) error = NULL;
-    PendingCall *p = g_new0(PendingCall, 1);
+    PendingCall *p = pending_new();
     gboolean ok = FALSE;
     const char *action = NPD_ACTION_GENERATE;
     if (g_strcmp0(method, "Generate") == 0) {
@@ -473,6 +546,8 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
         g_free(p->prompt);
         g_free(p->model_name);
         g_free(p->model_path);
+        if (p->image_fd >= 0)
+            close(p->image_fd);
         g_free(p);
         return;
     }

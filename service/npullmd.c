@@ -86,7 +86,7 @@ static void name_acquired_cb(GDBusConnection *bus, const char *name, gpointer da
     NpdDaemon *d = data;
     d->name_acquired = TRUE;
     g_message("serving %s on the %s bus (device %s)", name, d->cfg->session_bus ? "session" : "system",
-              npd_device_name(d->cfg->device));
+              d->device);
     npd_notify_ready("ready");
     npd_daemon_activity_changed(d);
 }
@@ -115,6 +115,28 @@ static gboolean signal_cb(gpointer data)
     g_message("stopping on signal");
     daemon_quit(data, 0);
     return G_SOURCE_CONTINUE; /* removed in run() */
+}
+
+/* Decides once what --device means here (auto runs NPU discovery); an
+ * unusable explicit npu is a startup error, auto falling back to the CPU
+ * is one log line naming the reason. */
+static gboolean resolve_device(NpdDaemon *d)
+{
+    npl_device_plan plan;
+    npl_error err;
+    npl_error_clear(&err);
+    if (npl_device_resolve(npd_device_request(d->cfg->device), &plan, &err) != NPL_OK) {
+        g_printerr("npullmd: %s\n", err.message);
+        return FALSE;
+    }
+    d->device = g_strdup(plan.device);
+    d->device_status = g_strdup(plan.reason);
+    d->device_load_as = plan.load_as;
+    if (d->cfg->device == NPD_DEVICE_AUTO && g_strcmp0(plan.load_as, "cpu") == 0)
+        g_message("device auto: using the CPU: %s", plan.reason);
+    else
+        g_message("device %s: %s", plan.device, plan.reason);
+    return TRUE;
 }
 
 static gboolean load_interfaces(NpdDaemon *d, GError **error)
@@ -165,6 +187,7 @@ static int run(NpdDaemon *d)
     d->idle_timeout = d->cfg->idle_timeout;
     d->authorizer = npd_authorizer_new(!d->cfg->session_bus, d->cfg->auth_timeout);
     NpdWorkerConfig wcfg = {
+        .device = d->device_load_as,
         .threads = d->cfg->threads,
         .prefill_chunk = d->cfg->prefill_chunk,
         .max_running = d->cfg->max_running,
@@ -238,7 +261,13 @@ int main(int argc, char **argv)
     (void)NPD_ERROR;
 
     NpdDaemon d = {.cfg = &cfg};
+    if (!resolve_device(&d)) {
+        npd_config_clear(&cfg);
+        return 2;
+    }
     int status = run(&d);
+    g_free(d.device);
+    g_free(d.device_status);
     npd_config_clear(&cfg);
     return status;
 }

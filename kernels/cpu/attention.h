@@ -3,10 +3,16 @@
  * (online softmax): the scores of the whole context never exist at once,
  * memory stays O(block) whatever the context length.
  *
- * The cache of one KV head is two arrays of half-precision rows,
- * [position][head_dim], so a step reads K then V front to back. The n_q
- * query heads that share the KV head (grouped-query attention) are
- * handled together so each cached row is converted and read once. */
+ * The cache of one KV head is two arrays of rows, [position][head_dim],
+ * so a step reads K then V front to back. Rows are IEEE halves (the
+ * engine's cache) or Q8_0 blocks (half the memory again, for long
+ * contexts). The n_q query heads that share the KV head (grouped-query
+ * attention) are handled together so each cached row is converted and
+ * read once per block.
+ *
+ * The arithmetic is fixed (attention_internal.h): the portable, AVX2 and
+ * AVX-512 versions give the same bits, so a row's output never depends
+ * on the SIMD level or on what else was computed in the same step. */
 #ifndef NPL_ATTENTION_H
 #define NPL_ATTENTION_H
 
@@ -31,6 +37,24 @@ size_t npl_attention_scratch_floats(size_t n_q, size_t head_dim);
 void npl_attention(npl_simd_level lv, const float *q, size_t q_stride, size_t n_q,
                    const uint16_t *k, const uint16_t *v, size_t kv_stride, size_t n_kv,
                    size_t head_dim, float scale, float *out, size_t out_stride, float *scratch);
+
+typedef enum npl_kv_format {
+    NPL_KV_F16 = 0,  /* IEEE halves */
+    NPL_KV_Q8_0 = 1, /* ggml Q8_0 blocks of 32 (head_dim a multiple of 32) */
+} npl_kv_format;
+
+/* Bytes of one cached row of head_dim values (0: head_dim does not fit
+ * the format). */
+size_t npl_kv_row_bytes(npl_kv_format fmt, size_t head_dim);
+
+/* Writes one row (head_dim floats) into the cache format. */
+void npl_kv_store_row(npl_kv_format fmt, const float *src, void *dst, size_t head_dim);
+
+/* npl_attention over rows of either format; row i of k and v at
+ * + i * kv_stride_bytes. */
+void npl_attention_kv(npl_simd_level lv, npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q,
+                      const void *k, const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim,
+                      float scale, float *out, size_t out_stride, float *scratch);
 
 #ifdef __cplusplus
 }

@@ -1,50 +1,54 @@
+/* npl_matmul: splits a product into tasks of 16 output rows (one packed
+ * row group), quantizes the activations once, and runs the kernel of the
+ * workspace's SIMD level on each thread's contiguous slice of tasks.
+ * Also keeps the repacked copies of the integer matrices, keyed by their
+ * data pointer. */
 #include "matvec.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-#include "ggml_blocks.h"
 #include "ggml_types.h"
+#include "kernels_x86.h"
+#include "matmul_packed.h"
+#include "matmul_ref.h"
+#include "quant_act.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define NPL_HAVE_X86 1
-#define AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
-#endif
+/* Output rows per task: one packed row group; 16 floats of output are
+ * one cache line, so two threads never write the same line. */
+#define ROWS_PER_TASK NPL_PACK_ROWS
 
-/* Rows handled together: their float copies (or their quantized bytes)
- * stay in L1 while every vector of the batch passes over them. */
-#define ROW_TILE 4
-/* Rows per pool task; keeps the task count (and slice boundaries) coarse. */
-#define ROWS_PER_TASK 16
+/* Below this many activation elements, quantizing on the calling thread
+ * is cheaper than waking the pool for it. */
+#define QUANT_PARALLEL_MIN 65536
 
-#define QK 32 /* elements per block of the legacy quant types */
-
-/* Activations quantized to 8 bits per block of 32: d is the scale,
- * s = d * sum(q) serves the offset term of Q4_1/Q5_1. */
-typedef struct act_block {
-    float d;
-    float s;
-    int8_t q[QK];
-} act_block;
-
-typedef enum row_kind {
-    ROW_FLOAT, /* converted to f32, dotted in f32 */
-    ROW_QUANT, /* integer dot against act_block */
-} row_kind;
+typedef struct pack_entry {
+    const void *data; /* key; NULL = empty slot */
+    uint32_t type;
+    int64_t n_rows, n_cols;
+    bool failed;      /* no memory: use the file layout */
+    npl_packed_matrix pk;
+} pack_entry;
 
 struct npl_matmul_ws {
     int n_threads;
     int64_t max_cols;
     size_t max_vecs;
     npl_simd_level simd;
-    act_block *act;  /* max_vecs * max_cols / QK */
-    float *rows;     /* n_threads * ROW_TILE * max_cols */
-    float **out_ptrs; /* max_vecs, for npl_matmul_contig */
+    bool packing;
+    bool release_source; /* weights are a read-only file mapping */
+    npl_act_q8 *act;   /* max_vecs * max_cols / 32 */
+    npl_act_q8k *actk; /* max_vecs * max_cols / 256 */
+    float *rows;       /* n_threads * 4 * max_cols */
+    float **out_ptrs;  /* NPL_MATMUL_MULTI_MAX * max_vecs, for the contiguous variants */
+    pack_entry *packs; /* open addressing, pack_cap slots */
+    size_t pack_cap, pack_count;
+    size_t packed_bytes;
 };
 
-static row_kind kind_of(uint32_t type)
+static bool is_quant(uint32_t type)
 {
     switch (type) {
     case NPL_TYPE_Q4_0:
@@ -52,9 +56,12 @@ static row_kind kind_of(uint32_t type)
     case NPL_TYPE_Q5_0:
     case NPL_TYPE_Q5_1:
     case NPL_TYPE_Q8_0:
-        return ROW_QUANT;
+    case NPL_TYPE_Q4_K:
+    case NPL_TYPE_Q5_K:
+    case NPL_TYPE_Q6_K:
+        return true;
     default:
-        return ROW_FLOAT;
+        return false;
     }
 }
 
@@ -64,17 +71,9 @@ bool npl_matmul_type_supported(uint32_t type)
     case NPL_TYPE_F32:
     case NPL_TYPE_F16:
     case NPL_TYPE_BF16:
-    case NPL_TYPE_Q4_0:
-    case NPL_TYPE_Q4_1:
-    case NPL_TYPE_Q5_0:
-    case NPL_TYPE_Q5_1:
-    case NPL_TYPE_Q8_0:
         return true;
     case NPL_TYPE_Q2_K:
     case NPL_TYPE_Q3_K:
-    case NPL_TYPE_Q4_K:
-    case NPL_TYPE_Q5_K:
-    case NPL_TYPE_Q6_K:
     case NPL_TYPE_IQ4_NL:
     case NPL_TYPE_IQ4_XS:
     case NPL_TYPE_MXFP4: {
@@ -83,7 +82,7 @@ bool npl_matmul_type_supported(uint32_t type)
         return tr && tr->can_dequantize;
     }
     default:
-        return false;
+        return is_quant(type);
     }
 }
 
@@ -117,16 +116,20 @@ npl_matmul_ws *npl_matmul_ws_create(int n_threads, int64_t max_cols, size_t max_
     ws->max_cols = max_cols;
     ws->max_vecs = max_vecs;
     ws->simd = npl_simd_detect();
-    size_t blocks = ((size_t)max_cols + QK - 1) / QK;
-    if (max_vecs > SIZE_MAX / sizeof(act_block) / blocks) {
+    ws->packing = true;
+    size_t blocks = ((size_t)max_cols + NPL_ACT_QK - 1) / NPL_ACT_QK;
+    size_t kblocks = ((size_t)max_cols + NPL_ACT_QKK - 1) / NPL_ACT_QKK;
+    size_t per_thread = 4 * (size_t)max_cols;
+    if (max_vecs > SIZE_MAX / sizeof(npl_act_q8) / blocks || max_vecs > SIZE_MAX / NPL_MATMUL_MULTI_MAX / sizeof(float *) ||
+        (size_t)n_threads > SIZE_MAX / sizeof(float) / per_thread) {
         free(ws);
         return NULL;
     }
-    ws->act = malloc(max_vecs * blocks * sizeof(act_block));
-    size_t per_thread = (size_t)ROW_TILE * (size_t)max_cols;
+    ws->act = malloc(max_vecs * blocks * sizeof(npl_act_q8));
+    ws->actk = malloc(max_vecs * kblocks * sizeof(npl_act_q8k));
     ws->rows = malloc((size_t)n_threads * per_thread * sizeof(float));
-    ws->out_ptrs = malloc(max_vecs * sizeof *ws->out_ptrs);
-    if (!ws->act || !ws->rows || !ws->out_ptrs) {
+    ws->out_ptrs = malloc(NPL_MATMUL_MULTI_MAX * max_vecs * sizeof *ws->out_ptrs);
+    if (!ws->act || !ws->actk || !ws->rows || !ws->out_ptrs) {
         npl_matmul_ws_free(ws);
         return NULL;
     }
@@ -137,7 +140,11 @@ void npl_matmul_ws_free(npl_matmul_ws *ws)
 {
     if (!ws)
         return;
+    for (size_t i = 0; i < ws->pack_cap; i++)
+        free(ws->packs[i].pk.data);
+    free(ws->packs);
     free(ws->act);
+    free(ws->actk);
     free(ws->rows);
     free(ws->out_ptrs);
     free(ws);
@@ -148,402 +155,268 @@ void npl_matmul_ws_set_simd(npl_matmul_ws *ws, npl_simd_level level)
     ws->simd = level <= npl_simd_detect() ? level : NPL_SIMD_NONE;
 }
 
-static inline uint16_t load_u16(const uint8_t *p)
+void npl_matmul_ws_set_release_source(npl_matmul_ws *ws, bool enabled)
 {
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
+    ws->release_source = enabled;
 }
 
-static inline uint32_t load_u32(const uint8_t *p)
+void npl_matmul_ws_set_packing(npl_matmul_ws *ws, bool enabled)
 {
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
+    ws->packing = enabled;
 }
 
-/* ---- activation quantization ------------------------------------------ */
-
-static void quantize_act(const float *x, int64_t n, act_block *out)
+size_t npl_matmul_ws_packed_bytes(const npl_matmul_ws *ws)
 {
-    for (int64_t b = 0; b < n / QK; b++) {
-        const float *xb = x + b * QK;
-        float amax = 0.0f;
-        for (int j = 0; j < QK; j++) {
-            float a = fabsf(xb[j]);
-            if (a > amax)
-                amax = a;
+    return ws->packed_bytes;
+}
+
+/* ---- the registry of packed copies -------------------------------------------- */
+
+static size_t slot_of(const void *data, size_t cap)
+{
+    uint64_t h = (uint64_t)(uintptr_t)data;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return (size_t)h & (cap - 1);
+}
+
+static pack_entry *find_entry(npl_matmul_ws *ws, const void *data)
+{
+    if (ws->pack_cap == 0)
+        return NULL;
+    for (size_t i = slot_of(data, ws->pack_cap);; i = (i + 1) & (ws->pack_cap - 1)) {
+        if (ws->packs[i].data == data)
+            return &ws->packs[i];
+        if (!ws->packs[i].data)
+            return NULL;
+    }
+}
+
+/* A new empty entry for data (which is not in the table). */
+static pack_entry *add_entry(npl_matmul_ws *ws, const void *data)
+{
+    if ((ws->pack_count + 1) * 2 > ws->pack_cap) {
+        size_t cap = ws->pack_cap ? ws->pack_cap * 2 : 64;
+        pack_entry *t = calloc(cap, sizeof *t);
+        if (!t)
+            return NULL;
+        for (size_t i = 0; i < ws->pack_cap; i++) {
+            if (!ws->packs[i].data)
+                continue;
+            size_t j = slot_of(ws->packs[i].data, cap);
+            while (t[j].data)
+                j = (j + 1) & (cap - 1);
+            t[j] = ws->packs[i];
         }
-        float d = amax / 127.0f;
-        float id = d > 0.0f ? 1.0f / d : 0.0f;
-        int sum = 0;
-        for (int j = 0; j < QK; j++) {
-            int q = (int)lrintf(xb[j] * id);
-            q = q > 127 ? 127 : q < -127 ? -127 : q;
-            out[b].q[j] = (int8_t)q;
-            sum += q;
-        }
-        /* The scale is kept at half precision, as the reference kernels
-         * of the quantized formats do. */
-        out[b].d = npl_fp16_to_fp32(npl_fp32_to_fp16(d));
-        out[b].s = out[b].d * (float)sum;
+        free(ws->packs);
+        ws->packs = t;
+        ws->pack_cap = cap;
     }
+    size_t i = slot_of(data, ws->pack_cap);
+    while (ws->packs[i].data)
+        i = (i + 1) & (ws->pack_cap - 1);
+    ws->pack_count++;
+    ws->packs[i].data = data;
+    return &ws->packs[i];
 }
 
-/* ---- portable integer dots ------------------------------------------------ */
+typedef struct pack_job {
+    const npl_matrix *w;
+    const npl_packed_matrix *pk;
+} pack_job;
 
-static float dot_q4_0_c(const uint8_t *row, const act_block *a, size_t nb)
+static void pack_task(void *ctx, size_t begin, size_t end, int thread)
 {
-    float sum = 0.0f;
-    for (size_t b = 0; b < nb; b++, row += sizeof(npl_block_q4_0)) {
-        const uint8_t *qs = row + offsetof(npl_block_q4_0, qs);
-        int sumi = 0;
-        for (int j = 0; j < 16; j++)
-            sumi += ((qs[j] & 0x0F) - 8) * a[b].q[j] + ((qs[j] >> 4) - 8) * a[b].q[j + 16];
-        sum += npl_fp16_to_fp32(load_u16(row)) * a[b].d * (float)sumi;
-    }
-    return sum;
+    (void)thread;
+    pack_job *j = ctx;
+    npl_pack_groups(j->w, j->pk, (int64_t)begin, (int64_t)end);
 }
 
-static float dot_q4_1_c(const uint8_t *row, const act_block *a, size_t nb)
+static bool wants_packing(const npl_matmul_ws *ws, const npl_matrix *w)
 {
-    float sum = 0.0f;
-    for (size_t b = 0; b < nb; b++, row += sizeof(npl_block_q4_1)) {
-        const uint8_t *qs = row + offsetof(npl_block_q4_1, qs);
-        int sumi = 0;
-        for (int j = 0; j < 16; j++)
-            sumi += (qs[j] & 0x0F) * a[b].q[j] + (qs[j] >> 4) * a[b].q[j + 16];
-        float d = npl_fp16_to_fp32(load_u16(row));
-        float m = npl_fp16_to_fp32(load_u16(row + offsetof(npl_block_q4_1, m)));
-        sum += d * a[b].d * (float)sumi + m * a[b].s;
-    }
-    return sum;
-}
-
-static float dot_q5_0_c(const uint8_t *row, const act_block *a, size_t nb)
-{
-    float sum = 0.0f;
-    for (size_t b = 0; b < nb; b++, row += sizeof(npl_block_q5_0)) {
-        uint32_t qh = load_u32(row + offsetof(npl_block_q5_0, qh));
-        const uint8_t *qs = row + offsetof(npl_block_q5_0, qs);
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) {
-            int lo = (qs[j] & 0x0F) | (int)(((qh >> j) & 1u) << 4);
-            int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
-            sumi += (lo - 16) * a[b].q[j] + (hi - 16) * a[b].q[j + 16];
-        }
-        sum += npl_fp16_to_fp32(load_u16(row)) * a[b].d * (float)sumi;
-    }
-    return sum;
-}
-
-static float dot_q5_1_c(const uint8_t *row, const act_block *a, size_t nb)
-{
-    float sum = 0.0f;
-    for (size_t b = 0; b < nb; b++, row += sizeof(npl_block_q5_1)) {
-        uint32_t qh = load_u32(row + offsetof(npl_block_q5_1, qh));
-        const uint8_t *qs = row + offsetof(npl_block_q5_1, qs);
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) {
-            int lo = (qs[j] & 0x0F) | (int)(((qh >> j) & 1u) << 4);
-            int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
-            sumi += lo * a[b].q[j] + hi * a[b].q[j + 16];
-        }
-        float d = npl_fp16_to_fp32(load_u16(row));
-        float m = npl_fp16_to_fp32(load_u16(row + offsetof(npl_block_q5_1, m)));
-        sum += d * a[b].d * (float)sumi + m * a[b].s;
-    }
-    return sum;
-}
-
-static float dot_q8_0_c(const uint8_t *row, const act_block *a, size_t nb)
-{
-    float sum = 0.0f;
-    for (size_t b = 0; b < nb; b++, row += sizeof(npl_block_q8_0)) {
-        const int8_t *qs = (const int8_t *)(row + offsetof(npl_block_q8_0, qs));
-        int sumi = 0;
-        for (int j = 0; j < QK; j++)
-            sumi += qs[j] * a[b].q[j];
-        sum += npl_fp16_to_fp32(load_u16(row)) * a[b].d * (float)sumi;
-    }
-    return sum;
-}
-
-/* ---- AVX2 integer dots ---------------------------------------------------- */
-
-#ifdef NPL_HAVE_X86
-AVX2_TARGET static inline float hsum256(__m256 v)
-{
-    __m128 lo = _mm256_castps256_ps128(v);
-    __m128 hi = _mm256_extractf128_ps(v, 1);
-    __m128 s = _mm_add_ps(lo, hi);
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* Sum of the products of 32 signed bytes, as 8 int32 lanes: multiply
- * |w| (unsigned) by x carrying w's sign, then add the int16 pairs. */
-AVX2_TARGET static inline __m256i dot_i8x32(__m256i w, __m256i x)
-{
-    __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
-/* 16 bytes of nibbles -> 32 bytes: low nibbles first, then high ones. */
-AVX2_TARGET static inline __m256i unpack_nibbles(const uint8_t *qs)
-{
-    __m128i packed = _mm_loadu_si128((const __m128i *)qs);
-    __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(packed), _mm_srli_epi16(packed, 4), 1);
-    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
-AVX2_TARGET static float dot_q4_0_avx2(const uint8_t *row, const act_block *a, size_t nb)
-{
-    __m256 acc = _mm256_setzero_ps();
-    const __m256i eight = _mm256_set1_epi8(8);
-    for (size_t b = 0; b < nb; b++, row += sizeof(npl_block_q4_0)) {
-        __m256i w = _mm256_sub_epi8(unpack_nibbles(row + offsetof(npl_block_q4_0, qs)), eight);
-        __m256i x = _mm256_loadu_si256((const __m256i *)a[b].q);
-        float d = _cvtsh_ss(load_u16(row)) * a[b].d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(dot_i8x32(w, x)), acc);
-    }
-    return hsum256(acc);
-}
-
-AVX2_TARGET static float dot_q4_1_avx2(const uint8_t *row, const act_block *a, size_t nb)
-{
-    __m256 acc = _mm256_setzero_ps();
-    float offs = 0.0f;
-    for (size_t b = 0; b < nb; b++, row += sizeof(npl_block_q4_1)) {
-        __m256i w = unpack_nibbles(row + offsetof(npl_block_q4_1, qs)); /* unsigned 0..15 */
-        __m256i x = _mm256_loadu_si256((const __m256i *)a[b].q);
-        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
-        float d = _cvtsh_ss(load_u16(row)) * a[b].d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
-        offs += _cvtsh_ss(load_u16(row + offsetof(npl_block_q4_1, m))) * a[b].s;
-    }
-    return hsum256(acc) + offs;
-}
-
-AVX2_TARGET static float dot_q8_0_avx2(const uint8_t *row, const act_block *a, size_t nb)
-{
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t b = 0; b < nb; b++, row += sizeof(npl_block_q8_0)) {
-        __m256i w = _mm256_loadu_si256((const __m256i *)(row + offsetof(npl_block_q8_0, qs)));
-        __m256i x = _mm256_loadu_si256((const __m256i *)a[b].q);
-        float d = _cvtsh_ss(load_u16(row)) * a[b].d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(dot_i8x32(w, x)), acc);
-    }
-    return hsum256(acc);
-}
-
-/* The same dots against four vectors at once: each weight block is
- * loaded and unpacked once for the four. Per vector the operations and
- * their order are exactly those of the one-vector kernels above, so a
- * vector's result does not depend on the vectors it is grouped with. */
-AVX2_TARGET static void dot4_q4_0_avx2(const uint8_t *row, const act_block *const a[4], size_t nb, float out[4])
-{
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-    const __m256i eight = _mm256_set1_epi8(8);
-    for (size_t b = 0; b < nb; b++, row += sizeof(npl_block_q4_0)) {
-        __m256i w = _mm256_sub_epi8(unpack_nibbles(row + offsetof(npl_block_q4_0, qs)), eight);
-        float dw = _cvtsh_ss(load_u16(row));
-#define STEP(acc, v)                                                                   \
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * a[v][b].d),                              \
-                          _mm256_cvtepi32_ps(dot_i8x32(w, _mm256_loadu_si256((const __m256i *)a[v][b].q))), acc)
-        STEP(acc0, 0);
-        STEP(acc1, 1);
-        STEP(acc2, 2);
-        STEP(acc3, 3);
-#undef STEP
-    }
-    out[0] = hsum256(acc0);
-    out[1] = hsum256(acc1);
-    out[2] = hsum256(acc2);
-    out[3] = hsum256(acc3);
-}
-
-AVX2_TARGET static void dot4_q8_0_avx2(const uint8_t *row, const act_block *const a[4], size_t nb, float out[4])
-{
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-    for (size_t b = 0; b < nb; b++, row += sizeof(npl_block_q8_0)) {
-        __m256i w = _mm256_loadu_si256((const __m256i *)(row + offsetof(npl_block_q8_0, qs)));
-        float dw = _cvtsh_ss(load_u16(row));
-#define STEP(acc, v)                                                                   \
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * a[v][b].d),                              \
-                          _mm256_cvtepi32_ps(dot_i8x32(w, _mm256_loadu_si256((const __m256i *)a[v][b].q))), acc)
-        STEP(acc0, 0);
-        STEP(acc1, 1);
-        STEP(acc2, 2);
-        STEP(acc3, 3);
-#undef STEP
-    }
-    out[0] = hsum256(acc0);
-    out[1] = hsum256(acc1);
-    out[2] = hsum256(acc2);
-    out[3] = hsum256(acc3);
-}
+#ifdef NPL_KERNELS_X86
+    return ws->packing && ws->simd >= NPL_SIMD_AVX2 && npl_pack_type_supported(w->type);
+#else
+    (void)ws;
+    (void)w;
+    return false;
 #endif
-
-typedef float (*quant_dot_fn)(const uint8_t *row, const act_block *a, size_t nb);
-
-typedef void (*quant_dot4_fn)(const uint8_t *row, const act_block *const a[4], size_t nb, float out[4]);
-
-/* A four-vector kernel where one exists (else NULL: one vector at a time). */
-static quant_dot4_fn quant_dot4_for(uint32_t type, npl_simd_level lv)
-{
-#ifdef NPL_HAVE_X86
-    if (lv == NPL_SIMD_AVX2) {
-        switch (type) {
-        case NPL_TYPE_Q4_0: return dot4_q4_0_avx2;
-        case NPL_TYPE_Q8_0: return dot4_q8_0_avx2;
-        default: break;
-        }
-    }
-#endif
-    (void)type;
-    (void)lv;
-    return NULL;
 }
 
-static quant_dot_fn quant_dot_for(uint32_t type, npl_simd_level lv)
+/* Drops the whole pages inside [p, p + n) from the process (see
+ * npl_matmul_ws_set_release_source); a hint, so failure is harmless. */
+static void release_pages(const void *p, size_t n)
 {
-#ifdef NPL_HAVE_X86
-    if (lv == NPL_SIMD_AVX2) {
-        switch (type) {
-        case NPL_TYPE_Q4_0: return dot_q4_0_avx2;
-        case NPL_TYPE_Q4_1: return dot_q4_1_avx2;
-        case NPL_TYPE_Q8_0: return dot_q8_0_avx2;
-        default: break;
-        }
-    }
-#endif
-    (void)lv;
-    switch (type) {
-    case NPL_TYPE_Q4_0: return dot_q4_0_c;
-    case NPL_TYPE_Q4_1: return dot_q4_1_c;
-    case NPL_TYPE_Q5_0: return dot_q5_0_c;
-    case NPL_TYPE_Q5_1: return dot_q5_1_c;
-    case NPL_TYPE_Q8_0: return dot_q8_0_c;
-    default: return NULL;
-    }
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0)
+        return;
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)ps - 1) & ~((uintptr_t)ps - 1);
+    uintptr_t hi = ((uintptr_t)p + n) & ~((uintptr_t)ps - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
-/* ---- rows as floats -------------------------------------------------------- */
-
-/* Returns the row as floats: the mapped row itself for F32, else a
- * conversion into buf. */
-static const float *row_as_f32(const npl_matrix *w, int64_t r, float *buf, npl_simd_level lv)
+/* The packed copy of w, made now if needed; NULL = use the file layout. */
+static const npl_packed_matrix *packed_for(npl_matmul_ws *ws, npl_threadpool *pool, const npl_matrix *w)
 {
-    const uint8_t *src = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-    size_t n = (size_t)w->n_cols;
-    switch (w->type) {
-    case NPL_TYPE_F32:
-        return (const float *)(const void *)src;
-    case NPL_TYPE_F16:
-        npl_f16_to_f32_row(lv, (const uint16_t *)(const void *)src, buf, n);
-        return buf;
-    case NPL_TYPE_BF16:
-        npl_bf16_to_f32_row((const uint16_t *)(const void *)src, buf, n);
-        return buf;
-    default:
-        if (!npl_dequantize_row_ref(w->type, src, buf, w->n_cols))
-            memset(buf, 0, n * sizeof *buf); /* unreachable: type checked at init */
-        return buf;
+    if (!wants_packing(ws, w))
+        return NULL;
+    pack_entry *e = find_entry(ws, w->data);
+    if (e) {
+        if (e->failed || e->type != w->type || e->n_rows != w->n_rows || e->n_cols != w->n_cols)
+            return NULL;
+        return &e->pk;
     }
+    e = add_entry(ws, w->data);
+    if (!e)
+        return NULL;
+    e->type = w->type;
+    e->n_rows = w->n_rows;
+    e->n_cols = w->n_cols;
+    if (!npl_packed_geometry(w, &e->pk)) {
+        e->failed = true;
+        return NULL;
+    }
+    size_t bytes = (size_t)e->pk.n_groups * e->pk.group_bytes;
+    bytes = (bytes + 63) & ~(size_t)63;
+    e->pk.data = aligned_alloc(64, bytes);
+    if (!e->pk.data) {
+        e->failed = true;
+        return NULL;
+    }
+    pack_job j = {w, &e->pk};
+    npl_threadpool_run(pool, (size_t)e->pk.n_groups, pack_task, &j);
+    ws->packed_bytes += bytes;
+    if (ws->release_source)
+        release_pages(w->data, (size_t)w->n_rows * w->row_bytes);
+    return &e->pk;
 }
+
+bool npl_matmul_ws_prepack(npl_matmul_ws *ws, npl_threadpool *pool, const npl_matrix *w)
+{
+    if (!wants_packing(ws, w))
+        return true;
+    return packed_for(ws, pool, w) != NULL;
+}
+
+/* ---- rows as floats (embedding look-ups) ----------------------------------------- */
 
 bool npl_matrix_get_row(const npl_matrix *w, int64_t row, float *out)
 {
     if (row < 0 || row >= w->n_rows)
         return false;
-    const float *r = row_as_f32(w, row, out, npl_simd_detect());
+    const float *r = npl_row_as_f32(w, row, out);
     if (r != out)
         memcpy(out, r, (size_t)w->n_cols * sizeof *out);
     return true;
 }
 
-/* ---- the parallel jobs ------------------------------------------------------ */
+/* ---- the parallel jobs ------------------------------------------------------------ */
 
-typedef struct matmul_job {
-    npl_matmul_ws *ws;
+typedef struct mm_seg {
     const npl_matrix *w;
+    const npl_packed_matrix *pk; /* or NULL */
+    float *const *y;
+    size_t first_task, n_tasks;
+} mm_seg;
+
+typedef struct mm_job {
+    npl_matmul_ws *ws;
+    mm_seg seg[NPL_MATMUL_MULTI_MAX];
+    size_t n_seg;
     const float *x;
     size_t x_stride;
     size_t n_vec;
-    float *const *y;
-    quant_dot_fn qdot;
-    quant_dot4_fn qdot4;
-} matmul_job;
+    bool need_q8, need_q8k;
+} mm_job;
 
 static void quantize_task(void *ctx, size_t begin, size_t end, int thread)
 {
     (void)thread;
-    matmul_job *job = ctx;
-    size_t nb = (size_t)job->w->n_cols / QK;
-    for (size_t v = begin; v < end; v++)
-        quantize_act(job->x + v * job->x_stride, job->w->n_cols, job->ws->act + v * nb);
-}
-
-static void matmul_quant_task(void *ctx, size_t begin, size_t end, int thread)
-{
-    (void)thread;
-    matmul_job *job = ctx;
-    const npl_matrix *w = job->w;
-    size_t nb = (size_t)w->n_cols / QK;
-    int64_t r_end = (int64_t)end * ROWS_PER_TASK;
-    if (r_end > w->n_rows)
-        r_end = w->n_rows;
-    for (int64_t r0 = (int64_t)begin * ROWS_PER_TASK; r0 < r_end; r0 += ROW_TILE) {
-        int64_t r1 = r0 + ROW_TILE < r_end ? r0 + ROW_TILE : r_end;
-        size_t v = 0;
-        if (job->qdot4) {
-            for (; v + 4 <= job->n_vec; v += 4) {
-                const act_block *a[4];
-                for (int j = 0; j < 4; j++)
-                    a[j] = job->ws->act + (v + (size_t)j) * nb;
-                for (int64_t r = r0; r < r1; r++) {
-                    float out[4];
-                    job->qdot4((const uint8_t *)w->data + (size_t)r * w->row_bytes, a, nb, out);
-                    for (int j = 0; j < 4; j++)
-                        job->y[v + (size_t)j][r] = out[j];
-                }
-            }
-        }
-        for (; v < job->n_vec; v++) {
-            const act_block *a = job->ws->act + v * nb;
-            for (int64_t r = r0; r < r1; r++) {
-                const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-                job->y[v][r] = job->qdot(row, a, nb);
-            }
-        }
+    mm_job *job = ctx;
+    npl_matmul_ws *ws = job->ws;
+    int64_t n = job->seg[0].w->n_cols;
+    for (size_t v = begin; v < end; v++) {
+        const float *xv = job->x + v * job->x_stride;
+        if (job->need_q8)
+            npl_quantize_act_q8(ws->simd, xv, n, ws->act + v * (size_t)(n / NPL_ACT_QK));
+        if (job->need_q8k)
+            npl_quantize_act_q8k(ws->simd, xv, n, ws->actk + v * (size_t)(n / NPL_ACT_QKK));
     }
 }
 
-static void matmul_float_task(void *ctx, size_t begin, size_t end, int thread)
+static void run_segment(const mm_job *job, const mm_seg *s, size_t t0, size_t t1, int thread)
 {
-    matmul_job *job = ctx;
-    const npl_matrix *w = job->w;
-    npl_simd_level lv = job->ws->simd;
-    size_t n = (size_t)w->n_cols;
-    float *buf = job->ws->rows + (size_t)thread * ROW_TILE * (size_t)job->ws->max_cols;
-    int64_t r_end = (int64_t)end * ROWS_PER_TASK;
-    if (r_end > w->n_rows)
-        r_end = w->n_rows;
-    for (int64_t r0 = (int64_t)begin * ROWS_PER_TASK; r0 < r_end; r0 += ROW_TILE) {
-        int64_t r1 = r0 + ROW_TILE < r_end ? r0 + ROW_TILE : r_end;
-        const float *rows[ROW_TILE];
-        for (int64_t r = r0; r < r1; r++)
-            rows[r - r0] = row_as_f32(w, r, buf + (size_t)(r - r0) * n, lv);
-        for (size_t v = 0; v < job->n_vec; v++) {
-            const float *xv = job->x + v * job->x_stride;
-            for (int64_t r = r0; r < r1; r++)
-                job->y[v][r] = npl_dot_f32(lv, rows[r - r0], xv, n);
+    npl_matmul_ws *ws = job->ws;
+    const npl_matrix *w = s->w;
+    const void *act = npl_quant_kind_is_k(w->type) ? (const void *)ws->actk : (const void *)ws->act;
+    if (s->pk) {
+#ifdef NPL_KERNELS_X86
+        if (ws->simd >= NPL_SIMD_AVX512)
+            npl_packed_matmul_avx512(s->pk, (int64_t)t0, (int64_t)t1, act, job->n_vec, s->y);
+        else
+            npl_packed_matmul_avx2(s->pk, (int64_t)t0, (int64_t)t1, act, job->n_vec, s->y);
+#endif
+        return;
+    }
+    int64_t r0 = (int64_t)t0 * ROWS_PER_TASK;
+    int64_t r1 = (int64_t)t1 * ROWS_PER_TASK;
+    if (r1 > w->n_rows)
+        r1 = w->n_rows;
+    if (is_quant(w->type)) {
+        npl_quant_rows_ref(w, r0, r1, act, job->n_vec, s->y);
+        return;
+    }
+    float *buf = ws->rows + (size_t)thread * 4 * (size_t)ws->max_cols;
+#ifdef NPL_KERNELS_X86
+    if (ws->simd >= NPL_SIMD_AVX512) {
+        npl_float_matmul_avx512(w, r0, r1, job->x, job->x_stride, job->n_vec, s->y, buf);
+        return;
+    }
+    if (ws->simd >= NPL_SIMD_AVX2) {
+        npl_float_matmul_avx2(w, r0, r1, job->x, job->x_stride, job->n_vec, s->y, buf);
+        return;
+    }
+#endif
+    npl_float_rows_ref(w, r0, r1, job->x, job->x_stride, job->n_vec, s->y, buf);
+}
+
+static void matmul_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    const mm_job *job = ctx;
+    for (size_t i = 0; i < job->n_seg; i++) {
+        const mm_seg *s = &job->seg[i];
+        size_t lo = begin > s->first_task ? begin : s->first_task;
+        size_t hi = end < s->first_task + s->n_tasks ? end : s->first_task + s->n_tasks;
+        if (lo < hi)
+            run_segment(job, s, lo - s->first_task, hi - s->first_task, thread);
+    }
+}
+
+static void run_job(npl_threadpool *pool, mm_job *job)
+{
+    size_t n_tasks = 0;
+    for (size_t i = 0; i < job->n_seg; i++) {
+        mm_seg *s = &job->seg[i];
+        s->pk = packed_for(job->ws, pool, s->w);
+        s->first_task = n_tasks;
+        s->n_tasks = ((size_t)s->w->n_rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+        n_tasks += s->n_tasks;
+        if (is_quant(s->w->type)) {
+            if (npl_quant_kind_is_k(s->w->type))
+                job->need_q8k = true;
+            else
+                job->need_q8 = true;
         }
     }
+    if (job->need_q8 || job->need_q8k) {
+        if (job->n_vec * (size_t)job->seg[0].w->n_cols < QUANT_PARALLEL_MIN)
+            quantize_task(job, 0, job->n_vec, 0);
+        else
+            npl_threadpool_run(pool, job->n_vec, quantize_task, job);
+    }
+    npl_threadpool_run(pool, n_tasks, matmul_task, job);
 }
 
 void npl_matmul(npl_threadpool *pool, npl_matmul_ws *ws, const npl_matrix *w,
@@ -551,20 +424,10 @@ void npl_matmul(npl_threadpool *pool, npl_matmul_ws *ws, const npl_matrix *w,
 {
     if (n_vec == 0)
         return;
-    matmul_job job = {
-        .ws = ws, .w = w, .x = x, .x_stride = x_stride, .n_vec = n_vec, .y = y,
-        .qdot = NULL,
-        .qdot4 = NULL,
-    };
-    size_t n_tasks = ((size_t)w->n_rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
-    if (kind_of(w->type) == ROW_QUANT) {
-        job.qdot = quant_dot_for(w->type, ws->simd);
-        job.qdot4 = quant_dot4_for(w->type, ws->simd);
-        npl_threadpool_run(pool, n_vec, quantize_task, &job);
-        npl_threadpool_run(pool, n_tasks, matmul_quant_task, &job);
-    } else {
-        npl_threadpool_run(pool, n_tasks, matmul_float_task, &job);
-    }
+    mm_job job = {.ws = ws, .n_seg = 1, .x = x, .x_stride = x_stride, .n_vec = n_vec};
+    job.seg[0].w = w;
+    job.seg[0].y = y;
+    run_job(pool, &job);
 }
 
 void npl_matmul_contig(npl_threadpool *pool, npl_matmul_ws *ws, const npl_matrix *w,
@@ -573,4 +436,22 @@ void npl_matmul_contig(npl_threadpool *pool, npl_matmul_ws *ws, const npl_matrix
     for (size_t v = 0; v < n_vec; v++)
         ws->out_ptrs[v] = y + v * y_stride;
     npl_matmul(pool, ws, w, x, x_stride, n_vec, ws->out_ptrs);
+}
+
+void npl_matmul_multi(npl_threadpool *pool, npl_matmul_ws *ws, size_t n_mats, const npl_matrix *const *w,
+                      const float *x, size_t x_stride, size_t n_vec, float *const *y, const size_t *y_stride)
+{
+    if (n_vec == 0 || n_mats == 0)
+        return;
+    if (n_mats > NPL_MATMUL_MULTI_MAX)
+        n_mats = NPL_MATMUL_MULTI_MAX; /* documented limit */
+    mm_job job = {.ws = ws, .n_seg = n_mats, .x = x, .x_stride = x_stride, .n_vec = n_vec};
+    for (size_t i = 0; i < n_mats; i++) {
+        float **ptrs = ws->out_ptrs + i * ws->max_vecs;
+        for (size_t v = 0; v < n_vec; v++)
+            ptrs[v] = y[i] + v * y_stride[i];
+        job.seg[i].w = w[i];
+        job.seg[i].y = ptrs;
+    }
+    run_job(pool, &job);
 }

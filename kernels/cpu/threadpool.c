@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* How long a parked worker (or the waiting caller) spins before sleeping
@@ -13,6 +14,13 @@
  * enough not to burn a shared core between steps. */
 #define SPIN_ITERATIONS 20000
 
+#define CACHE_LINE 64
+
+/* The job descriptor and its generation counter are written once per job
+ * by the caller and only read by the workers; the countdown of running
+ * workers is written by every worker at the end of a job. They live on
+ * separate cache lines so that the workers' polling of the generation
+ * does not bounce the line the finishing workers write. */
 struct npl_threadpool {
     int n_threads; /* including the caller */
     pthread_t *threads;
@@ -23,13 +31,14 @@ struct npl_threadpool {
     pthread_cond_t done_cv;
 
     /* The current job; published by the release-increment of generation. */
-    npl_task_fn fn;
+    _Alignas(CACHE_LINE) npl_task_fn fn;
     void *ctx;
     size_t n_tasks;
-
     atomic_uint generation;
-    atomic_int pending; /* workers still running the current job */
     atomic_bool stop;
+
+    _Alignas(CACHE_LINE) atomic_int pending; /* workers still running the current job */
+    char pad_end[CACHE_LINE - sizeof(atomic_int)];
 };
 
 typedef struct worker_arg {
@@ -122,9 +131,10 @@ npl_threadpool *npl_threadpool_create(int n_threads)
         errno = EINVAL;
         return NULL;
     }
-    npl_threadpool *pool = calloc(1, sizeof *pool);
+    npl_threadpool *pool = aligned_alloc(CACHE_LINE, sizeof *pool);
     if (!pool)
         return NULL;
+    memset(pool, 0, sizeof *pool);
     pool->n_threads = n_threads;
     atomic_init(&pool->generation, 0);
     atomic_init(&pool->pending, 0);

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "cpu_features.h"
 #include "ggml_types.h"
 
 #if defined(__x86_64__)
@@ -12,13 +13,13 @@
 
 npl_simd_level npl_simd_detect(void)
 {
-#ifdef NPL_HAVE_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
-        return NPL_SIMD_AVX2;
-#endif
-    return NPL_SIMD_NONE;
+    npl_cpu_features f;
+    npl_cpu_features_detect(&f);
+    if (!(f.avx2 && f.fma && f.f16c))
+        return NPL_SIMD_NONE;
+    if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni)
+        return NPL_SIMD_AVX512;
+    return NPL_SIMD_AVX2;
 }
 
 /* ---- portable versions: 8 independent partial sums, like one AVX
@@ -122,7 +123,7 @@ AVX2_TARGET static void f32_to_f16_avx2(const float *src, uint16_t *dst, size_t 
 float npl_dot_f32(npl_simd_level lv, const float *a, const float *b, size_t n)
 {
 #ifdef NPL_HAVE_X86
-    if (lv == NPL_SIMD_AVX2)
+    if (lv >= NPL_SIMD_AVX2)
         return dot_f32_avx2(a, b, n);
 #endif
     (void)lv;
@@ -132,7 +133,7 @@ float npl_dot_f32(npl_simd_level lv, const float *a, const float *b, size_t n)
 void npl_axpy_f32(npl_simd_level lv, float a, const float *x, float *y, size_t n)
 {
 #ifdef NPL_HAVE_X86
-    if (lv == NPL_SIMD_AVX2) {
+    if (lv >= NPL_SIMD_AVX2) {
         axpy_f32_avx2(a, x, y, n);
         return;
     }
@@ -144,7 +145,7 @@ void npl_axpy_f32(npl_simd_level lv, float a, const float *x, float *y, size_t n
 void npl_scale_f32(npl_simd_level lv, float a, float *y, size_t n)
 {
 #ifdef NPL_HAVE_X86
-    if (lv == NPL_SIMD_AVX2) {
+    if (lv >= NPL_SIMD_AVX2) {
         scale_f32_avx2(a, y, n);
         return;
     }
@@ -156,7 +157,7 @@ void npl_scale_f32(npl_simd_level lv, float a, float *y, size_t n)
 void npl_f16_to_f32_row(npl_simd_level lv, const uint16_t *src, float *dst, size_t n)
 {
 #ifdef NPL_HAVE_X86
-    if (lv == NPL_SIMD_AVX2) {
+    if (lv >= NPL_SIMD_AVX2) {
         f16_to_f32_avx2(src, dst, n);
         return;
     }
@@ -169,7 +170,7 @@ void npl_f16_to_f32_row(npl_simd_level lv, const uint16_t *src, float *dst, size
 void npl_f32_to_f16_row(npl_simd_level lv, const float *src, uint16_t *dst, size_t n)
 {
 #ifdef NPL_HAVE_X86
-    if (lv == NPL_SIMD_AVX2) {
+    if (lv >= NPL_SIMD_AVX2) {
         f32_to_f16_avx2(src, dst, n);
         return;
     }

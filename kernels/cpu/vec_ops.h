@@ -12,12 +12,14 @@
 extern "C" {
 #endif
 
+/* Ordered: a level implies every level below it. */
 typedef enum npl_simd_level {
-    NPL_SIMD_NONE = 0, /* portable C */
-    NPL_SIMD_AVX2 = 1, /* x86-64 with AVX2, FMA and F16C */
+    NPL_SIMD_NONE = 0,   /* portable C */
+    NPL_SIMD_AVX2 = 1,   /* x86-64 with AVX2, FMA and F16C */
+    NPL_SIMD_AVX512 = 2, /* + AVX-512 F, BW, VL and VNNI */
 } npl_simd_level;
 
-/* The best level this CPU runs. */
+/* The best level this CPU runs (from cpu_features.h). */
 npl_simd_level npl_simd_detect(void);
 
 float npl_dot_f32(npl_simd_level lv, const float *a, const float *b, size_t n);

@@ -1,11 +1,12 @@
 #!/bin/bash
-# Runs the GGUF fuzz target for a bounded time on a scratch copy of the
-# seed corpus (the committed corpus is never written to). Exits non-zero
+# Runs the fuzz targets (GGUF reader, image decoding) one after the other,
+# splitting a bounded time between them, each on a scratch copy of its
+# seed corpus (the committed corpora are never written to). Exits non-zero
 # on any crash, leak or sanitizer report; crashing inputs are kept in
 # BUILD_DIR/fuzz-artifacts/.
 #
 # usage: tests/fuzz/run-fuzz.sh SECONDS BUILD_DIR
-# where BUILD_DIR was configured with:
+# SECONDS is the total for all targets. BUILD_DIR was configured with:
 #   CC=clang meson setup BUILD_DIR -Dfuzzing=true -Db_lundef=false
 set -euo pipefail
 
@@ -16,31 +17,50 @@ fi
 seconds=$1
 build=$(cd "$2" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
-target="$build/tests/fuzz/fuzz-gguf"
 
-if ! ninja -C "$build" tests/fuzz/fuzz-gguf >/dev/null || [ ! -x "$target" ]; then
-    echo "$target not built: configure $build with -Dfuzzing=true (clang)" >&2
-    exit 2
-fi
+# name, seed corpus, dictionary, longest input
+targets=(
+    "fuzz-gguf corpus-gguf gguf.dict 65536"
+    "fuzz-image corpus-image image.dict 16384"
+)
+share=$(( seconds / ${#targets[@]} ))
+[ "$share" -ge 1 ] || share=1
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/fuzz-gguf.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-mkdir "$work/corpus" "$work/artifacts"
-cp "$here"/corpus-gguf/* "$work/corpus/"
+run_target() {
+    local name=$1 corpus=$2 dict=$3 max_len=$4
+    local target="$build/tests/fuzz/$name"
+    if ! ninja -C "$build" "tests/fuzz/$name" >/dev/null || [ ! -x "$target" ]; then
+        echo "$target not built: configure $build with -Dfuzzing=true (clang)" >&2
+        return 2
+    fi
+    local work
+    work=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX")
+    mkdir "$work/corpus" "$work/artifacts"
+    cp "$here/$corpus"/* "$work/corpus/"
 
-status=0
-(cd "$work" && "$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-    -dict="$here/gguf.dict" -artifact_prefix="$work/artifacts/" -print_final_stats=1 \
-    "$work/corpus") >"$work/log" 2>&1 || status=$?
+    local status=0
+    (cd "$work" && "$target" -max_total_time="$share" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
+        -dict="$here/$dict" -artifact_prefix="$work/artifacts/" -print_final_stats=1 \
+        "$work/corpus") >"$work/log" 2>&1 || status=$?
 
-grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$work/log" || true
-if [ "$status" -ne 0 ] || grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|invariant violated' "$work/log" ||
-    [ -n "$(ls -A "$work/artifacts")" ]; then
-    mkdir -p "$build/fuzz-artifacts"
-    cp -r "$work/artifacts/." "$build/fuzz-artifacts/" 2>/dev/null || true
-    cp "$work/log" "$build/fuzz-artifacts/fuzz-gguf.log"
-    tail -60 "$work/log" >&2
-    echo "fuzz-gguf: FAILED (exit $status); inputs and log in $build/fuzz-artifacts/" >&2
-    exit 1
-fi
-echo "fuzz-gguf: no crashes in ${seconds}s; corpus grew to $(ls "$work/corpus" | wc -l) inputs"
+    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$work/log" || true
+    if [ "$status" -ne 0 ] || grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|invariant violated' "$work/log" ||
+        [ -n "$(ls -A "$work/artifacts")" ]; then
+        mkdir -p "$build/fuzz-artifacts"
+        cp -r "$work/artifacts/." "$build/fuzz-artifacts/" 2>/dev/null || true
+        cp "$work/log" "$build/fuzz-artifacts/$name.log"
+        tail -60 "$work/log" >&2
+        echo "$name: FAILED (exit $status); inputs and log in $build/fuzz-artifacts/" >&2
+        rm -rf "$work"
+        return 1
+    fi
+    echo "$name: no crashes in ${share}s; corpus grew to $(ls "$work/corpus" | wc -l) inputs"
+    rm -rf "$work"
+}
+
+failed=0
+for t in "${targets[@]}"; do
+    # shellcheck disable=SC2086
+    run_target $t || failed=1
+done
+exit "$failed"

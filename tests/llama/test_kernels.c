@@ -103,9 +103,9 @@ static const type_case type_cases[] = {
     {NPL_TYPE_Q8_0, offsetof(npl_block_q8_0, d), -1, -1, true},
     {NPL_TYPE_Q2_K, offsetof(npl_block_q2_K, d), offsetof(npl_block_q2_K, dmin), -1, false},
     {NPL_TYPE_Q3_K, offsetof(npl_block_q3_K, d), -1, -1, false},
-    {NPL_TYPE_Q4_K, offsetof(npl_block_q4_K, d), offsetof(npl_block_q4_K, dmin), -1, false},
-    {NPL_TYPE_Q5_K, offsetof(npl_block_q5_K, d), offsetof(npl_block_q5_K, dmin), -1, false},
-    {NPL_TYPE_Q6_K, offsetof(npl_block_q6_K, d), -1, -1, false},
+    {NPL_TYPE_Q4_K, offsetof(npl_block_q4_K, d), offsetof(npl_block_q4_K, dmin), -1, true},
+    {NPL_TYPE_Q5_K, offsetof(npl_block_q5_K, d), offsetof(npl_block_q5_K, dmin), -1, true},
+    {NPL_TYPE_Q6_K, offsetof(npl_block_q6_K, d), -1, -1, true},
     {NPL_TYPE_IQ4_NL, offsetof(npl_block_iq4_nl, d), -1, -1, false},
     {NPL_TYPE_IQ4_XS, offsetof(npl_block_iq4_xs, d), -1, -1, false},
     {NPL_TYPE_MXFP4, -1, -1, offsetof(npl_block_mxfp4, e), false},
@@ -165,11 +165,14 @@ static double tolerance(const type_case *tc, const float *w, const float *x, int
         abs_dot += fabs((double)w[i] * x[i]);
     double tol = 1e-5 * abs_dot + 1e-6;
     if (tc->quant_acts) {
-        for (int64_t b = 0; b < cols / 32; b++) {
+        /* The K-quants pair with 256-element activation blocks (one scale
+         * each), the others with 32-element ones. */
+        const int64_t ab = npl_type_traits_get(tc->type)->block_size == 256 ? 256 : 32;
+        for (int64_t b = 0; b < cols / ab; b++) {
             double amax = 0.0, wsum = 0.0;
-            for (int i = 0; i < 32; i++) {
-                amax = fmax(amax, fabs(x[b * 32 + i]));
-                wsum += fabs(w[b * 32 + i]);
+            for (int64_t i = 0; i < ab; i++) {
+                amax = fmax(amax, fabs(x[b * ab + i]));
+                wsum += fabs(w[b * ab + i]);
             }
             tol += amax / 127.0 * 0.5 * 1.01 * wsum;
         }

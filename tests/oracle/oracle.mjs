@@ -4,6 +4,7 @@
 //   node oracle.mjs tokenize MODEL [REQUEST.json]
 //   node oracle.mjs complete MODEL [REQUEST.json]
 //   node oracle.mjs info     MODEL [REQUEST.json]
+//   node oracle.mjs complete-image MODEL [REQUEST.json]
 //
 // The request is JSON read from the file, or from stdin when no file is
 // given; the answer is one JSON object on stdout. One model load serves all
@@ -24,10 +25,10 @@ import { fileURLToPath } from 'node:url'
 import { readGGUFMetadata, writeDerivedGGUF, stringArrayRecord, int32ArrayRecord, boolRecord, Vocab, TOKEN_TYPE } from './gguf-vocab.mjs'
 
 const HERE = path.dirname(fileURLToPath(import.meta.url))
-const COMMANDS = ['tokenize', 'complete', 'info']
+const COMMANDS = ['tokenize', 'complete', 'info', 'complete-image']
 
 function usage () {
-  process.stderr.write('usage: oracle.mjs tokenize|complete|info MODEL [REQUEST.json]\n')
+  process.stderr.write('usage: oracle.mjs tokenize|complete|info|complete-image MODEL [REQUEST.json]\n')
   process.exit(2)
 }
 
@@ -217,9 +218,9 @@ function markerId (s) {
   return m ? Number(m[1]) : null
 }
 
-function writeMarkerModel (model, dst, meta, vocab) {
+function writeMarkerModel (model, dst, meta, vocab, keep = new Map()) {
   const n = vocab.tokens.length
-  const tokens = Array.from({ length: n }, (_, i) => Buffer.from(MARK_OPEN + i + MARK_CLOSE, 'utf8'))
+  const tokens = Array.from({ length: n }, (_, i) => keep.has(i) ? Buffer.from(keep.get(i), 'utf8') : Buffer.from(MARK_OPEN + i + MARK_CLOSE, 'utf8'))
   const records = new Map([
     ['tokenizer.ggml.tokens', stringArrayRecord('tokenizer.ggml.tokens', tokens)],
     ['tokenizer.ggml.token_type', int32ArrayRecord('tokenizer.ggml.token_type', new Array(n).fill(TOKEN_TYPE.CONTROL))],
@@ -290,7 +291,7 @@ class Completer {
 
   topList (probs) {
     return probs.map((p) => {
-      const id = markerId(p.tok_str)
+      const id = this.kept?.get(p.tok_str) ?? markerId(p.tok_str)
       if (id === null) throw new Error(`unexpected candidate string ${JSON.stringify(p.tok_str)}`)
       return { id, prob: p.prob, logprob: p.prob > 0 ? Math.log(p.prob) : null, piece: this.lossy.decode(this.pieces[id]) }
     })
@@ -376,6 +377,75 @@ async function cmdComplete (lib, model, req, vocab, meta, scratch) {
   return req.requests ? { results } : results[0]
 }
 
+// ------------------------------------------------------- complete-image
+// One image inside a prompt, through llama.cpp's multimodal path (mtmd):
+// the prompt text carries llama.node's media marker where the image goes,
+// and mtmd replaces it with the projector's begin text, the image
+// embeddings and its end text (<start_of_image> ... <end_of_image> for
+// Gemma 3). The marker copy of the model keeps the real texts of those two
+// tokens so mtmd's tokenization of them yields their ids.
+const MEDIA_MARKER = '<__media__>'
+const IMAGE_BEGIN = '<start_of_image>'
+const IMAGE_END = '<end_of_image>'
+
+async function cmdCompleteImage (lib, model, req, vocab, meta, scratch) {
+  if (typeof req.mmproj !== 'string') throw new Error('request needs "mmproj" (path of the projector GGUF)')
+  const textOf = (t) => vocab.tokens.findIndex((b) => b.toString('utf8') === t)
+  const begin = textOf(IMAGE_BEGIN)
+  const end = textOf(IMAGE_END)
+  if (begin < 0 || end < 0) throw new Error(`the vocabulary lacks ${IMAGE_BEGIN} or ${IMAGE_END}`)
+  const requests = req.requests ?? [req]
+  const nCtx = req.n_ctx ?? 2048
+  const marked = path.join(scratch, 'marked.gguf')
+  const keep = new Map([[begin, IMAGE_BEGIN], [end, IMAGE_END]])
+  writeMarkerModel(model, marked, meta, vocab, keep)
+  const ctx = await lib.loadModel(loadOptions(marked, { ...req, n_ctx: nCtx }))
+  if (!(await ctx.initMultimodal({ path: req.mmproj, use_gpu: false }))) throw new Error(`initMultimodal failed for ${req.mmproj}`)
+  const eos = meta.kv.get('tokenizer.ggml.eos_token_id')
+  const c = new Completer(ctx, vocab, scratch, eos ? eos.value : null)
+  c.kept = new Map([[IMAGE_BEGIN, begin], [IMAGE_END, end]])
+  const valid = (ids) => Array.isArray(ids) && ids.every((t) => Number.isInteger(t) && t >= 0 && t < vocab.tokens.length)
+  const results = []
+  for (const r0 of requests) {
+    const before = r0.before
+    const after = r0.after
+    if (!valid(before) || !valid(after) || before[before.length - 1] !== begin || after[0] !== end) {
+      results.push({ error: `"before" must be ids ending with ${begin} (${IMAGE_BEGIN}), "after" ids starting with ${end} (${IMAGE_END})` })
+      continue
+    }
+    if (typeof r0.image !== 'string' || !fs.existsSync(r0.image)) {
+      results.push({ error: `image ${JSON.stringify(r0.image)} does not exist` })
+      continue
+    }
+    const nPredict = r0.n_predict ?? 8
+    const nProbs = r0.n_probs ?? 5
+    ctx.clearCache(false)
+    const head = markerText(before.slice(0, -1)) + MEDIA_MARKER
+    let tail = after.slice(1)
+    const steps = []
+    for (let s = 0; s < nPredict; s++) {
+      const res = await ctx.completion({
+        prompt: head + markerText(tail),
+        media_paths: [r0.image],
+        n_predict: 1,
+        n_probs: nProbs,
+        ...untouchedSampling(1.0, r0.seed ?? 42),
+      })
+      const all = res.completion_probabilities ?? []
+      const fresh = all.slice(c.seenProbs)
+      c.seenProbs = all.length
+      if (fresh.length !== 1) throw new Error(`expected 1 step of probabilities, got ${fresh.length}`)
+      const top = c.topList(fresh[0].probs)
+      steps.push({ token: top[0].id, top })
+      tail = tail.concat([top[0].id])
+    }
+    await ctx.saveSession(c.session)
+    const evaluated = readSessionTokens(c.session)
+    results.push({ evaluated, steps })
+  }
+  return req.requests ? { results } : results[0]
+}
+
 async function cmdInfo (lib, model, req, vocab) {
   const ctx = await lib.loadModel(loadOptions(model, { ...req, n_ctx: req.n_ctx ?? 256 }))
   const info = ctx.getModelInfo()
@@ -396,7 +466,7 @@ async function child (argv) {
   const req = raw ? JSON.parse(raw) : {}
   const meta = readGGUFMetadata(model)
   const vocab = new Vocab(meta)
-  const handlers = { tokenize: cmdTokenize, complete: cmdComplete, info: cmdInfo }
+  const handlers = { tokenize: cmdTokenize, complete: cmdComplete, info: cmdInfo, 'complete-image': cmdCompleteImage }
   const out = await handlers[cmd](lib, model, req, vocab, meta, scratch)
   fs.writeSync(3, JSON.stringify(out) + '\n')
   // Contexts are not released: llama.node has been seen to crash while

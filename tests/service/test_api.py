@@ -182,10 +182,10 @@ class ApiTest(ServiceTestCase):
         self.assertEqual(reason, "error")
         self.assertEqual(stats["error_name"], "org.npullm.Error.ContextOverflow")
 
-    def describe(self, c, fd, prompt="What is this?"):
+    def describe(self, c, fd, prompt="What is this?", options=None):
         fds = Gio.UnixFDList.new()
         idx = fds.append(fd) if fd is not None else 0
-        return c.call("DescribeImage", "(hsa{sv})", (idx, prompt, {}), "(o)", fd_list=fds)
+        return c.call("DescribeImage", "(hsa{sv})", (idx, prompt, options or {}), "(o)", fd_list=fds)
 
     def test_describe_image_fds(self):
         c = self.client()
@@ -197,7 +197,12 @@ class ApiTest(ServiceTestCase):
             f.write(b"\0" * 2000)
         fd = os.open(img, os.O_RDONLY)
         try:
-            self.assertDBusError("org.npullm.Error.NotSupported", self.describe, c, fd)
+            # tiny2 has no projector beside it
+            self.assertDBusError("org.npullm.Error.NotSupported", self.describe, c, fd, "What?",
+                                 variant_dict({"model": ("s", "tiny2")}))
+            # tiny has one: the image is read and checked (these bytes are no PNG)
+            msg = self.assertDBusError("org.npullm.Error.InvalidArgument", self.describe, c, fd)
+            self.assertIn("image: png", msg)
         finally:
             os.close(fd)
         # no descriptor at the index
@@ -216,12 +221,14 @@ class ApiTest(ServiceTestCase):
         finally:
             a.close()
             b.close()
+        # a pipe is read to its end: this one is empty
         r, w = os.pipe()
+        os.close(w)
         try:
-            self.assertDBusError("org.npullm.Error.InvalidArgument", self.describe, c, r)
+            msg = self.assertDBusError("org.npullm.Error.InvalidArgument", self.describe, c, r)
+            self.assertIn("empty", msg)
         finally:
             os.close(r)
-            os.close(w)
 
     def test_handle_token_pattern(self):
         """Subscribing to the precomputed path before calling sees every

@@ -67,8 +67,8 @@ class ExitOnIdleTest(unittest.TestCase):
 
     def test_startup_errors(self):
         npullmd = env_path("NPULLMD")
-        for args, needle in ((["--device", "npu"], "NPU backend is not built"),
-                             (["--device", "npu-emu"], "NPU backend is not built"),
+        # (--device npu: no NPU on the test machines, discovery says why)
+        for args, needle in ((["--device", "npu"], "npullmd: device npu: "),
                              (["--device", "gpu"], "expected auto, cpu"),
                              (["--config", "/nonexistent/npullm.conf"], "nonexistent"),
                              (["--idle-timeout", "-5"], "non-negative")):

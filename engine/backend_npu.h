@@ -1,0 +1,73 @@
+/* The NPU host runtime: runs a loaded model's layers through the NPU
+ * device interface (kernels/npu/npu_device.h), on the emulator or on XRT.
+ *
+ * At load it builds the residency plan: every layer's weights repacked to
+ * Q4NX (norms to bf16) into one static buffer per layer, uploaded once,
+ * then the weights are sealed; the activations (x, q, attention output,
+ * logits) get one set of buffers per model, and each sequence owns its KV
+ * cache in intermediate buffers. Per sequence it keeps run lists:
+ *   decode   rms_qkv_rope_mv + attn_o_ffn_mv per layer, then lm_head
+ *            (2 dispatches per layer + 1, one submission per token; the
+ *            shapes are rewritten for each position, the list is reused)
+ *   prefill  rms_qkv_rope + attention + o_ffn per layer over a chunk of
+ *            at most `chunk` rows (the fixed shape), and for the chunk
+ *            that ends the prompt, lm_head of its last row only.
+ * Only activations move per call: the embedding rows in (looked up on the
+ * host), the logits out, and the shape parameters of each dispatch.
+ *
+ * Used by engine/model.c (loading), the public npl_prefill / npl_decode
+ * and the sequence constructor when m->device->npu is set. */
+#ifndef NPL_BACKEND_NPU_H
+#define NPL_BACKEND_NPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "npullm.h"
+
+typedef struct npl_backend_npu npl_backend_npu;
+typedef struct npl_npu_seq npl_npu_seq;
+struct npl_npu_device;
+
+/* Where a model runs, kept by npl_model (m->device): the device's name
+ * and the reason it was chosen, and the runtime when it is an NPU. */
+typedef struct npl_model_device_state {
+    char name[32];
+    char reason[640];
+    npl_backend_npu *npu; /* NULL on the CPU */
+} npl_model_device_state;
+
+/* Builds the residency plan of m (whose weights are bound) on dev and
+ * uploads the weights; takes ownership of dev, also on failure. */
+npl_status npl_backend_npu_create(npl_model *m, struct npl_npu_device *dev,
+                                  npl_backend_npu **out, npl_error *err);
+void npl_backend_npu_free(npl_backend_npu *b);
+
+/* The device's own counters plus the per-phase split (npullm.h). */
+void npl_backend_npu_stats(const npl_backend_npu *b, npl_device_stats *out);
+
+/* Gives s (just created for m) its KV cache on the device and its run
+ * lists; npl_backend_npu_seq_release undoes it (s may have none). */
+npl_status npl_backend_npu_seq_attach(npl_backend_npu *b, npl_seq *s, npl_error *err);
+void npl_backend_npu_seq_release(npl_seq *s);
+
+/* npl_prefill, npl_prefill_embeddings and npl_decode (same contracts,
+ * npullm.h) on the device. */
+npl_status npl_backend_npu_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n,
+                                   size_t max_tokens_this_call, size_t *consumed,
+                                   npl_error *err);
+npl_status npl_backend_npu_prefill_embeddings(npl_model *m, npl_seq *s, const float *embd,
+                                              size_t n, bool bidirectional, npl_error *err);
+npl_status npl_backend_npu_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens,
+                                  size_t n_seqs, npl_error *err);
+
+/* ---- the model's device (engine/model_device.c) ---- */
+
+/* Called by npl_model_load once the weights are bound: resolves the
+ * requested device (npl_model_params.device) and, for an NPU, builds the
+ * runtime. Sets m->device. */
+npl_status npl_model_device_open(npl_model *m, const char *request, npl_error *err);
+void npl_model_device_close(npl_model *m);
+
+#endif

@@ -1,0 +1,42 @@
+/* Helpers of the architecture loaders (model_gemma3.c): read an
+ * architecture's metadata with defaults and range checks, and bind tensors
+ * after checking presence, shape and type, with messages that name the
+ * file, the key or tensor, and what was expected. */
+#ifndef NPL_MODEL_BIND_H
+#define NPL_MODEL_BIND_H
+
+#include "model_internal.h"
+
+typedef struct npl_binder {
+    npl_model *m;
+    const char *path; /* for messages */
+    const char *arch; /* metadata keys are "<arch>.<key>" */
+    npl_error *err;
+} npl_binder;
+
+/* "<arch>.<key>" as an unsigned 32-bit integer in [lo, hi]; def when absent
+ * and not required. */
+npl_status npl_bind_u32(const npl_binder *b, const char *key, bool required, uint32_t def, uint32_t lo,
+                        uint32_t hi, uint32_t *out);
+
+/* "<arch>.<key>" as a number; def when absent and not required. */
+npl_status npl_bind_f32(const npl_binder *b, const char *key, bool required, float def, float *out);
+
+/* "<arch>.<key>" as a string; *found says whether it exists. */
+npl_status npl_bind_str(const npl_binder *b, const char *key, npl_str *out, bool *found);
+
+/* A weight matrix of GGUF shape [ne0, ne1] of a type the kernels multiply;
+ * `meaning` names the dimensions for the message. */
+npl_status npl_bind_matrix(const npl_binder *b, const char *name, uint64_t ne0, uint64_t ne1,
+                           const char *meaning, npl_matrix *out);
+
+/* A 1-D f32 vector of n elements (norm weights), used in place. */
+npl_status npl_bind_vector(const npl_binder *b, const char *name, uint64_t n, const char *meaning,
+                           const float **out);
+
+/* token_embd.weight, output.weight (or tied to the embeddings when the
+ * file has none) and output_norm.weight; sets hp.n_vocab from the
+ * embedding and checks the tokenizer and "<arch>.vocab_size" agree. */
+npl_status npl_bind_embeddings_and_output(const npl_binder *b);
+
+#endif

@@ -1,0 +1,61 @@
+/* The device a model runs on: chosen at load (npl_model_params.device),
+ * kept in m->device with the reason, and queried through the public API
+ * (npl_model_device, npl_model_device_reason, npl_model_device_stats). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_npu.h"
+#include "device_select.h"
+#include "model_internal.h"
+
+npl_status npl_model_device_open(npl_model *m, const char *request, npl_error *err)
+{
+    npl_model_device_state *d = calloc(1, sizeof *d);
+    if (!d)
+        return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+    npl_device_choice choice;
+    npl_status st = npl_device_select(request, NULL, &choice, err);
+    if (st != NPL_OK) {
+        free(d);
+        return st;
+    }
+    snprintf(d->name, sizeof d->name, "%s", choice.name);
+    snprintf(d->reason, sizeof d->reason, "%s", choice.reason);
+    if (choice.dev && (st = npl_backend_npu_create(m, choice.dev, &d->npu, err)) != NPL_OK) {
+        free(d);
+        return st;
+    }
+    m->device = d;
+    return NPL_OK;
+}
+
+void npl_model_device_close(npl_model *m)
+{
+    if (!m->device)
+        return;
+    npl_backend_npu_free(m->device->npu);
+    free(m->device);
+    m->device = NULL;
+}
+
+const char *npl_model_device(const npl_model *m)
+{
+    return m && m->device ? m->device->name : "cpu";
+}
+
+const char *npl_model_device_reason(const npl_model *m)
+{
+    return m && m->device ? m->device->reason : "";
+}
+
+bool npl_model_device_stats(const npl_model *m, npl_device_stats *out)
+{
+    if (!out)
+        return false;
+    memset(out, 0, sizeof *out);
+    if (!m || !m->device || !m->device->npu)
+        return false;
+    npl_backend_npu_stats(m->device->npu, out);
+    return true;
+}

@@ -1,0 +1,173 @@
+/* npullm engine: images and the vision tower (no GLib).
+ *
+ * Images: PNG, JPEG and WebP from memory to 8-bit RGB, with the size,
+ * dimension and pixel-count limits checked on the header, before any pixel
+ * is decoded. A malformed, truncated or over-limit image is an error
+ * (NPL_ERR_FORMAT, NPL_ERR_UNSUPPORTED or NPL_ERR_INVALID_ARG), never a
+ * crash or a partial image.
+ *
+ * Vision tower: the SigLIP encoder and Gemma 3 projector of a separate
+ * "mmproj" GGUF file (clip.projector_type = gemma3). It turns one image
+ * into n_tokens embeddings of the text model's width, which the text model
+ * reads in place of token embeddings between <start_of_image> and
+ * <end_of_image>. Encoding runs in stages (one encoder block per stage) so
+ * a scheduler can interleave it with other work.
+ *
+ * Threading: like npl_model, one thread at a time per npl_vision; the
+ * encoder parallelises internally. No global mutable state. */
+#ifndef NPULLM_VISION_H
+#define NPULLM_VISION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "npl_error.h"
+#include "npullm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- images ------------------------------------------------------------ */
+
+typedef enum npl_image_format {
+    NPL_IMAGE_UNKNOWN = 0,
+    NPL_IMAGE_PNG = 1,
+    NPL_IMAGE_JPEG = 2,
+    NPL_IMAGE_WEBP = 3,
+} npl_image_format;
+
+/* Decoded pixels: width * height RGB triplets, rows top to bottom. */
+typedef struct npl_image {
+    uint32_t width;
+    uint32_t height;
+    uint8_t *rgb;
+} npl_image;
+
+typedef struct npl_image_limits {
+    size_t max_bytes;    /* encoded size */
+    uint32_t max_width;  /* each dimension, from the header */
+    uint32_t max_height;
+    uint64_t max_pixels; /* width * height: bounds memory and decode time */
+} npl_image_limits;
+
+#define NPL_IMAGE_MAX_BYTES_DEFAULT ((size_t)32 << 20)
+#define NPL_IMAGE_MAX_SIDE_DEFAULT 8192u
+#define NPL_IMAGE_MAX_PIXELS_DEFAULT 40000000u
+
+/* 32 MiB, 8192 x 8192, 40 M pixels. */
+void npl_image_limits_default(npl_image_limits *lim);
+
+/* The format by its magic bytes (no decoding). */
+npl_image_format npl_image_sniff(const void *data, size_t size);
+const char *npl_image_format_name(npl_image_format f); /* "png", "jpeg", "webp", "unknown" */
+
+/* Decodes data[0..size) to RGB8 into *out (which the caller frees with
+ * npl_image_free; it is left empty on failure). lim NULL = defaults.
+ * Alpha is dropped (the colour values are kept as stored, as llama.cpp
+ * does); grey, palette and 16-bit images become 8-bit RGB; CMYK JPEGs are
+ * converted. Animated WebP is refused. Errors: NPL_ERR_INVALID_ARG for an
+ * image over a limit, NPL_ERR_UNSUPPORTED for an unknown or unsupported
+ * format, NPL_ERR_FORMAT for corrupt or truncated data (libjpeg's
+ * corrupt-data warnings count as errors), NPL_ERR_NOMEM. */
+npl_status npl_image_decode(const void *data, size_t size, const npl_image_limits *lim, npl_image *out,
+                            npl_error *err);
+void npl_image_free(npl_image *img);
+
+/* ---- the vision tower ---------------------------------------------------- */
+
+typedef struct npl_vision npl_vision;
+
+typedef struct npl_vision_params {
+    int n_threads; /* 0 = number of online CPUs */
+} npl_vision_params;
+
+void npl_vision_params_default(npl_vision_params *p);
+
+typedef struct npl_vision_info {
+    const char *projector;  /* "gemma3" */
+    uint32_t image_size;    /* input side in pixels (896 for Gemma 3) */
+    uint32_t patch_size;    /* 14 */
+    uint32_t n_embd;        /* encoder width (1152) */
+    uint32_t n_ff;
+    uint32_t n_head;
+    uint32_t n_layer;       /* encoder blocks (27) */
+    uint32_t pool;          /* patches per side averaged into one token (4) */
+    uint32_t n_tokens;      /* image embeddings produced (256) */
+    uint32_t n_embd_out;    /* their width: the text model's n_embd */
+    float image_mean[3];
+    float image_std[3];
+    bool ffn_swapped;       /* older file: ffn_up/ffn_down names exchanged */
+} npl_vision_info;
+
+/* Loads an mmproj GGUF (mapped, 2-D weights read in place). Checks the
+ * projector type, every hyper-parameter and every tensor's presence,
+ * shape and type: NPL_ERR_FORMAT / NPL_ERR_UNSUPPORTED naming what is
+ * wrong. */
+npl_vision *npl_vision_load(const char *path, const npl_vision_params *params, npl_error *err);
+void npl_vision_free(npl_vision *v);
+const npl_vision_info *npl_vision_get_info(const npl_vision *v);
+
+/* The image as the encoder sees it: scaled to fit image_size x image_size
+ * keeping its aspect ratio (bilinear, sampling grid aligned on the corner
+ * pixels), centred on black, then normalised per channel with the file's
+ * mean and std. out: 3 planes of image_size^2 floats (R, G, B), rows top
+ * to bottom. This is llama.cpp's preprocessing for this projector. */
+npl_status npl_vision_preprocess(const npl_vision *v, const npl_image *img, float *out, npl_error *err);
+
+/* One encoding in progress. Owns its activations (a few hundred MB for a
+ * real Gemma 3 tower), freed with npl_vision_encoding_free. */
+typedef struct npl_vision_encoding npl_vision_encoding;
+
+npl_vision_encoding *npl_vision_encoding_create(npl_vision *v, const npl_image *img, npl_error *err);
+void npl_vision_encoding_free(npl_vision_encoding *e);
+/* Runs the next stage (patch embedding, one encoder block, or the
+ * projector); *done becomes true after the last. */
+npl_status npl_vision_encoding_step(npl_vision_encoding *e, bool *done, npl_error *err);
+/* Stages in all (n_layer + 2) and already run. */
+uint32_t npl_vision_encoding_n_stages(const npl_vision_encoding *e);
+uint32_t npl_vision_encoding_stages_done(const npl_vision_encoding *e);
+/* After the last stage: n_tokens rows of n_embd_out floats. NULL before. */
+const float *npl_vision_encoding_output(const npl_vision_encoding *e);
+
+/* Whole encoding in one call: out receives n_tokens * n_embd_out floats. */
+npl_status npl_vision_encode(npl_vision *v, const npl_image *img, float *out, npl_error *err);
+
+/* ---- prompts with an image ----------------------------------------------- */
+
+/* Whether the tower's embeddings fit the text model: same width, and the
+ * model's vocabulary has <start_of_image> and <end_of_image> and uses the
+ * Gemma chat format. NPL_ERR_UNSUPPORTED naming the mismatch. */
+npl_status npl_vision_check_model(const npl_vision *v, const npl_model *m, npl_error *err);
+
+/* A prompt with one image: before and after are token ids; the image's
+ * embedding rows go between them. before ends with <start_of_image>,
+ * after starts with <end_of_image>. */
+typedef struct npl_image_prompt {
+    npl_tokens before;
+    npl_tokens after;
+} npl_image_prompt;
+
+void npl_image_prompt_free(npl_image_prompt *p);
+
+/* One user turn in the Gemma chat format with the image first, laid out as
+ * Gemma 3's own processor does it (the image between blank lines):
+ *   <bos><start_of_turn>user\n[SYSTEM\n\n]\n\n<start_of_image>
+ *   IMAGE <end_of_image>\n\nTEXT<end_of_turn>\n<start_of_turn>model\n
+ * system may be NULL. Text is tokenized without special-token parsing and
+ * trimmed like the chat template trims message content. */
+npl_status npl_vision_chat_prompt(const npl_model *m, const char *system, const char *text, npl_image_prompt *out,
+                                  npl_error *err);
+
+/* Prefills the whole prompt into s: before (causal), the n image rows
+ * (bidirectional among themselves), after (causal). Logits of the last
+ * position are then available. */
+npl_status npl_vision_prefill(npl_model *m, npl_seq *s, const npl_image_prompt *p, const float *image_embd,
+                              size_t n_image, npl_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

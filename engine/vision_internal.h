@@ -1,0 +1,73 @@
+/* Inside of npl_vision, shared by the mmproj loader, the preprocessing and
+ * the encoder. Not part of the public API. */
+#ifndef NPL_VISION_INTERNAL_H
+#define NPL_VISION_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+#include "matvec.h"
+#include "threadpool.h"
+#include "vision.h"
+
+/* Sizes the loader accepts: well above SigLIP so400m (1152 wide, 27
+ * blocks, 4096 patches), low enough that every buffer size fits size_t. */
+#define NPL_VISION_MAX_EMBD 16384u
+#define NPL_VISION_MAX_FF (1u << 18)
+#define NPL_VISION_MAX_LAYERS 256u
+#define NPL_VISION_MAX_IMAGE 4096u
+#define NPL_VISION_MAX_PATCHES 65536u
+#define NPL_VISION_MAX_OUT_EMBD 65536u
+
+/* Patch rows per matrix product: bounds the matmul workspace and the FFN
+ * hidden buffer whatever the number of patches. */
+#define NPL_VISION_ROW_CHUNK 64u
+
+typedef enum npl_vision_act {
+    NPL_VISION_GELU,       /* tanh approximation (clip.use_gelu) */
+    NPL_VISION_SILU,       /* clip.use_silu */
+    NPL_VISION_GELU_QUICK, /* x * sigmoid(1.702 x): neither key set */
+} npl_vision_act;
+
+/* Vectors (norm weights, biases) are small: converted to f32 at load. */
+typedef struct npl_vision_block {
+    const float *ln1_w, *ln1_b;
+    npl_matrix wq, wk, wv, wo;
+    const float *bq, *bk, *bv, *bo; /* NULL when the file has none */
+    const float *ln2_w, *ln2_b;
+    npl_matrix w_up, w_down;
+    const float *b_up, *b_down;     /* NULL when absent */
+} npl_vision_block;
+
+struct npl_vision {
+    npl_gguf *gguf;
+    npl_vision_info info;
+    uint32_t n_side;     /* patches per side: image_size / patch_size */
+    uint32_t n_patches;  /* n_side^2 */
+    uint32_t head_dim;
+    float eps;
+    npl_vision_act act;
+
+    npl_matrix patch_embd;   /* n_embd rows of 3 * patch^2: (channel, y, x) */
+    const float *patch_bias; /* n_embd or NULL */
+    npl_matrix pos_embd;     /* n_patches rows of n_embd */
+    const float *pre_ln_w, *pre_ln_b; /* optional */
+    npl_vision_block *blocks;
+    const float *post_ln_w, *post_ln_b; /* optional */
+    const float *soft_emb_norm;         /* n_embd */
+    float *proj_t;                      /* n_embd_out rows of n_embd: mm.input_projection transposed */
+    npl_matrix proj;
+
+    float *vectors; /* owned storage behind every const float * above */
+
+    npl_simd_level simd;
+    npl_threadpool *pool;
+    npl_matmul_ws *mm_ws;
+};
+
+/* engine/vision_mmproj.c */
+npl_status npl_vision_load_weights(npl_vision *v, npl_error *err);
+
+#endif

@@ -1,0 +1,89 @@
+/* The image as the Gemma 3 encoder receives it, computed the way llama.cpp
+ * does it for this projector (its gate compares against us): the image is
+ * scaled to fit an image_size square keeping its aspect ratio, centred on
+ * black, and each channel normalised as (v / 255 - mean) / std.
+ *
+ * The scaling is bilinear with the sampling grid on the corner pixels
+ * (output x maps to x * (w - 1) / (w_out - 1)), each result truncated to
+ * 8 bits, in float arithmetic as llama.cpp writes it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vision_internal.h"
+
+static float lerp(float s, float e, float t)
+{
+    return s + (e - s) * t;
+}
+
+/* src (sw x sh RGB) scaled to dw x dh RGB written into dst at (ox, oy)
+ * of an image dst_w pixels wide. */
+static void scale_bilinear(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst, uint32_t dst_w, uint32_t ox,
+                           uint32_t oy, uint32_t dw, uint32_t dh)
+{
+    float x_ratio = dw > 1 ? (float)(sw - 1) / (float)(dw - 1) : 0.0f;
+    float y_ratio = dh > 1 ? (float)(sh - 1) / (float)(dh - 1) : 0.0f;
+    for (uint32_t y = 0; y < dh; y++) {
+        float py = (float)y * y_ratio;
+        uint32_t y0 = (uint32_t)py;
+        if (y0 > sh - 1)
+            y0 = sh - 1;
+        uint32_t y1 = y0 + 1 < sh ? y0 + 1 : sh - 1;
+        float yf = py - (float)y0;
+        uint8_t *out = dst + ((size_t)(oy + y) * dst_w + ox) * 3;
+        for (uint32_t x = 0; x < dw; x++) {
+            float px = (float)x * x_ratio;
+            uint32_t x0 = (uint32_t)px;
+            if (x0 > sw - 1)
+                x0 = sw - 1;
+            uint32_t x1 = x0 + 1 < sw ? x0 + 1 : sw - 1;
+            float xf = px - (float)x0;
+            const uint8_t *p00 = src + ((size_t)y0 * sw + x0) * 3;
+            const uint8_t *p10 = src + ((size_t)y0 * sw + x1) * 3;
+            const uint8_t *p01 = src + ((size_t)y1 * sw + x0) * 3;
+            const uint8_t *p11 = src + ((size_t)y1 * sw + x1) * 3;
+            for (int c = 0; c < 3; c++) {
+                float top = lerp((float)p00[c], (float)p10[c], xf);
+                float bottom = lerp((float)p01[c], (float)p11[c], xf);
+                out[3 * x + c] = (uint8_t)lerp(top, bottom, yf);
+            }
+        }
+    }
+}
+
+/* Size of the scaled image inside the square: the larger scale that fits,
+ * sides rounded up (and capped at the square). */
+static void fit_size(uint32_t w, uint32_t h, uint32_t s, uint32_t *fw, uint32_t *fh)
+{
+    float scale_w = (float)s / (float)w;
+    float scale_h = (float)s / (float)h;
+    float scale = scale_w < scale_h ? scale_w : scale_h;
+    float nw = ceilf((float)w * scale), nh = ceilf((float)h * scale);
+    *fw = nw >= (float)s ? s : (nw < 1.0f ? 1u : (uint32_t)nw);
+    *fh = nh >= (float)s ? s : (nh < 1.0f ? 1u : (uint32_t)nh);
+}
+
+npl_status npl_vision_preprocess(const npl_vision *v, const npl_image *img, float *out, npl_error *err)
+{
+    if (!v || !img || !img->rgb || img->width == 0 || img->height == 0 || !out)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: no image to preprocess");
+    uint32_t s = v->info.image_size;
+    size_t plane = (size_t)s * s;
+    uint8_t *square = calloc(plane, 3); /* black background */
+    if (!square)
+        return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for a %u x %u image", s, s);
+    if (img->width == s && img->height == s) {
+        memcpy(square, img->rgb, plane * 3);
+    } else {
+        uint32_t fw, fh;
+        fit_size(img->width, img->height, s, &fw, &fh);
+        scale_bilinear(img->rgb, img->width, img->height, square, s, (s - fw) / 2, (s - fh) / 2, fw, fh);
+    }
+    const float *mean = v->info.image_mean, *std = v->info.image_std;
+    for (size_t i = 0; i < plane; i++)
+        for (int c = 0; c < 3; c++)
+            out[(size_t)c * plane + i] = ((float)square[3 * i + c] / 255.0f - mean[c]) / std[c];
+    free(square);
+    return NPL_OK;
+}

@@ -1,0 +1,143 @@
+/* A chat prompt with one image for Gemma 3, and prefilling it: text before
+ * the image, the image's embedding rows (attending to each other in both
+ * directions, as the model was trained), text after.
+ *
+ * Like the chat templates, control tokens are inserted by id and text runs
+ * between them are tokenized without special-token parsing, so nothing a
+ * user types can open a turn or an image. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vision_internal.h"
+
+npl_status npl_vision_check_model(const npl_vision *v, const npl_model *m, npl_error *err)
+{
+    if (!v || !m)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: missing tower or model");
+    const npl_model_info *mi = npl_model_get_info(m);
+    if (mi->n_embd != v->info.n_embd_out)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED,
+                             "the vision projector produces embeddings of %u values but the model's are %u wide",
+                             v->info.n_embd_out, mi->n_embd);
+    const npl_tokenizer *tok = npl_model_tokenizer(m);
+    if (npl_tokenizer_find(tok, "<start_of_image>") < 0 || npl_tokenizer_find(tok, "<end_of_image>") < 0)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "the model's vocabulary has no <start_of_image>/<end_of_image>");
+    if (mi->chat_format != NPL_CHAT_GEMMA)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "images need a model with the Gemma chat format, not %s",
+                             npl_chat_format_name(mi->chat_format));
+    return NPL_OK;
+}
+
+void npl_image_prompt_free(npl_image_prompt *p)
+{
+    if (!p)
+        return;
+    npl_tokens_free(&p->before);
+    npl_tokens_free(&p->after);
+}
+
+/* ---- building ------------------------------------------------------------- */
+
+typedef struct builder {
+    const npl_tokenizer *tok;
+    npl_buf text; /* pending text run */
+    npl_error *err;
+} builder;
+
+static npl_status flush(builder *b, npl_tokens *out)
+{
+    if (b->text.len == 0)
+        return NPL_OK;
+    npl_status st = npl_tokenize(b->tok, b->text.data, b->text.len, 0, out, b->err);
+    npl_buf_clear(&b->text);
+    return st;
+}
+
+static npl_status control(builder *b, npl_tokens *out, const char *name)
+{
+    npl_status st = flush(b, out);
+    if (st)
+        return st;
+    int32_t id = npl_tokenizer_find(b->tok, name);
+    if (id < 0)
+        return npl_error_set(b->err, NPL_ERR_UNSUPPORTED, "the vocabulary has no %s token", name);
+    return npl_tokens_push(out, id, b->err);
+}
+
+static npl_status text(builder *b, const char *s, size_t n)
+{
+    return npl_buf_append(&b->text, s, n, b->err);
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static npl_status text_trimmed(builder *b, const char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0 && is_space(s[0])) {
+        s++;
+        n--;
+    }
+    while (n > 0 && is_space(s[n - 1]))
+        n--;
+    return text(b, s, n);
+}
+
+npl_status npl_vision_chat_prompt(const npl_model *m, const char *system, const char *user_text,
+                                  npl_image_prompt *out, npl_error *err)
+{
+    if (!m || !user_text || !out)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision prompt: missing model, text or output");
+    memset(out, 0, sizeof *out);
+    if (npl_model_get_info(m)->chat_format != NPL_CHAT_GEMMA)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "images need a model with the Gemma chat format");
+    builder b = {.tok = npl_model_tokenizer(m), .err = err};
+    npl_status st;
+#define TRY(x) do { if ((st = (x)) != NPL_OK) goto done; } while (0)
+    TRY(control(&b, &out->before, "<bos>"));
+    TRY(control(&b, &out->before, "<start_of_turn>"));
+    TRY(text(&b, "user\n", 5));
+    if (system) {
+        TRY(text(&b, system, strlen(system)));
+        TRY(text(&b, "\n\n", 2));
+    }
+    TRY(text(&b, "\n\n", 2));
+    TRY(control(&b, &out->before, "<start_of_image>"));
+    TRY(control(&b, &out->after, "<end_of_image>"));
+    TRY(text(&b, "\n\n", 2));
+    TRY(text_trimmed(&b, user_text));
+    TRY(control(&b, &out->after, "<end_of_turn>"));
+    TRY(text(&b, "\n", 1));
+    TRY(control(&b, &out->after, "<start_of_turn>"));
+    TRY(text(&b, "model\n", 6));
+    TRY(flush(&b, &out->after));
+#undef TRY
+done:
+    npl_buf_free(&b.text);
+    if (st)
+        npl_image_prompt_free(out);
+    return st;
+}
+
+/* ---- prefilling ------------------------------------------------------------ */
+
+npl_status npl_vision_prefill(npl_model *m, npl_seq *s, const npl_image_prompt *p, const float *image_embd,
+                              size_t n_image, npl_error *err)
+{
+    if (!m || !s || !p || (n_image > 0 && !image_embd))
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision prefill: missing model, sequence, prompt or image");
+    size_t total = p->before.n + n_image + p->after.n;
+    if (total > (size_t)(npl_seq_n_ctx(s) - npl_seq_pos(s)))
+        return npl_error_set(err, NPL_ERR_CONTEXT_OVERFLOW,
+                             "the prompt with its image (%zu positions) does not fit the context of %u", total,
+                             npl_seq_n_ctx(s));
+    npl_status st = npl_prefill(m, s, p->before.ids, p->before.n, 0, NULL, err);
+    if (st == NPL_OK)
+        st = npl_prefill_embeddings(m, s, image_embd, n_image, true, err);
+    if (st == NPL_OK)
+        st = npl_prefill(m, s, p->after.ids, p->after.n, 0, NULL, err);
+    return st;
+}

@@ -1,0 +1,417 @@
+/* The SigLIP encoder and the Gemma 3 projector, one stage at a time:
+ *
+ *   stage 0        patches (14x14x3 each, a convolution as one matrix
+ *                  product) + bias + position embedding [+ pre-LayerNorm]
+ *   stage 1..L     one encoder block: LayerNorm -> Q, K, V (biased) ->
+ *                  attention of every patch over every patch (no mask) ->
+ *                  output projection + residual -> LayerNorm -> fc1 ->
+ *                  GELU -> fc2 + residual
+ *   stage L+1      [post-LayerNorm] -> average of each pool x pool square
+ *                  of patches (row-major tokens) -> RMSNorm * soft_emb_norm
+ *                  -> projection to the text model's width
+ *
+ * Matrix products run over the patches in chunks of NPL_VISION_ROW_CHUNK
+ * rows through the shared matrix kernel, the attention's too: per head,
+ * K (patches x head_dim) times a chunk of queries gives the scores, and
+ * V transposed (head_dim x patches) times their softmax the output. Norms,
+ * activations and the softmax are row-parallel on the vision tower's
+ * thread pool. Norm statistics and softmax sums are taken in double. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml_types.h"
+#include "vision_internal.h"
+
+struct npl_vision_encoding {
+    npl_vision *v;
+    uint32_t stage;
+    float *pixels;  /* 3 planes of image_size^2, until stage 0 ran */
+    float *x;       /* n_patches x n_embd: the residual stream */
+    float *xn;      /* n_patches x n_embd: normalised input / attention output */
+    float *q;       /* n_patches x n_embd */
+    float *kh;      /* K per head: [head][patch][head_dim] */
+    float *vt;      /* V per head, transposed: [head][head_dim][patch] */
+    float *tmp;     /* n_patches x n_embd: K and V before they are rearranged */
+    float *hidden;  /* ROW_CHUNK x max(n_ff, 3 patch^2): fc1 output, patch vectors */
+    float *scores;  /* ROW_CHUNK x n_patches */
+    float *out;     /* n_tokens x n_embd_out */
+};
+
+/* ---- row-parallel helpers ------------------------------------------------- */
+
+typedef enum row_op {
+    OP_LAYERNORM, /* dst = LN(src) * w + b (w, b optional) */
+    OP_ADD_BIAS,  /* dst += b */
+    OP_ADD,       /* dst += src (+ b when given) */
+    OP_ACT,       /* dst = act(dst + b) */
+    OP_RMSNORM,   /* dst = RMSNorm(src) * w */
+    OP_SOFTMAX,   /* dst = softmax(dst * scale) */
+} row_op;
+
+typedef struct row_job {
+    row_op op;
+    const npl_vision *v;
+    float *dst;
+    const float *src;
+    const float *w, *b;
+    size_t width;
+    float scale;
+} row_job;
+
+static void layernorm_row(const float *x, float *y, size_t n, float eps, const float *w, const float *b)
+{
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum += x[i];
+    float mean = (float)(sum / (double)n);
+    double var = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        float d = x[i] - mean;
+        var += (double)d * d;
+    }
+    float scale = 1.0f / sqrtf((float)(var / (double)n) + eps);
+    for (size_t i = 0; i < n; i++) {
+        float t = (x[i] - mean) * scale;
+        if (w)
+            t *= w[i];
+        if (b)
+            t += b[i];
+        y[i] = t;
+    }
+}
+
+static float activate(npl_vision_act act, float x)
+{
+    switch (act) {
+    case NPL_VISION_GELU:
+        return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * x * (1.0f + 0.044715f * x * x)));
+    case NPL_VISION_SILU:
+        return x / (1.0f + expf(-x));
+    default:
+        return x / (1.0f + expf(-1.702f * x));
+    }
+}
+
+static void row_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    const row_job *j = ctx;
+    size_t n = j->width;
+    for (size_t r = begin; r < end; r++) {
+        float *d = j->dst + r * n;
+        const float *s = j->src ? j->src + r * n : NULL;
+        switch (j->op) {
+        case OP_LAYERNORM:
+            layernorm_row(s, d, n, j->v->eps, j->w, j->b);
+            break;
+        case OP_ADD_BIAS:
+            for (size_t i = 0; i < n; i++)
+                d[i] += j->b[i];
+            break;
+        case OP_ADD:
+            for (size_t i = 0; i < n; i++)
+                d[i] += s[i] + (j->b ? j->b[i] : 0.0f);
+            break;
+        case OP_ACT:
+            for (size_t i = 0; i < n; i++)
+                d[i] = activate(j->v->act, d[i] + (j->b ? j->b[i] : 0.0f));
+            break;
+        case OP_SOFTMAX: {
+            float mx = -INFINITY;
+            for (size_t i = 0; i < n; i++) {
+                d[i] *= j->scale;
+                mx = d[i] > mx ? d[i] : mx;
+            }
+            double sum = 0.0;
+            for (size_t i = 0; i < n; i++) {
+                d[i] = expf(d[i] - mx);
+                sum += d[i];
+            }
+            npl_scale_f32(j->v->simd, (float)(1.0 / sum), d, n);
+            break;
+        }
+        case OP_RMSNORM: {
+            double ss = 0.0;
+            for (size_t i = 0; i < n; i++)
+                ss += (double)s[i] * s[i];
+            float scale = 1.0f / sqrtf((float)(ss / (double)n) + j->v->eps);
+            for (size_t i = 0; i < n; i++)
+                d[i] = s[i] * scale * j->w[i];
+            break;
+        }
+        }
+    }
+}
+
+static void rows(const npl_vision *v, row_op op, float *dst, const float *src, const float *w, const float *b,
+                 size_t n_rows, size_t width)
+{
+    row_job j = {.op = op, .v = v, .dst = dst, .src = src, .w = w, .b = b, .width = width};
+    npl_threadpool_run(v->pool, n_rows, row_task, &j);
+}
+
+/* y[r] = W x[r] for n_rows rows, in chunks the workspace holds. */
+static void matmul_rows(const npl_vision *v, const npl_matrix *w, const float *x, size_t n_rows, float *y)
+{
+    size_t in = (size_t)w->n_cols, out = (size_t)w->n_rows;
+    for (size_t r0 = 0; r0 < n_rows; r0 += NPL_VISION_ROW_CHUNK) {
+        size_t n = n_rows - r0 < NPL_VISION_ROW_CHUNK ? n_rows - r0 : NPL_VISION_ROW_CHUNK;
+        npl_matmul_contig(v->pool, v->mm_ws, w, x + r0 * in, in, n, y + r0 * out, out);
+    }
+}
+
+/* ---- attention ------------------------------------------------------------- */
+
+/* K and V (row-major, in tmp) into their per-head layouts. */
+static void split_heads(const npl_vision *v, const float *src, float *dst, bool transpose)
+{
+    size_t N = v->n_patches, E = v->info.n_embd, hd = v->head_dim;
+    for (size_t p = 0; p < N; p++)
+        for (size_t h = 0; h < v->info.n_head; h++) {
+            const float *from = src + p * E + h * hd;
+            if (transpose) {
+                float *to = dst + h * hd * N + p;
+                for (size_t d = 0; d < hd; d++)
+                    to[d * N] = from[d];
+            } else {
+                memcpy(dst + (h * N + p) * hd, from, hd * sizeof *from);
+            }
+        }
+}
+
+/* Every patch attends to every patch; the output goes to xn. */
+static npl_status attention(npl_vision_encoding *e, npl_error *err)
+{
+    const npl_vision *v = e->v;
+    size_t N = v->n_patches, E = v->info.n_embd, hd = v->head_dim;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (size_t h = 0; h < v->info.n_head; h++) {
+        npl_matrix k, vt;
+        if (!npl_matrix_init(&k, NPL_TYPE_F32, e->kh + h * N * hd, (int64_t)hd, (int64_t)N) ||
+            !npl_matrix_init(&vt, NPL_TYPE_F32, e->vt + h * hd * N, (int64_t)N, (int64_t)hd))
+            return npl_error_set(err, NPL_ERR_INTERNAL, "vision: attention matrices");
+        for (size_t r0 = 0; r0 < N; r0 += NPL_VISION_ROW_CHUNK) {
+            size_t n = N - r0 < NPL_VISION_ROW_CHUNK ? N - r0 : NPL_VISION_ROW_CHUNK;
+            npl_matmul_contig(v->pool, v->mm_ws, &k, e->q + r0 * E + h * hd, E, n, e->scores, N);
+            row_job j = {.op = OP_SOFTMAX, .v = v, .dst = e->scores, .width = N, .scale = scale};
+            npl_threadpool_run(v->pool, n, row_task, &j);
+            npl_matmul_contig(v->pool, v->mm_ws, &vt, e->scores, N, n, e->xn + r0 * E + h * hd, E);
+        }
+    }
+    return NPL_OK;
+}
+
+/* ---- stages ------------------------------------------------------------------ */
+
+/* Patch vectors of rows [r0, r0 + n) in (channel, y, x) order. */
+static void gather_patches(const npl_vision_encoding *e, size_t r0, size_t n, float *dst)
+{
+    const npl_vision *v = e->v;
+    size_t p = v->info.patch_size, s = v->info.image_size, plane = s * s;
+    for (size_t r = 0; r < n; r++) {
+        size_t py = (r0 + r) / v->n_side, px = (r0 + r) % v->n_side;
+        float *d = dst + r * 3 * p * p;
+        for (size_t c = 0; c < 3; c++)
+            for (size_t ky = 0; ky < p; ky++)
+                memcpy(d + (c * p + ky) * p, e->pixels + c * plane + (py * p + ky) * s + px * p, p * sizeof *d);
+    }
+}
+
+static void stage_embed(npl_vision_encoding *e)
+{
+    const npl_vision *v = e->v;
+    size_t E = v->info.n_embd, N = v->n_patches;
+    for (size_t r0 = 0; r0 < N; r0 += NPL_VISION_ROW_CHUNK) {
+        size_t n = N - r0 < NPL_VISION_ROW_CHUNK ? N - r0 : NPL_VISION_ROW_CHUNK;
+        gather_patches(e, r0, n, e->hidden);
+        npl_matmul_contig(v->pool, v->mm_ws, &v->patch_embd, e->hidden, (size_t)v->patch_embd.n_cols, n,
+                          e->x + r0 * E, E);
+    }
+    for (size_t r = 0; r < N; r++)
+        npl_matrix_get_row(&v->pos_embd, (int64_t)r, e->xn + r * E);
+    rows(v, OP_ADD, e->x, e->xn, NULL, v->patch_bias, N, E);
+    if (v->pre_ln_w) {
+        rows(v, OP_LAYERNORM, e->xn, e->x, v->pre_ln_w, v->pre_ln_b, N, E);
+        memcpy(e->x, e->xn, N * E * sizeof *e->x);
+    }
+    free(e->pixels);
+    e->pixels = NULL;
+}
+
+static npl_status stage_block(npl_vision_encoding *e, const npl_vision_block *B, npl_error *err)
+{
+    const npl_vision *v = e->v;
+    size_t E = v->info.n_embd, F = v->info.n_ff, N = v->n_patches;
+
+    rows(v, OP_LAYERNORM, e->xn, e->x, B->ln1_w, B->ln1_b, N, E);
+    matmul_rows(v, &B->wq, e->xn, N, e->q);
+    if (B->bq)
+        rows(v, OP_ADD_BIAS, e->q, NULL, NULL, B->bq, N, E);
+    matmul_rows(v, &B->wk, e->xn, N, e->tmp);
+    if (B->bk)
+        rows(v, OP_ADD_BIAS, e->tmp, NULL, NULL, B->bk, N, E);
+    split_heads(v, e->tmp, e->kh, false);
+    matmul_rows(v, &B->wv, e->xn, N, e->tmp);
+    if (B->bv)
+        rows(v, OP_ADD_BIAS, e->tmp, NULL, NULL, B->bv, N, E);
+    split_heads(v, e->tmp, e->vt, true);
+
+    npl_status st = attention(e, err);
+    if (st != NPL_OK)
+        return st;
+
+    /* Q is spent: it receives the output projection. */
+    matmul_rows(v, &B->wo, e->xn, N, e->q);
+    rows(v, OP_ADD, e->x, e->q, NULL, B->bo, N, E);
+
+    rows(v, OP_LAYERNORM, e->xn, e->x, B->ln2_w, B->ln2_b, N, E);
+    for (size_t r0 = 0; r0 < N; r0 += NPL_VISION_ROW_CHUNK) {
+        size_t n = N - r0 < NPL_VISION_ROW_CHUNK ? N - r0 : NPL_VISION_ROW_CHUNK;
+        npl_matmul_contig(v->pool, v->mm_ws, &B->w_up, e->xn + r0 * E, E, n, e->hidden, F);
+        rows(v, OP_ACT, e->hidden, NULL, NULL, B->b_up, n, F);
+        npl_matmul_contig(v->pool, v->mm_ws, &B->w_down, e->hidden, F, n, e->q + r0 * E, E);
+    }
+    rows(v, OP_ADD, e->x, e->q, NULL, B->b_down, N, E);
+    return NPL_OK;
+}
+
+static void stage_project(npl_vision_encoding *e)
+{
+    const npl_vision *v = e->v;
+    size_t E = v->info.n_embd, N = v->n_patches;
+    const float *feat = e->x;
+    if (v->post_ln_w) {
+        rows(v, OP_LAYERNORM, e->xn, e->x, v->post_ln_w, v->post_ln_b, N, E);
+        feat = e->xn;
+    }
+    /* Token (ty, tx) averages patches [ty*k, ty*k+k) x [tx*k, tx*k+k). */
+    size_t k = v->info.pool, side = v->n_side / k, T = v->info.n_tokens;
+    float *pooled = e->q;
+    memset(pooled, 0, T * E * sizeof *pooled);
+    for (size_t py = 0; py < v->n_side; py++)
+        for (size_t px = 0; px < v->n_side; px++) {
+            float *dst = pooled + ((py / k) * side + px / k) * E;
+            const float *src = feat + (py * v->n_side + px) * E;
+            for (size_t i = 0; i < E; i++)
+                dst[i] += src[i];
+        }
+    npl_scale_f32(v->simd, 1.0f / (float)(k * k), pooled, T * E);
+    rows(v, OP_RMSNORM, e->tmp, pooled, v->soft_emb_norm, NULL, T, E);
+    matmul_rows(v, &v->proj, e->tmp, T, e->out);
+}
+
+/* ---- public ------------------------------------------------------------------ */
+
+static npl_status encoding_create(npl_vision *v, const npl_image *img, npl_vision_encoding **out, npl_error *err)
+{
+    *out = NULL;
+    if (!v || !img)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: missing tower or image");
+    npl_vision_encoding *e = calloc(1, sizeof *e);
+    if (!e)
+        return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+    e->v = v;
+    const npl_vision_info *in = &v->info;
+    size_t E = in->n_embd, N = v->n_patches, s = in->image_size;
+    size_t hidden = in->n_ff > (size_t)v->patch_embd.n_cols ? in->n_ff : (size_t)v->patch_embd.n_cols;
+    e->pixels = malloc(3 * s * s * sizeof(float));
+    e->x = malloc(N * E * sizeof(float));
+    e->xn = malloc(N * E * sizeof(float));
+    e->q = malloc(N * E * sizeof(float));
+    e->kh = malloc(N * E * sizeof(float));
+    e->vt = malloc(N * E * sizeof(float));
+    e->tmp = malloc(N * E * sizeof(float));
+    e->hidden = malloc(NPL_VISION_ROW_CHUNK * hidden * sizeof(float));
+    e->scores = malloc(NPL_VISION_ROW_CHUNK * N * sizeof(float));
+    e->out = malloc((size_t)in->n_tokens * in->n_embd_out * sizeof(float));
+    npl_status st = NPL_OK;
+    if (!e->pixels || !e->x || !e->xn || !e->q || !e->kh || !e->vt || !e->tmp || !e->hidden || !e->scores || !e->out)
+        st = npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the vision encoder's activations (%zu patches)", N);
+    else
+        st = npl_vision_preprocess(v, img, e->pixels, err);
+    if (st != NPL_OK) {
+        npl_vision_encoding_free(e);
+        return st;
+    }
+    *out = e;
+    return NPL_OK;
+}
+
+npl_vision_encoding *npl_vision_encoding_create(npl_vision *v, const npl_image *img, npl_error *err)
+{
+    npl_vision_encoding *e;
+    encoding_create(v, img, &e, err);
+    return e;
+}
+
+void npl_vision_encoding_free(npl_vision_encoding *e)
+{
+    if (!e)
+        return;
+    free(e->pixels);
+    free(e->x);
+    free(e->xn);
+    free(e->q);
+    free(e->kh);
+    free(e->vt);
+    free(e->tmp);
+    free(e->hidden);
+    free(e->scores);
+    free(e->out);
+    free(e);
+}
+
+uint32_t npl_vision_encoding_n_stages(const npl_vision_encoding *e)
+{
+    return e->v->info.n_layer + 2;
+}
+
+uint32_t npl_vision_encoding_stages_done(const npl_vision_encoding *e)
+{
+    return e->stage;
+}
+
+npl_status npl_vision_encoding_step(npl_vision_encoding *e, bool *done, npl_error *err)
+{
+    if (!e)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: no encoding");
+    uint32_t n = npl_vision_encoding_n_stages(e);
+    if (e->stage < n) {
+        npl_status st = NPL_OK;
+        if (e->stage == 0)
+            stage_embed(e);
+        else if (e->stage <= e->v->info.n_layer)
+            st = stage_block(e, &e->v->blocks[e->stage - 1], err);
+        else
+            stage_project(e);
+        if (st != NPL_OK)
+            return st;
+        e->stage++;
+    }
+    if (done)
+        *done = e->stage == n;
+    return NPL_OK;
+}
+
+const float *npl_vision_encoding_output(const npl_vision_encoding *e)
+{
+    return e && e->stage == npl_vision_encoding_n_stages(e) ? e->out : NULL;
+}
+
+npl_status npl_vision_encode(npl_vision *v, const npl_image *img, float *out, npl_error *err)
+{
+    if (!out)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: no output buffer");
+    npl_vision_encoding *e;
+    npl_status st = encoding_create(v, img, &e, err);
+    if (st != NPL_OK)
+        return st;
+    bool done = false;
+    while (!done && st == NPL_OK)
+        st = npl_vision_encoding_step(e, &done, err);
+    if (st == NPL_OK)
+        memcpy(out, e->out, (size_t)v->info.n_tokens * v->info.n_embd_out * sizeof *out);
+    npl_vision_encoding_free(e);
+    return st;
+}

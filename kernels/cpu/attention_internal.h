@@ -1,0 +1,73 @@
+/* The arithmetic of npl_attention, shared by its portable and SIMD
+ * versions (internal to kernels/cpu), so that every level gives the same
+ * bits and a row's output never depends on how it was batched.
+ *
+ * Per query head, per block of NPL_ATTN_BLOCK cached positions:
+ *   s_j  = dot16(q, k_j) * scale      (16 lanes over head_dim, fmaf chains,
+ *                                      lanes summed (l, l+8), (l, l+4),
+ *                                      (l, l+2), (l, l+1); tail fmaf'ed)
+ *   m'   = max(m, max_j s_j); when it grows, sum and acc are multiplied by
+ *          npl_attn_exp(m - m')
+ *   p_j  = npl_attn_exp(s_j - m');  sum += (16 lanes over j, summed as above)
+ *   acc  = fmaf(p_j, v_j, acc)        (element-wise, j in order)
+ * and at the end out = acc * (1 / sum).
+ *
+ * npl_attn_exp is fast_exp.h's exp for x <= 0 (all the softmax needs). */
+#ifndef NPL_ATTENTION_INTERNAL_H
+#define NPL_ATTENTION_INTERNAL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attention.h"
+#include "fast_exp.h"
+
+/* The softmax's exp (fast_exp.h). */
+#define npl_attn_exp npl_exp_neg
+
+/* The 16-lane tree sum of matmul_ref.h: (l + l+8), (+4), (+2), (+1). */
+static inline float npl_attn_tree16(const float lane[16])
+{
+    float t8[8], t4[4];
+    for (int i = 0; i < 8; i++)
+        t8[i] = lane[i] + lane[i + 8];
+    for (int i = 0; i < 4; i++)
+        t4[i] = t8[i] + t8[i + 4];
+    return (t4[0] + t4[2]) + (t4[1] + t4[3]);
+}
+
+/* Cached rows [j0, j0 + nj) as floats, exactly (a half widens exactly;
+ * a Q8_0 value q * d is exact in binary32): rows at dst + j * head_dim. */
+void npl_kv_block_to_f32(npl_kv_format fmt, const void *rows, size_t stride_bytes, size_t j0, size_t nj,
+                         size_t head_dim, float *dst);
+
+/* The portable version, which every level reproduces (tests). */
+void npl_attention_ref(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k, const void *v,
+                       size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, float *out,
+                       size_t out_stride, float *scratch);
+
+/* Scratch layout shared by every level. */
+typedef struct npl_attn_scratch {
+    float *scores;  /* [n_q][NPL_ATTN_BLOCK] */
+    float *run_max; /* [n_q] */
+    float *run_sum; /* [n_q] */
+    float *acc;     /* [n_q][head_dim] */
+    float *keys;    /* [NPL_ATTN_BLOCK][head_dim] */
+    float *vals;    /* [NPL_ATTN_BLOCK][head_dim] */
+} npl_attn_scratch;
+
+static inline npl_attn_scratch npl_attn_scratch_split(float *s, size_t n_q, size_t head_dim)
+{
+    npl_attn_scratch a;
+    a.scores = s;
+    a.run_max = a.scores + n_q * NPL_ATTN_BLOCK;
+    a.run_sum = a.run_max + n_q;
+    a.acc = a.run_sum + n_q;
+    a.keys = a.acc + n_q * head_dim;
+    a.vals = a.keys + NPL_ATTN_BLOCK * head_dim;
+    return a;
+}
+
+#endif

@@ -1,0 +1,50 @@
+/* Entry points of the x86 SIMD kernel files (internal to kernels/cpu).
+ * Each *_avx2.c file is compiled with -mavx2 -mfma -mf16c and each
+ * *_avx512.c file with the AVX-512 F/BW/VL/VNNI flags; nothing here may
+ * be called unless npl_simd_detect() reported the matching level. Every
+ * function gives the same bits as its scalar reference (matmul_ref.h,
+ * quant_act.c). */
+#ifndef NPL_KERNELS_X86_H
+#define NPL_KERNELS_X86_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attention.h"
+#include "matmul_packed.h"
+#include "matvec.h"
+#include "quant_act.h"
+
+#if defined(__x86_64__) && defined(NPL_HAVE_X86_KERNELS)
+#define NPL_KERNELS_X86 1
+
+void npl_quantize_act_q8_avx2(const float *x, int64_t n, npl_act_q8 *out);
+void npl_quantize_act_q8k_avx2(const float *x, int64_t n, npl_act_q8k *out);
+void npl_quantize_act_q8_avx512(const float *x, int64_t n, npl_act_q8 *out);
+void npl_quantize_act_q8k_avx512(const float *x, int64_t n, npl_act_q8k *out);
+
+/* Packed integer matrix: row groups [g0, g1) against n_vec vectors whose
+ * activation blocks are p->n_blocks apart (npl_act_q8 or npl_act_q8k by
+ * type); y[v][r] for the valid rows of those groups. */
+void npl_packed_matmul_avx2(const npl_packed_matrix *p, int64_t g0, int64_t g1, const void *act, size_t n_vec,
+                            float *const *y);
+void npl_packed_matmul_avx512(const npl_packed_matrix *p, int64_t g0, int64_t g1, const void *act, size_t n_vec,
+                              float *const *y);
+
+/* Float rows [r0, r1) (F32, F16, BF16 read in place; other types through
+ * the reference dequantizer into buf, 4 * n_cols floats). */
+void npl_float_matmul_avx2(const npl_matrix *w, int64_t r0, int64_t r1, const float *x, size_t x_stride,
+                           size_t n_vec, float *const *y, float *buf);
+void npl_float_matmul_avx512(const npl_matrix *w, int64_t r0, int64_t r1, const float *x, size_t x_stride,
+                             size_t n_vec, float *const *y, float *buf);
+
+/* npl_attention_kv at each level (attention_internal.h's arithmetic). */
+void npl_attention_avx2(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k, const void *v,
+                        size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, float *out,
+                        size_t out_stride, float *scratch);
+void npl_attention_avx512(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k,
+                          const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, float *out,
+                          size_t out_stride, float *scratch);
+#endif
+
+#endif

@@ -1,0 +1,178 @@
+#!/usr/bin/python3
+"""npullm-run on gemma3 files: --info, the Gemma chat prompt, generation
+ending on <end_of_turn>, and the loader's refusals of broken or
+unsupported gemma3 files (exit 2, one line on stderr).
+
+  test_cli.py --npullm-run PATH --model GEMMA3.gguf --workdir DIR [CASE...]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llama"))
+import gguf_patch  # noqa: E402
+
+A = None
+FAILED = []
+START_OF_TURN, END_OF_TURN = 105, 106  # Gemma 3 vocabulary
+
+
+def run(*args):
+    p = subprocess.run([A.npullm_run] + [str(a) for a in args], capture_output=True)
+    return p.returncode, p.stdout.decode("utf-8"), p.stderr.decode("utf-8")
+
+
+def expect(cond, what):
+    if not cond:
+        FAILED.append(what)
+        print("  check failed: " + what)
+
+
+def expect_error(args, rc, needle):
+    code, out, err = run(*args)
+    lines = err.splitlines()
+    expect(code == rc, "%s: exit %d, wanted %d (stderr %r)" % (args, code, rc, err))
+    expect(len(lines) == 1 and lines[0].startswith("npullm-run: "), "%s: one 'npullm-run: ' line, got %r" % (args, err))
+    expect(needle in err, "%s: %r not in %r" % (args, needle, err))
+
+
+def variant(name, mutate):
+    g = gguf_patch.GGUF(A.model)
+    mutate(g)
+    path = os.path.join(A.workdir, name + ".gguf")
+    g.write(path)
+    return path
+
+
+def kv(g, key):
+    return next(v for k, _, v in g.kvs if k == key.encode())
+
+
+# ---- cases -------------------------------------------------------------------
+
+def case_info():
+    code, out, err = run(A.model, "--info", "--json")
+    j = json.loads(out) if code == 0 else {}
+    expect(j.get("architecture") == "gemma3" and j.get("chat_format") == "gemma" and j.get("tokenizer") == "spm"
+           and j.get("n_vocab") == 262144, "--info --json: %r %s" % (j, err))
+
+
+def case_chat_prompt():
+    """<bos><start_of_turn>user\\n{system}\\n\\n{prompt}<end_of_turn>\\n<start_of_turn>model\\n"""
+    code, out, err = run(A.model, "--prompt", "Hi", "--system", "Be brief.", "-n", "3", "--temperature", "0",
+                         "--json")
+    expect(code == 0, "chat run succeeds (%s)" % err)
+    if code:
+        return
+    j = json.loads(out)
+    p = j["prompt_tokens"]
+    code, out, err = run(A.model, "--tokenize", "model\n")
+    model_nl = json.loads(out)[1:]  # without BOS
+    expect(p[:2] == [2, START_OF_TURN] and p.count(END_OF_TURN) == 1
+           and p[-1 - len(model_nl):] == [START_OF_TURN] + model_nl, "gemma chat prompt %r" % p)
+    expect(len(j["tokens"]) == 3 and j["finish_reason"] == "length", "3 tokens generated")
+
+
+def case_end_of_turn_stops():
+    """Generation stops at the token whose text is <end_of_turn>: the model
+    is unchanged but the vocabulary entries of <end_of_turn> and of the
+    token it generates second are swapped (texts do not enter the
+    computation, so it still generates the same ids)."""
+    args = ["--prompt", "The quick brown fox", "--raw", "-n", "8", "--temperature", "0", "--json"]
+    code, out, err = run(A.model, *args)
+    expect(code == 0, "raw run succeeds (%s)" % err)
+    if code:
+        return
+    j = json.loads(out)
+    ids = [t["id"] for t in j["tokens"]]
+    x = ids[1]
+    if x in j["prompt_tokens"] or x == ids[0]:
+        expect(False, "the second generated token %d also occurs earlier: pick another prompt" % x)
+        return
+
+    def swap(g):
+        for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.scores"):
+            items = kv(g, key)[1]
+            items[x], items[END_OF_TURN] = items[END_OF_TURN], items[x]
+    path = variant("eot-swapped", swap)
+    code, out, err = run(path, *args)
+    expect(code == 0, "swapped run succeeds (%s)" % err)
+    if code:
+        return
+    s = json.loads(out)
+    expect(s["prompt_tokens"] == j["prompt_tokens"], "same prompt ids after the swap")
+    expect(s["finish_reason"] == "stop" and [t["id"] for t in s["tokens"]] == ids[:2]
+           and s["text"] == j["tokens"][0]["text"],
+           "stops at <end_of_turn> (id %d) without showing it: %r" % (x, s))
+
+
+def case_missing_norm():
+    path = variant("no-q-norm", lambda g: setattr(g, "tensors", [t for t in g.tensors
+                                                                 if t["name"] != "blk.2.attn_q_norm.weight"]))
+    expect_error([path, "--prompt", "hi"], 2, "missing tensor 'blk.2.attn_q_norm.weight'")
+    path = variant("no-post-ffw-norm", lambda g: setattr(g, "tensors", [t for t in g.tensors
+                                                                        if t["name"] != "blk.5.post_ffw_norm.weight"]))
+    expect_error([path, "--info"], 2, "missing tensor 'blk.5.post_ffw_norm.weight'")
+
+
+def case_bad_norm_shape():
+    def shrink(g):
+        t = g.tensor("blk.0.attn_k_norm.weight")
+        t["ne"] = [t["ne"][0] // 2]
+    path = variant("bad-k-norm", shrink)
+    expect_error([path, "--prompt", "hi"], 2, "tensor 'blk.0.attn_k_norm.weight' has shape [32], expected [64] (head_dim)")
+
+
+def case_unsupported_metadata():
+    path = variant("yarn", lambda g: g.set_kv("gemma3.rope.scaling.type", gguf_patch.STRING, b"yarn"))
+    expect_error([path, "--prompt", "hi"], 2, "rope scaling type 'yarn' is not supported")
+    path = variant("softcap", lambda g: g.set_kv("gemma3.final_logit_softcapping", 6, 30.0))
+    expect_error([path, "--prompt", "hi"], 2, "final_logit_softcapping = 30 is not supported")
+    path = variant("bad-pattern", lambda g: g.set_kv("gemma3.attention.sliding_window_pattern", gguf_patch.STRING,
+                                                    b"six"))
+    expect_error([path, "--prompt", "hi"], 2, "'gemma3.attention.sliding_window_pattern' is not an unsigned")
+    path = variant("bad-factor", lambda g: g.set_kv("gemma3.rope.scaling.factor", 6, -2.0))
+    expect_error([path, "--prompt", "hi"], 2, "rope.scaling.factor = -2 is not a positive factor")
+    path = variant("no-head-count", lambda g: setattr(g, "kvs", [e for e in g.kvs
+                                                                 if e[0] != b"gemma3.attention.head_count"]))
+    expect_error([path, "--prompt", "hi"], 2, "missing required key 'gemma3.attention.head_count'")
+
+    def many_heads(g):  # n_embd / n_head, the default head size, becomes 0
+        g.set_kv("gemma3.attention.head_count", 4, 200)
+        g.kvs = [e for e in g.kvs if e[0] != b"gemma3.attention.key_length"]
+    path = variant("no-key-length", many_heads)
+    expect_error([path, "--prompt", "hi"], 2, "'gemma3.attention.key_length' = 0 (absent: the default) is out of range")
+
+
+CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
+
+
+def main():
+    global A
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--npullm-run", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("cases", nargs="*")
+    A = ap.parse_args()
+    os.makedirs(A.workdir, exist_ok=True)
+    passed = failed = 0
+    for name in A.cases or CASES:
+        before = len(FAILED)
+        CASES[name]()
+        if len(FAILED) == before:
+            passed += 1
+            print("ok   " + name)
+        else:
+            failed += 1
+            print("FAIL " + name)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

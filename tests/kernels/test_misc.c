@@ -1,0 +1,87 @@
+/* The element-wise activation (every level gives the portable bits, and
+ * the portable version is close to silu in double precision), and the
+ * thread pool (every task exactly once, contiguous slices in thread
+ * order, whatever the thread and task counts, run after run). */
+#include <math.h>
+
+#include "act_fn.h"
+#include "kernels_test.h"
+#include "threadpool.h"
+#include "vec_ops.h"
+
+static void test_swiglu(void)
+{
+    enum { N = 4099 };
+    static float g[N], u[N], y0[N], y1[N];
+    kt_rng r = {21};
+    for (int i = 0; i < N; i++) {
+        g[i] = kt_float(&r) * (i % 3 == 0 ? 30.0f : 3.0f);
+        u[i] = kt_float(&r);
+    }
+    g[0] = 0.0f;
+    g[1] = -0.0f;
+    g[2] = 200.0f;
+    g[3] = -200.0f;
+    g[4] = INFINITY;
+    g[5] = -INFINITY;
+    g[6] = NAN;
+    memcpy(y0, g, sizeof g);
+    npl_swiglu_f32(NPL_SIMD_NONE, y0, u, N);
+    double worst = 0.0;
+    for (int i = 7; i < N; i++) {
+        double x = g[i], want = x / (1.0 + exp(-x)) * u[i];
+        double err = fabs(y0[i] - want) / (fabs(want) + 1e-30);
+        if (fabs(want) > 1e-30 && err > worst)
+            worst = err;
+    }
+    fprintf(stderr, "swiglu: worst relative error %.3g\n", worst);
+    CHECK(worst < 1e-6);
+    CHECK(y0[0] == 0.0f && y0[2] == 200.0f * u[2] && y0[3] == 0.0f && isnan(y0[6]));
+    for (int lv = 1; lv <= (int)npl_simd_detect(); lv++)
+        for (size_t n = 0; n <= 40; n += 1 + n / 8) {
+            memcpy(y1, g, sizeof g);
+            npl_swiglu_f32((npl_simd_level)lv, y1, u, N - n);
+            CHECKF(memcmp(y0, y1, (N - n) * sizeof(float)) == 0, "level %d, n %zu: differs from the portable version",
+                   lv, (size_t)N - n);
+        }
+}
+
+typedef struct count_job {
+    int *counts;
+    int *thread_of;
+} count_job;
+
+static void count_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    count_job *j = ctx;
+    for (size_t i = begin; i < end; i++) {
+        j->counts[i]++;
+        j->thread_of[i] = thread;
+    }
+}
+
+static void test_threadpool(void)
+{
+    static int counts[300], thread_of[300];
+    for (int nt = 1; nt <= 5; nt++) {
+        npl_threadpool *pool = npl_threadpool_create(nt);
+        REQUIRE(pool);
+        CHECK(npl_threadpool_size(pool) == nt);
+        for (int rep = 0; rep < 2000; rep++) {
+            size_t n = (size_t)(rep * 7919) % 300;
+            memset(counts, 0, sizeof counts);
+            count_job j = {counts, thread_of};
+            npl_threadpool_run(pool, n, count_task, &j);
+            for (size_t i = 0; i < n; i++)
+                CHECKF(counts[i] == 1, "threads %d tasks %zu: task %zu ran %d times", nt, n, i, counts[i]);
+            for (size_t i = 1; i < n; i++)
+                CHECK(thread_of[i] >= thread_of[i - 1]);
+            /* slice boundaries are n * t / threads (one task runs inline) */
+            for (size_t i = 0; i < n && nt > 1 && n > 1; i++)
+                CHECK((size_t)thread_of[i] * n / (size_t)nt <= i && i < ((size_t)thread_of[i] + 1) * n / (size_t)nt);
+        }
+        npl_threadpool_free(pool);
+    }
+}
+
+KT_MAIN({"swiglu", test_swiglu}, {"threadpool", test_threadpool})

@@ -1,0 +1,292 @@
+/* The vision tower through the engine API: staged encoding equals the
+ * one-call encoding and does not depend on the thread count, prompts with
+ * an image are laid out as documented, the model check and the prefill
+ * refuse what does not fit.
+ *
+ *   test-vision CASE MODEL MMPROJ IMAGE [OTHER_MMPROJ] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vision.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                  \
+    do {                                                                                                  \
+        if (!(cond)) {                                                                                    \
+            failures++;                                                                                   \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                      \
+            fprintf(stderr, __VA_ARGS__);                                                                 \
+            fputc('\n', stderr);                                                                          \
+        }                                                                                                 \
+    } while (0)
+
+static const char *model_path, *mmproj_path, *image_path, *other_path;
+
+static void die(const char *what, const npl_error *err)
+{
+    fprintf(stderr, "test-vision: %s: %s\n", what, err ? err->message : "");
+    exit(2);
+}
+
+static npl_image load_image(void)
+{
+    FILE *f = fopen(image_path, "rb");
+    if (!f)
+        die("cannot open the image", NULL);
+    static unsigned char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    npl_image img;
+    npl_error err;
+    if (npl_image_decode(buf, n, NULL, &img, &err))
+        die("decoding", &err);
+    return img;
+}
+
+static npl_vision *load_vision(const char *path, int threads)
+{
+    npl_vision_params p;
+    npl_vision_params_default(&p);
+    p.n_threads = threads;
+    npl_error err;
+    npl_vision *v = npl_vision_load(path, &p, &err);
+    if (!v)
+        die("loading the projector", &err);
+    return v;
+}
+
+static float *encode_all(npl_vision *v, const npl_image *img)
+{
+    const npl_vision_info *in = npl_vision_get_info(v);
+    float *out = malloc((size_t)in->n_tokens * in->n_embd_out * sizeof *out);
+    npl_error err;
+    if (!out || npl_vision_encode(v, img, out, &err))
+        die("encoding", &err);
+    return out;
+}
+
+/* Stage by stage, with the stage counters; then the same in one call;
+ * then with one thread and with three: all bit-identical. */
+static void case_staged(void)
+{
+    npl_image img = load_image();
+    npl_vision *v = load_vision(mmproj_path, 2);
+    const npl_vision_info *in = npl_vision_get_info(v);
+    size_t n = (size_t)in->n_tokens * in->n_embd_out;
+    npl_error err;
+    npl_vision_encoding *e = npl_vision_encoding_create(v, &img, &err);
+    if (!e)
+        die("creating an encoding", &err);
+    CHECK(npl_vision_encoding_n_stages(e) == in->n_layer + 2, "stages %u", npl_vision_encoding_n_stages(e));
+    CHECK(npl_vision_encoding_output(e) == NULL, "no output before the end");
+    bool done = false;
+    uint32_t steps = 0;
+    while (!done) {
+        CHECK(npl_vision_encoding_stages_done(e) == steps, "stage counter");
+        CHECK(npl_vision_encoding_step(e, &done, &err) == NPL_OK, "step: %s", err.message);
+        steps++;
+        if (steps > 1000)
+            break;
+    }
+    CHECK(steps == in->n_layer + 2, "%u steps", steps);
+    CHECK(npl_vision_encoding_step(e, &done, &err) == NPL_OK && done, "a step after the end is a no-op");
+    const float *staged = npl_vision_encoding_output(e);
+    CHECK(staged != NULL, "output after the end");
+
+    float *once = encode_all(v, &img);
+    CHECK(staged && memcmp(staged, once, n * sizeof *once) == 0, "staged == one call");
+    double norm = 0;
+    for (size_t i = 0; i < n; i++)
+        norm += (double)once[i] * once[i];
+    CHECK(isfinite(norm) && norm > 0, "non-trivial output (norm %g)", norm);
+    npl_vision_encoding_free(e);
+    npl_vision_free(v);
+
+    for (int threads = 1; threads <= 3; threads += 2) {
+        v = load_vision(mmproj_path, threads);
+        float *other = encode_all(v, &img);
+        CHECK(memcmp(other, once, n * sizeof *once) == 0, "%d thread(s) == 2 threads", threads);
+        free(other);
+        npl_vision_free(v);
+    }
+    free(once);
+    npl_image_free(&img);
+}
+
+/* The older file with ffn_up/ffn_down exchanged gives the same result. */
+static void case_swapped_ffn(void)
+{
+    npl_image img = load_image();
+    npl_vision *a = load_vision(mmproj_path, 0), *b = load_vision(other_path, 0);
+    CHECK(!npl_vision_get_info(a)->ffn_swapped && npl_vision_get_info(b)->ffn_swapped, "swap detected");
+    const npl_vision_info *in = npl_vision_get_info(a);
+    float *x = encode_all(a, &img), *y = encode_all(b, &img);
+    CHECK(memcmp(x, y, (size_t)in->n_tokens * in->n_embd_out * sizeof *x) == 0, "same embeddings");
+    free(x);
+    free(y);
+    npl_vision_free(a);
+    npl_vision_free(b);
+    npl_image_free(&img);
+}
+
+static npl_model *load_model(void)
+{
+    npl_error err;
+    npl_model *m = npl_model_load(model_path, NULL, &err);
+    if (!m)
+        die("loading the model", &err);
+    return m;
+}
+
+static bool ids_equal(const npl_tokens *t, const int32_t *want, size_t n)
+{
+    return t->n == n && memcmp(t->ids, want, n * sizeof *want) == 0;
+}
+
+static void append(npl_tokens *out, const npl_tokenizer *tok, const char *text)
+{
+    if (npl_tokenize(tok, text, strlen(text), 0, out, NULL))
+        die("tokenizing", NULL);
+}
+
+/* The layout: <bos><start_of_turn>user\n[SYS\n\n]\n\n<start_of_image> |
+ * <end_of_image>\n\nTEXT<end_of_turn>\n<start_of_turn>model\n, text runs
+ * tokenized without special tokens, user text trimmed. */
+static void case_prompt(void)
+{
+    npl_model *m = load_model();
+    const npl_tokenizer *tok = npl_model_tokenizer(m);
+    int32_t bos = npl_tokenizer_find(tok, "<bos>"), sot = npl_tokenizer_find(tok, "<start_of_turn>");
+    int32_t eot = npl_tokenizer_find(tok, "<end_of_turn>"), soi = npl_tokenizer_find(tok, "<start_of_image>");
+    int32_t eoi = npl_tokenizer_find(tok, "<end_of_image>");
+    CHECK(bos >= 0 && sot >= 0 && eot >= 0 && soi >= 0 && eoi >= 0, "Gemma control tokens");
+
+    for (int with_system = 0; with_system < 2; with_system++) {
+        npl_image_prompt p;
+        npl_error err;
+        const char *sys = with_system ? "Be brief." : NULL;
+        CHECK(npl_vision_chat_prompt(m, sys, "  What is this? <start_of_image>\n", &p, &err) == NPL_OK, "%s",
+              err.message);
+        npl_tokens want = {0};
+        npl_tokens_push(&want, bos, NULL);
+        npl_tokens_push(&want, sot, NULL);
+        append(&want, tok, with_system ? "user\nBe brief.\n\n\n\n" : "user\n\n\n");
+        npl_tokens_push(&want, soi, NULL);
+        CHECK(ids_equal(&p.before, want.ids, want.n), "before (system %d): %zu ids", with_system, p.before.n);
+        want.n = 0;
+        npl_tokens_push(&want, eoi, NULL);
+        append(&want, tok, "\n\nWhat is this? <start_of_image>");
+        npl_tokens_push(&want, eot, NULL);
+        append(&want, tok, "\n");
+        npl_tokens_push(&want, sot, NULL);
+        append(&want, tok, "model\n");
+        CHECK(ids_equal(&p.after, want.ids, want.n), "after: %zu ids, want %zu", p.after.n, want.n);
+        for (size_t i = 1; i + 1 < p.after.n; i++)
+            CHECK(p.after.ids[i] != soi, "typed <start_of_image> is text, not the control token");
+        npl_tokens_free(&want);
+        npl_image_prompt_free(&p);
+    }
+    npl_model_free(m);
+}
+
+/* A projector of the wrong width is refused by the check, and a context
+ * too small for prompt + image fails before anything is cached. */
+static void case_fit(void)
+{
+    npl_model *m = load_model();
+    npl_vision *v = load_vision(mmproj_path, 0), *wrong = load_vision(other_path, 0);
+    npl_error err;
+    CHECK(npl_vision_check_model(v, m, &err) == NPL_OK, "%s", err.message);
+    CHECK(npl_vision_check_model(wrong, m, &err) == NPL_ERR_UNSUPPORTED, "width mismatch refused");
+    CHECK(strstr(err.message, "wide") != NULL, "message: %s", err.message);
+    CHECK(npl_vision_check_model(NULL, m, &err) == NPL_ERR_INVALID_ARG, "no tower");
+
+    npl_image img = load_image();
+    float *embd = encode_all(v, &img);
+    const npl_vision_info *in = npl_vision_get_info(v);
+    npl_image_prompt p;
+    CHECK(npl_vision_chat_prompt(m, NULL, "Describe.", &p, &err) == NPL_OK, "%s", err.message);
+    size_t need = p.before.n + in->n_tokens + p.after.n;
+    npl_seq *small = npl_seq_create(m, (uint32_t)need - 1, &err);
+    CHECK(npl_vision_prefill(m, small, &p, embd, in->n_tokens, &err) == NPL_ERR_CONTEXT_OVERFLOW, "overflow");
+    CHECK(npl_seq_pos(small) == 0, "nothing cached after the overflow");
+    npl_seq *fits = npl_seq_create(m, (uint32_t)need, &err);
+    CHECK(npl_vision_prefill(m, fits, &p, embd, in->n_tokens, &err) == NPL_OK, "%s", err.message);
+    CHECK(npl_seq_pos(fits) == need && npl_seq_logits(fits) != NULL, "all positions cached, logits ready");
+    CHECK(npl_vision_prefill(m, fits, &p, NULL, in->n_tokens, &err) == NPL_ERR_INVALID_ARG, "no rows");
+
+    /* The image changes what comes next: a different picture, other logits. */
+    float *zero = calloc((size_t)in->n_tokens * in->n_embd_out, sizeof *zero);
+    npl_seq *blank = npl_seq_create(m, (uint32_t)need, &err);
+    CHECK(npl_vision_prefill(m, blank, &p, zero, in->n_tokens, &err) == NPL_OK, "%s", err.message);
+    uint32_t nv = npl_model_get_info(m)->n_vocab;
+    double diff = 0;
+    for (uint32_t i = 0; i < nv; i++)
+        diff += fabs((double)npl_seq_logits(fits)[i] - npl_seq_logits(blank)[i]);
+    CHECK(diff / nv > 1e-3, "logits depend on the image (mean difference %g)", diff / nv);
+
+    npl_seq_free(small);
+    npl_seq_free(fits);
+    npl_seq_free(blank);
+    free(zero);
+    free(embd);
+    npl_image_prompt_free(&p);
+    npl_image_free(&img);
+    npl_vision_free(v);
+    npl_vision_free(wrong);
+    npl_model_free(m);
+}
+
+static void case_bad_args(void)
+{
+    npl_error err;
+    CHECK(npl_vision_load(NULL, NULL, &err) == NULL && err.code == NPL_ERR_INVALID_ARG, "no path");
+    CHECK(npl_vision_load("/nonexistent/mmproj.gguf", NULL, &err) == NULL && err.code == NPL_ERR_IO, "missing file");
+    npl_vision_params p;
+    npl_vision_params_default(&p);
+    p.n_threads = -1;
+    CHECK(npl_vision_load(mmproj_path, &p, &err) == NULL && err.code == NPL_ERR_INVALID_ARG, "threads");
+    /* The text model is not a projector. */
+    CHECK(npl_vision_load(model_path, NULL, &err) == NULL && err.code == NPL_ERR_UNSUPPORTED, "%s", err.message);
+    npl_vision *v = load_vision(mmproj_path, 1);
+    npl_image empty = {0};
+    CHECK(npl_vision_encoding_create(v, &empty, &err) == NULL && err.code == NPL_ERR_INVALID_ARG, "empty image");
+    CHECK(npl_vision_encode(v, NULL, NULL, &err) == NPL_ERR_INVALID_ARG, "no output");
+    CHECK(npl_vision_encoding_step(NULL, NULL, &err) == NPL_ERR_INVALID_ARG, "no encoding");
+    npl_vision_free(v);
+    npl_vision_free(NULL);
+    npl_vision_encoding_free(NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5) {
+        fprintf(stderr, "usage: test-vision CASE MODEL MMPROJ IMAGE [OTHER_MMPROJ]\n");
+        return 2;
+    }
+    model_path = argv[2];
+    mmproj_path = argv[3];
+    image_path = argv[4];
+    other_path = argc > 5 ? argv[5] : NULL;
+    const char *c = argv[1];
+    if (!strcmp(c, "staged"))
+        case_staged();
+    else if (!strcmp(c, "swapped_ffn") && other_path)
+        case_swapped_ffn();
+    else if (!strcmp(c, "prompt"))
+        case_prompt();
+    else if (!strcmp(c, "fit") && other_path)
+        case_fit();
+    else if (!strcmp(c, "bad_args"))
+        case_bad_args();
+    else {
+        fprintf(stderr, "unknown case %s (or missing OTHER_MMPROJ)\n", c);
+        return 2;
+    }
+    if (failures)
+        fprintf(stderr, "%d check(s) failed\n", failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,335 @@
+/* vision-tool: the vision engine from the command line, for tests and the
+ * gate against llama.cpp.
+ *
+ *   vision-tool decode IMAGE [PPM_OUT]          "WIDTH HEIGHT FORMAT"; PPM_OUT gets the pixels
+ *   vision-tool info MMPROJ                     hyper-parameters as JSON
+ *   vision-tool preprocess MMPROJ IMAGE OUT     the encoder's input, raw f32 planes
+ *   vision-tool embed MMPROJ IMAGE OUT          the image embeddings, raw f32 rows
+ *   vision-tool generate MODEL MMPROJ IMAGE BEFORE AFTER N [TOP]
+ *       BEFORE / AFTER: comma-separated token ids around the image (BEFORE
+ *       ends with <start_of_image>, AFTER starts with <end_of_image>);
+ *       greedy generation of N tokens, one JSON line:
+ *       {"steps": [{"token": ID, "top": [[ID, LOGPROB], ...]}, ...]}
+ *   vision-tool chat MODEL MMPROJ IMAGE TEXT N  greedy reply to TEXT about the image
+ *   vision-tool prompt MODEL TEXT [SYSTEM]      {"before": [ids], "after": [ids]} of the
+ *                                               chat prompt with an image
+ *
+ * Errors: message on stderr, exit status 2 for bad usage, 1 otherwise,
+ * 3 when the image was refused (with the status name on stderr). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "npullm.h"
+#include "vision.h"
+
+static int fail(const char *what, const npl_error *err)
+{
+    fprintf(stderr, "vision-tool: %s: %s (%s)\n", what, err->message, npl_status_name(err->code));
+    return 1;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: vision-tool decode|info|preprocess|embed|generate|chat|prompt ...\n");
+    return 2;
+}
+
+static unsigned char *read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            unsigned char *bigger = realloc(buf, cap * 2);
+            if (!bigger)
+                free(buf);
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    *size = n;
+    return buf;
+}
+
+static int load_image(const char *path, npl_image *img)
+{
+    size_t size = 0;
+    unsigned char *data = read_file(path, &size);
+    if (!data) {
+        fprintf(stderr, "vision-tool: cannot read %s\n", path);
+        return 1;
+    }
+    npl_error err;
+    npl_status st = npl_image_decode(data, size, NULL, img, &err);
+    free(data);
+    if (st) {
+        fprintf(stderr, "vision-tool: %s: %s (%s)\n", path, err.message, npl_status_name(st));
+        return 3;
+    }
+    return 0;
+}
+
+static int write_floats(const char *path, const float *x, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(x, sizeof *x, n, f) != n) {
+        if (f)
+            fclose(f);
+        fprintf(stderr, "vision-tool: cannot write %s\n", path);
+        return 1;
+    }
+    return fclose(f) == 0 ? 0 : 1;
+}
+
+static int cmd_decode(int argc, char **argv)
+{
+    if (argc < 1)
+        return usage();
+    npl_image img;
+    int rc = load_image(argv[0], &img);
+    if (rc)
+        return rc;
+    size_t size = 0;
+    unsigned char *data = read_file(argv[0], &size);
+    printf("%u %u %s\n", img.width, img.height, npl_image_format_name(npl_image_sniff(data, size)));
+    free(data);
+    if (argc > 1) {
+        FILE *f = fopen(argv[1], "wb");
+        if (!f)
+            rc = 1;
+        else {
+            fprintf(f, "P6\n%u %u\n255\n", img.width, img.height);
+            fwrite(img.rgb, 3, (size_t)img.width * img.height, f);
+            fclose(f);
+        }
+    }
+    npl_image_free(&img);
+    return rc;
+}
+
+static npl_vision *load_vision(const char *path)
+{
+    npl_error err;
+    npl_vision *v = npl_vision_load(path, NULL, &err);
+    if (!v)
+        fail("loading the projector", &err);
+    return v;
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    if (argc < 1)
+        return usage();
+    npl_vision *v = load_vision(argv[0]);
+    if (!v)
+        return 1;
+    const npl_vision_info *in = npl_vision_get_info(v);
+    printf("{\"projector\": \"%s\", \"image_size\": %u, \"patch_size\": %u, \"n_embd\": %u, \"n_ff\": %u, "
+           "\"n_head\": %u, \"n_layer\": %u, \"pool\": %u, \"n_tokens\": %u, \"n_embd_out\": %u, "
+           "\"ffn_swapped\": %s, \"mean\": [%g, %g, %g], \"std\": [%g, %g, %g]}\n",
+           in->projector, in->image_size, in->patch_size, in->n_embd, in->n_ff, in->n_head, in->n_layer, in->pool,
+           in->n_tokens, in->n_embd_out, in->ffn_swapped ? "true" : "false", (double)in->image_mean[0],
+           (double)in->image_mean[1], (double)in->image_mean[2], (double)in->image_std[0], (double)in->image_std[1],
+           (double)in->image_std[2]);
+    npl_vision_free(v);
+    return 0;
+}
+
+static int cmd_embed(int argc, char **argv, bool preprocess_only)
+{
+    if (argc < 3)
+        return usage();
+    npl_vision *v = load_vision(argv[0]);
+    if (!v)
+        return 1;
+    npl_image img;
+    int rc = load_image(argv[1], &img);
+    if (rc) {
+        npl_vision_free(v);
+        return rc;
+    }
+    const npl_vision_info *in = npl_vision_get_info(v);
+    size_t n = preprocess_only ? 3 * (size_t)in->image_size * in->image_size : (size_t)in->n_tokens * in->n_embd_out;
+    float *out = malloc(n * sizeof *out);
+    npl_error err;
+    npl_status st = !out ? NPL_ERR_NOMEM
+                  : preprocess_only ? npl_vision_preprocess(v, &img, out, &err)
+                                    : npl_vision_encode(v, &img, out, &err);
+    if (st)
+        rc = out ? fail("encoding", &err) : 1;
+    else
+        rc = write_floats(argv[2], out, n);
+    free(out);
+    npl_image_free(&img);
+    npl_vision_free(v);
+    return rc;
+}
+
+static int parse_ids(const char *s, npl_tokens *out)
+{
+    char *copy = strdup(s);
+    if (!copy)
+        return 1;
+    for (char *t = strtok(copy, ", "); t; t = strtok(NULL, ", ")) {
+        char *end;
+        long v = strtol(t, &end, 10);
+        if (*end || v < 0 || v > INT32_MAX || npl_tokens_push(out, (int32_t)v, NULL)) {
+            free(copy);
+            return 1;
+        }
+    }
+    free(copy);
+    return 0;
+}
+
+/* Greedy generation after the prompt, printing each step's top list. */
+static int generate(npl_model *m, npl_vision *v, const npl_image *img, const npl_image_prompt *p, long n_steps,
+                    size_t top, bool print_text)
+{
+    npl_error err;
+    const npl_vision_info *in = npl_vision_get_info(v);
+    if (npl_vision_check_model(v, m, &err))
+        return fail("checking the model", &err);
+    float *embd = malloc((size_t)in->n_tokens * in->n_embd_out * sizeof *embd);
+    if (!embd)
+        return 1;
+    if (npl_vision_encode(v, img, embd, &err)) {
+        free(embd);
+        return fail("encoding the image", &err);
+    }
+    size_t n_ctx = p->before.n + in->n_tokens + p->after.n + (size_t)n_steps + 1;
+    npl_seq *s = npl_seq_create(m, (uint32_t)n_ctx, &err);
+    if (!s || npl_vision_prefill(m, s, p, embd, in->n_tokens, &err)) {
+        free(embd);
+        npl_seq_free(s);
+        return fail("prefill", &err);
+    }
+    free(embd);
+    uint32_t n_vocab = npl_model_get_info(m)->n_vocab;
+    int32_t *ids = calloc(top, sizeof *ids);
+    float *lps = calloc(top, sizeof *lps);
+    const npl_tokenizer *tok = npl_model_tokenizer(m);
+    int rc = 0;
+    if (!print_text)
+        printf("{\"steps\": [");
+    for (long i = 0; i < n_steps && ids && lps; i++) {
+        size_t k = npl_top_logprobs(npl_seq_logits(s), n_vocab, top, ids, lps);
+        if (print_text) {
+            char piece[256];
+            size_t len = npl_token_to_bytes(tok, ids[0], false, piece, sizeof piece);
+            fwrite(piece, 1, len < sizeof piece ? len : sizeof piece, stdout);
+        } else {
+            printf("%s{\"token\": %d, \"top\": [", i ? ", " : "", ids[0]);
+            for (size_t j = 0; j < k; j++)
+                printf("%s[%d, %.6f]", j ? ", " : "", ids[j], (double)lps[j]);
+            printf("]}");
+        }
+        if (i + 1 < n_steps && npl_decode(m, &s, &ids[0], 1, &err)) {
+            rc = fail("decode", &err);
+            break;
+        }
+    }
+    printf(print_text ? "\n" : "]}\n");
+    free(ids);
+    free(lps);
+    npl_seq_free(s);
+    return rc;
+}
+
+static int cmd_generate(int argc, char **argv, bool chat)
+{
+    if (argc < (chat ? 5 : 6))
+        return usage();
+    npl_image_prompt p = {0};
+    if (!chat && (parse_ids(argv[3], &p.before) || parse_ids(argv[4], &p.after))) {
+        npl_image_prompt_free(&p);
+        return usage();
+    }
+    long n_steps = strtol(argv[chat ? 4 : 5], NULL, 10);
+    long top = argc > 6 && !chat ? strtol(argv[6], NULL, 10) : 5;
+    if (n_steps < 1 || n_steps > 4096 || top < 1 || top > 100) {
+        npl_image_prompt_free(&p);
+        return usage();
+    }
+    npl_error err;
+    npl_model *m = npl_model_load(argv[0], NULL, &err);
+    if (!m) {
+        npl_image_prompt_free(&p);
+        return fail("loading the model", &err);
+    }
+    npl_vision *v = load_vision(argv[1]);
+    npl_image img = {0};
+    int rc = v ? load_image(argv[2], &img) : 1;
+    if (!rc && chat && npl_vision_chat_prompt(m, NULL, argv[3], &p, &err))
+        rc = fail("building the prompt", &err);
+    if (!rc)
+        rc = generate(m, v, &img, &p, n_steps, (size_t)top, chat);
+    npl_image_free(&img);
+    npl_image_prompt_free(&p);
+    npl_vision_free(v);
+    npl_model_free(m);
+    return rc;
+}
+
+static void print_ids(const char *key, const npl_tokens *t)
+{
+    printf("\"%s\": [", key);
+    for (size_t i = 0; i < t->n; i++)
+        printf("%s%d", i ? ", " : "", t->ids[i]);
+    printf("]");
+}
+
+static int cmd_prompt(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage();
+    npl_error err;
+    npl_model *m = npl_model_load(argv[0], NULL, &err);
+    if (!m)
+        return fail("loading the model", &err);
+    npl_image_prompt p;
+    int rc = 0;
+    if (npl_vision_chat_prompt(m, argc > 2 ? argv[2] : NULL, argv[1], &p, &err)) {
+        rc = fail("building the prompt", &err);
+    } else {
+        printf("{");
+        print_ids("before", &p.before);
+        printf(", ");
+        print_ids("after", &p.after);
+        printf("}\n");
+        npl_image_prompt_free(&p);
+    }
+    npl_model_free(m);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage();
+    const char *cmd = argv[1];
+    argc -= 2;
+    argv += 2;
+    if (!strcmp(cmd, "decode"))
+        return cmd_decode(argc, argv);
+    if (!strcmp(cmd, "info"))
+        return cmd_info(argc, argv);
+    if (!strcmp(cmd, "preprocess"))
+        return cmd_embed(argc, argv, true);
+    if (!strcmp(cmd, "embed"))
+        return cmd_embed(argc, argv, false);
+    if (!strcmp(cmd, "generate"))
+        return cmd_generate(argc, argv, false);
+    if (!strcmp(cmd, "chat"))
+        return cmd_generate(argc, argv, true);
+    if (!strcmp(cmd, "prompt"))
+        return cmd_prompt(argc, argv);
+    return usage();
+}

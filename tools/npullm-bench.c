@@ -1,0 +1,433 @@
+/* npullm-bench: how fast the CPU engine runs a model, in the terms of
+ * llama.cpp's llama-bench so the two can be put side by side:
+ *  - pp: prompt processing, one sequence prefilled with P random tokens
+ *    from an empty cache (tokens/s);
+ *  - tg: generation, one sequence decoding N tokens one step at a time
+ *    from an empty cache (tokens/s);
+ *  - batch: B sequences decoding N steps together, every step one token
+ *    for each (aggregate tokens/s, B * N per elapsed time);
+ * plus the load time and resident memory after load, the time of the
+ * first forward pass (a 16-token prefill, which also repacks the integer
+ * weights for the SIMD kernels) and resident memory after it (anonymous =
+ * repacked weights and buffers; file = mapped pages), and the peak
+ * resident set. Each test runs after that warm-up, -r times; the mean
+ * and the best run are reported.
+ *
+ * --barrier measures the thread pool instead: the cost of one empty
+ * parallel section (the wake-up and join every kernel call pays). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "npullm.h"
+#include "threadpool.h"
+
+static const char usage_text[] =
+    "usage: npullm-bench MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-b BATCH] [-r REPS] [--json]\n"
+    "       npullm-bench --barrier [-t THREADS] [--json]\n"
+    "\n"
+    "  -p N        prompt tokens for the prompt-processing test (0 = skip; default 512)\n"
+    "  -n N        generated tokens for the generation tests (0 = skip; default 128)\n"
+    "  -t N        compute threads (default: online CPUs)\n"
+    "  -b B        concurrent sequences for the batched generation test (1 = skip; default 4)\n"
+    "  -r R        repetitions of each test (default 3)\n"
+    "  --chunk N   prefill chunk (default: the engine's, 256)\n"
+    "  --device D  cpu (default), npu-emu, npu or auto; on an NPU device the counted\n"
+    "              dispatches and host<->device bytes per token are printed too\n"
+    "  --json      one JSON object on stdout\n"
+    "  --barrier   time an empty parallel section of the thread pool\n";
+
+typedef struct options {
+    const char *model;
+    const char *device;
+    long p, n, t, b, r, chunk;
+    bool json, barrier;
+} options;
+
+typedef struct stat {
+    double mean, best, sd; /* tokens per second */
+} stat;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *msg, const char *detail)
+{
+    fprintf(stderr, "npullm-bench: %s%s%s\n", msg, detail ? ": " : "", detail ? detail : "");
+    exit(1);
+}
+
+static bool parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static void usage_error(const char *msg)
+{
+    fprintf(stderr, "npullm-bench: %s\n%s", msg, usage_text);
+    exit(2);
+}
+
+static options parse(int argc, char **argv)
+{
+    options o = {.p = 512, .n = 128, .t = 0, .b = 4, .r = 3, .chunk = 0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        long *target = NULL;
+        long lo = 0, hi = 1 << 20;
+        if (!strcmp(a, "-p")) {
+            target = &o.p;
+        } else if (!strcmp(a, "-n")) {
+            target = &o.n;
+        } else if (!strcmp(a, "-t")) {
+            target = &o.t;
+            hi = 1024;
+        } else if (!strcmp(a, "-b")) {
+            target = &o.b;
+            lo = 1;
+            hi = 4096;
+        } else if (!strcmp(a, "-r")) {
+            target = &o.r;
+            lo = 1;
+            hi = 1000;
+        } else if (!strcmp(a, "--chunk")) {
+            target = &o.chunk;
+            lo = 1;
+            hi = 65536;
+        } else if (!strcmp(a, "--device")) {
+            if (i + 1 >= argc)
+                usage_error("--device needs a value");
+            o.device = argv[++i];
+        } else if (!strcmp(a, "--json")) {
+            o.json = true;
+        } else if (!strcmp(a, "--barrier")) {
+            o.barrier = true;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            exit(0);
+        } else if (a[0] == '-') {
+            usage_error("unknown option");
+        } else if (!o.model) {
+            o.model = a;
+        } else {
+            usage_error("more than one model given");
+        }
+        if (target) {
+            if (i + 1 >= argc || !parse_long(argv[++i], lo, hi, target))
+                usage_error("bad or missing number after an option");
+        }
+    }
+    if (!o.model && !o.barrier)
+        usage_error("no model given");
+    return o;
+}
+
+static stat summarize(const double *tps, long r)
+{
+    stat s = {0, 0, 0};
+    for (long i = 0; i < r; i++) {
+        s.mean += tps[i];
+        if (tps[i] > s.best)
+            s.best = tps[i];
+    }
+    s.mean /= (double)r;
+    for (long i = 0; i < r; i++)
+        s.sd += (tps[i] - s.mean) * (tps[i] - s.mean);
+    s.sd = r > 1 ? sqrt(s.sd / (double)(r - 1)) : 0.0;
+    return s;
+}
+
+/* kB of a "Name:" line of /proc/self/status, or -1. */
+static long status_kb(const char *name)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    char line[256];
+    long v = -1;
+    size_t n = strlen(name);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, name, n) && line[n] == ':') {
+            v = strtol(line + n + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+static long peak_rss_kb(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
+static void random_tokens(int32_t *ids, size_t n, uint32_t n_vocab, uint64_t *state)
+{
+    for (size_t i = 0; i < n; i++) {
+        *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((*state >> 33) % n_vocab);
+    }
+}
+
+static npl_seq *new_seq(npl_model *m, uint32_t n_ctx)
+{
+    npl_error err;
+    npl_seq *s = npl_seq_create(m, n_ctx, &err);
+    if (!s)
+        die("cannot create a sequence", err.message);
+    return s;
+}
+
+/* Seconds to prefill n tokens into a fresh sequence. */
+static double run_pp(npl_model *m, uint32_t n_ctx, const int32_t *ids, size_t n)
+{
+    npl_seq *s = new_seq(m, n_ctx);
+    npl_error err;
+    double t0 = now_s();
+    if (npl_prefill(m, s, ids, n, 0, NULL, &err) != NPL_OK)
+        die("prefill failed", err.message);
+    double t = now_s() - t0;
+    npl_seq_free(s);
+    return t;
+}
+
+/* Seconds for n decode steps of b fresh sequences together. */
+static double run_tg(npl_model *m, uint32_t n_ctx, size_t b, size_t n, uint32_t n_vocab, uint64_t *rng)
+{
+    npl_seq **seqs = calloc(b, sizeof *seqs);
+    int32_t *tok = calloc(b, sizeof *tok);
+    if (!seqs || !tok)
+        die("out of memory", NULL);
+    for (size_t i = 0; i < b; i++)
+        seqs[i] = new_seq(m, n_ctx);
+    npl_error err;
+    double t0 = now_s();
+    for (size_t step = 0; step < n; step++) {
+        random_tokens(tok, b, n_vocab, rng);
+        if (npl_decode(m, seqs, tok, b, &err) != NPL_OK)
+            die("decode failed", err.message);
+    }
+    double t = now_s() - t0;
+    for (size_t i = 0; i < b; i++)
+        npl_seq_free(seqs[i]);
+    free(seqs);
+    free(tok);
+    return t;
+}
+
+typedef struct barrier_job {
+    volatile int sink[1024 * 16];
+} barrier_job;
+
+static void empty_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    barrier_job *j = ctx;
+    j->sink[thread * 16] += (int)(end - begin);
+}
+
+static int bench_barrier(const options *o)
+{
+    npl_threadpool *pool = npl_threadpool_create((int)o->t);
+    barrier_job *job = calloc(1, sizeof *job);
+    if (!pool || !job)
+        die("cannot start the thread pool", strerror(errno));
+    int nt = npl_threadpool_size(pool);
+    enum { ITER = 20000 };
+    double best = 1e9, sum = 0.0;
+    for (long r = 0; r < o->r; r++) {
+        for (int i = 0; i < 1000; i++) /* warm-up: workers spinning */
+            npl_threadpool_run(pool, (size_t)nt, empty_task, job);
+        double t0 = now_s();
+        for (int i = 0; i < ITER; i++)
+            npl_threadpool_run(pool, (size_t)nt, empty_task, job);
+        double us = (now_s() - t0) / ITER * 1e6;
+        sum += us;
+        if (us < best)
+            best = us;
+    }
+    if (o->json)
+        printf("{\"threads\": %d, \"section_us_mean\": %.3f, \"section_us_best\": %.3f}\n", nt, sum / (double)o->r,
+               best);
+    else
+        printf("threads %d: one empty parallel section costs %.2f us (best %.2f us, %ld runs of %d)\n", nt,
+               sum / (double)o->r, best, o->r, ITER);
+    npl_threadpool_free(pool);
+    free(job);
+    return 0;
+}
+
+/* Per token and per chunk, from the device's counters over every run
+ * above (warm-up included): what the NPU performance model needs. */
+static double per(uint64_t v, uint64_t n)
+{
+    return n ? (double)v / (double)n : 0.0;
+}
+
+static void print_device_stats(const npl_device_stats *d)
+{
+    const npl_device_traffic *dec = &d->decode, *pre = &d->prefill;
+    printf("decode       per token: %.2f dispatches (%u groups per layer + LM head), %.2f submissions,\n"
+           "             %.0f B to the device, %.0f B back, %.0f weight B  (%llu tokens)\n",
+           per(dec->dispatches, d->decode_tokens), d->groups_per_layer_decode,
+           per(dec->submissions, d->decode_tokens), per(dec->h2d_activation_bytes, d->decode_tokens),
+           per(dec->d2h_activation_bytes, d->decode_tokens), per(dec->h2d_weight_bytes, d->decode_tokens),
+           (unsigned long long)d->decode_tokens);
+    printf("prefill      %u-row chunks: %.2f dispatches, %.0f B to the device per chunk (%.0f B per token);\n"
+           "             per prompt: LM head once, %.0f B back; %.0f weight B  (%llu tokens, %llu chunks, %llu prompts)\n",
+           d->prefill_chunk, per(pre->dispatches - d->prefill_prompts, d->prefill_chunks),
+           per(pre->h2d_activation_bytes, d->prefill_chunks), per(pre->h2d_activation_bytes, d->prefill_tokens),
+           per(pre->d2h_activation_bytes, d->prefill_prompts), per(pre->h2d_weight_bytes, d->prefill_chunks),
+           (unsigned long long)d->prefill_tokens, (unsigned long long)d->prefill_chunks,
+           (unsigned long long)d->prefill_prompts);
+    printf("weights      %.1f MiB resident, %llu B uploaded at load, %llu B after load\n",
+           (double)d->weight_bytes / 1048576.0, (unsigned long long)d->load.h2d_weight_bytes,
+           (unsigned long long)(dec->h2d_weight_bytes + pre->h2d_weight_bytes));
+}
+
+static void print_traffic_json(const char *name, const npl_device_traffic *t)
+{
+    printf(", \"%s\": {\"dispatches\": %llu, \"submissions\": %llu, \"h2d_weight_bytes\": %llu, "
+           "\"h2d_activation_bytes\": %llu, \"d2h_activation_bytes\": %llu}",
+           name, (unsigned long long)t->dispatches, (unsigned long long)t->submissions,
+           (unsigned long long)t->h2d_weight_bytes, (unsigned long long)t->h2d_activation_bytes,
+           (unsigned long long)t->d2h_activation_bytes);
+}
+
+static void print_device_stats_json(const npl_device_stats *d)
+{
+    printf(", \"device_stats\": {\"weight_bytes\": %llu, \"prefill_chunk\": %u, "
+           "\"groups_per_layer_decode\": %u, \"decode_tokens\": %llu, \"prefill_tokens\": %llu, "
+           "\"prefill_chunks\": %llu, \"prefill_prompts\": %llu",
+           (unsigned long long)d->weight_bytes, d->prefill_chunk, d->groups_per_layer_decode,
+           (unsigned long long)d->decode_tokens, (unsigned long long)d->prefill_tokens,
+           (unsigned long long)d->prefill_chunks, (unsigned long long)d->prefill_prompts);
+    print_traffic_json("load", &d->load);
+    print_traffic_json("prefill", &d->prefill);
+    print_traffic_json("decode", &d->decode);
+    printf(", \"decode_per_token\": {\"dispatches\": %.3f, \"submissions\": %.3f, \"h2d_bytes\": %.1f, "
+           "\"d2h_bytes\": %.1f, \"h2d_weight_bytes\": %.1f}}",
+           per(d->decode.dispatches, d->decode_tokens), per(d->decode.submissions, d->decode_tokens),
+           per(d->decode.h2d_activation_bytes, d->decode_tokens), per(d->decode.d2h_activation_bytes, d->decode_tokens),
+           per(d->decode.h2d_weight_bytes, d->decode_tokens));
+}
+
+int main(int argc, char **argv)
+{
+    options o = parse(argc, argv);
+    if (o.barrier)
+        return bench_barrier(&o);
+
+    npl_model_params mp;
+    npl_model_params_default(&mp);
+    mp.n_threads = (int)o.t;
+    if (o.chunk)
+        mp.prefill_chunk = (uint32_t)o.chunk;
+    mp.device = o.device;
+    npl_error err;
+    double t0 = now_s();
+    npl_model *m = npl_model_load(o.model, &mp, &err);
+    double load_s = now_s() - t0;
+    if (!m)
+        die("cannot load the model", err.message);
+    const npl_model_info *info = npl_model_get_info(m);
+    long rss_anon = status_kb("RssAnon"), rss_file = status_kb("RssFile");
+    int threads = o.t ? (int)o.t : npl_cpu_count();
+
+    size_t ctx_needed = (size_t)(o.p > o.n ? o.p : o.n) + 16;
+    uint32_t n_ctx = (uint32_t)(ctx_needed < 256 ? 256 : ctx_needed);
+    uint64_t rng = 42;
+    int32_t *ids = malloc(((size_t)o.p + 16) * sizeof *ids);
+    double *tps = malloc((size_t)o.r * sizeof *tps);
+    if (!ids || !tps)
+        die("out of memory", NULL);
+
+    /* warm-up: every code path once, pages of the weights touched. The
+     * first forward pass also repacks the integer weights for the SIMD
+     * kernels: its time and the memory after it are that cost. */
+    random_tokens(ids, 16, info->n_vocab, &rng);
+    double first_s = run_pp(m, n_ctx, ids, 16);
+    long warm_anon = status_kb("RssAnon"), warm_file = status_kb("RssFile");
+    run_tg(m, n_ctx, (size_t)o.b, 2, info->n_vocab, &rng);
+
+    stat pp = {0, 0, 0}, tg = {0, 0, 0}, bt = {0, 0, 0};
+    if (o.p > 0) {
+        for (long r = 0; r < o.r; r++) {
+            random_tokens(ids, (size_t)o.p, info->n_vocab, &rng);
+            tps[r] = (double)o.p / run_pp(m, n_ctx, ids, (size_t)o.p);
+        }
+        pp = summarize(tps, o.r);
+    }
+    if (o.n > 0) {
+        for (long r = 0; r < o.r; r++)
+            tps[r] = (double)o.n / run_tg(m, n_ctx, 1, (size_t)o.n, info->n_vocab, &rng);
+        tg = summarize(tps, o.r);
+        if (o.b > 1) {
+            for (long r = 0; r < o.r; r++)
+                tps[r] = (double)(o.n * o.b) / run_tg(m, n_ctx, (size_t)o.b, (size_t)o.n, info->n_vocab, &rng);
+            bt = summarize(tps, o.r);
+        }
+    }
+    long peak = peak_rss_kb();
+    npl_device_stats ds;
+    bool on_device = npl_model_device_stats(m, &ds);
+
+    if (o.json) {
+        printf("{\"model\": \"%s\", \"quantization\": \"%s\", \"n_params\": %llu, \"threads\": %d, "
+               "\"load_s\": %.3f, \"rss_anon_mib\": %.1f, \"rss_file_mib\": %.1f, \"first_pp16_s\": %.3f, "
+               "\"warm_rss_anon_mib\": %.1f, \"warm_rss_file_mib\": %.1f, \"peak_rss_mib\": %.1f",
+               info->name, info->quantization, (unsigned long long)info->n_params, threads, load_s,
+               (double)rss_anon / 1024.0, (double)rss_file / 1024.0, first_s, (double)warm_anon / 1024.0,
+               (double)warm_file / 1024.0, (double)peak / 1024.0);
+        if (o.p > 0)
+            printf(", \"pp\": {\"tokens\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, \"tps_sd\": %.2f}", o.p,
+                   pp.mean, pp.best, pp.sd);
+        if (o.n > 0)
+            printf(", \"tg\": {\"tokens\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, \"tps_sd\": %.2f}", o.n,
+                   tg.mean, tg.best, tg.sd);
+        if (o.n > 0 && o.b > 1)
+            printf(", \"batch\": {\"sequences\": %ld, \"tokens_each\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, "
+                   "\"tps_sd\": %.2f, \"vs_tg\": %.2f}",
+                   o.b, o.n, bt.mean, bt.best, bt.sd, tg.mean > 0 ? bt.mean / tg.mean : 0.0);
+        printf(", \"device\": \"%s\"", npl_model_device(m));
+        if (on_device)
+            print_device_stats_json(&ds);
+        printf(", \"reps\": %ld}\n", o.r);
+    } else {
+        printf("model        %s (%s, %.2f B parameters)\n", info->name, info->quantization,
+               (double)info->n_params * 1e-9);
+        printf("threads      %d\n", threads);
+        printf("load         %.2f s; resident after load: %.1f MiB anonymous, %.1f MiB file\n", load_s,
+               (double)rss_anon / 1024.0, (double)rss_file / 1024.0);
+        printf("first pp16   %.2f s (repacks the weights); resident after: %.1f MiB anonymous, %.1f MiB file\n",
+               first_s, (double)warm_anon / 1024.0, (double)warm_file / 1024.0);
+        if (o.p > 0)
+            printf("pp%-5ld      %8.2f tokens/s  (best %.2f, sd %.2f)\n", o.p, pp.mean, pp.best, pp.sd);
+        if (o.n > 0)
+            printf("tg%-5ld      %8.2f tokens/s  (best %.2f, sd %.2f)\n", o.n, tg.mean, tg.best, tg.sd);
+        if (o.n > 0 && o.b > 1)
+            printf("tg%ld x %-4ld %8.2f tokens/s aggregate (best %.2f, sd %.2f; %.2fx one sequence)\n", o.n, o.b,
+                   bt.mean, bt.best, bt.sd, tg.mean > 0 ? bt.mean / tg.mean : 0.0);
+        printf("peak RSS     %.1f MiB\n", (double)peak / 1024.0);
+        printf("device       %s (%s)\n", npl_model_device(m), npl_model_device_reason(m));
+        if (on_device)
+            print_device_stats(&ds);
+    }
+    free(ids);
+    free(tps);
+    npl_model_free(m);
+    return 0;
+}
