@@ -14,7 +14,8 @@
  * and the best run are reported.
  *
  * --barrier measures the thread pool instead: the cost of one empty
- * parallel section (the wake-up and join every kernel call pays). */
+ * parallel section (the wake-up and join every kernel call pays);
+ * --matmul the matrix kernels alone (bench_matmul.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,12 +24,14 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench_matmul.h"
 #include "npullm.h"
 #include "threadpool.h"
 
 static const char usage_text[] =
     "usage: npullm-bench MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-b BATCH] [-r REPS] [--json]\n"
     "       npullm-bench --barrier [-t THREADS] [--json]\n"
+    "       npullm-bench --matmul [-t THREADS] [-r REPS] [--json]\n"
     "\n"
     "  -p N        prompt tokens for the prompt-processing test (0 = skip; default 512)\n"
     "  -n N        generated tokens for the generation tests (0 = skip; default 128)\n"
@@ -39,13 +42,14 @@ static const char usage_text[] =
     "  --device D  cpu (default), npu-emu, npu or auto; on an NPU device the counted\n"
     "              dispatches and host<->device bytes per token are printed too\n"
     "  --json      one JSON object on stdout\n"
-    "  --barrier   time an empty parallel section of the thread pool\n";
+    "  --barrier   time an empty parallel section of the thread pool\n"
+    "  --matmul    time the matrix kernels alone (Q4_0, Q8_0, Q4_K; 1 and 64 vectors)\n";
 
 typedef struct options {
     const char *model;
     const char *device;
     long p, n, t, b, r, chunk;
-    bool json, barrier;
+    bool json, barrier, matmul;
 } options;
 
 typedef struct stat {
@@ -116,6 +120,8 @@ static options parse(int argc, char **argv)
             o.json = true;
         } else if (!strcmp(a, "--barrier")) {
             o.barrier = true;
+        } else if (!strcmp(a, "--matmul")) {
+            o.matmul = true;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(usage_text, stdout);
             exit(0);
@@ -131,7 +137,7 @@ static options parse(int argc, char **argv)
                 usage_error("bad or missing number after an option");
         }
     }
-    if (!o.model && !o.barrier)
+    if (!o.model && !o.barrier && !o.matmul)
         usage_error("no model given");
     return o;
 }
@@ -330,6 +336,8 @@ int main(int argc, char **argv)
     options o = parse(argc, argv);
     if (o.barrier)
         return bench_barrier(&o);
+    if (o.matmul)
+        return bench_matmul((int)o.t, o.r, o.json);
 
     npl_model_params mp;
     npl_model_params_default(&mp);

@@ -103,7 +103,7 @@ void npl_attention_ref(npl_kv_format fmt, const float *q, size_t q_stride, size_
                 s[j] = npl_attn_exp(s[j] - m);
                 lane[j % 16] += s[j];
             }
-            a.run_sum[h] += npl_attn_tree16(lane);
+            a.run_sum[h] += npl_lane_sum16(lane);
         }
         for (size_t j = 0; j < nj; j++) {
             const float *row = a.vals + j * head_dim;

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "lane_sum.h"
 #include "attention.h"
 #include "attention_internal.h"
 #include "ggml_types.h"
@@ -15,14 +16,6 @@
 #define AI static inline __attribute__((always_inline))
 
 #define HEADS_AT_ONCE 4
-
-AI float hsum16(__m256 lo, __m256 hi)
-{
-    __m256 t8 = _mm256_add_ps(lo, hi);
-    __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
-    __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
-    return _mm_cvtss_f32(_mm_add_ss(t2, _mm_movehdup_ps(t2)));
-}
 
 AI __m256 load_halves(const uint16_t *p)
 {
@@ -89,7 +82,7 @@ void npl_attention_avx2(npl_kv_format fmt, const float *q, size_t q_stride, size
                     lo = _mm256_fmadd_ps(_mm256_loadu_ps(qh + c), _mm256_loadu_ps(kr + c), lo);
                     hi = _mm256_fmadd_ps(_mm256_loadu_ps(qh + c + 8), _mm256_loadu_ps(kr + c + 8), hi);
                 }
-                float s = hsum16(lo, hi);
+                float s = npl_lane_sum16_avx2(lo, hi);
                 for (size_t c = hd16; c < head_dim; c++)
                     s = fmaf(qh[c], kr[c], s);
                 scores[h * NPL_ATTN_BLOCK + j] = s * scale;
@@ -132,7 +125,7 @@ void npl_attention_avx2(npl_kv_format fmt, const float *q, size_t q_stride, size
                 s[j] = npl_attn_exp(s[j] - m);
                 lane[j % 16] += s[j];
             }
-            run_sum[h] += npl_attn_tree16(lane);
+            run_sum[h] += npl_lane_sum16(lane);
         }
 
         for (size_t h0 = 0; h0 < n_q; h0 += HEADS_AT_ONCE) {

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "lane_sum.h"
 #include "attention.h"
 #include "attention_internal.h"
 #include "ggml_types.h"
@@ -18,21 +19,10 @@
 #define HEADS_AT_ONCE 4
 #define DIM_REGS 4
 
-AI float hsum16(__m512 v)
-{
-    __m256 lo = _mm512_castps512_ps256(v);
-    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    __m256 t8 = _mm256_add_ps(lo, hi);
-    __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
-    __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
-    return _mm_cvtss_f32(_mm_add_ss(t2, _mm_movehdup_ps(t2)));
-}
-
 AI __m512 load_halves(const uint16_t *p)
 {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
 }
-
 
 /* The 16 lane sums of a[0..15], each in the order of hsum16, in one
  * register: the pairs (l, l+8), (l, l+4), (l, l+2), (l, l+1) are added
@@ -167,7 +157,7 @@ void npl_attention_avx512(npl_kv_format fmt, const float *q, size_t q_stride, si
                 _mm512_mask_storeu_ps(s + j, live, p);
                 lanes = _mm512_mask_add_ps(lanes, live, lanes, p);
             }
-            run_sum[h] += hsum16(lanes);
+            run_sum[h] += npl_lane_sum16_avx512(lanes);
         }
 
         /* acc += p_j * v_j: up to HEADS_AT_ONCE heads x 64 dimensions of

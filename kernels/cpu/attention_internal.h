@@ -23,20 +23,10 @@
 
 #include "attention.h"
 #include "fast_exp.h"
+#include "lane_sum.h"
 
 /* The softmax's exp (fast_exp.h). */
 #define npl_attn_exp npl_exp_neg
-
-/* The 16-lane tree sum of matmul_ref.h: (l + l+8), (+4), (+2), (+1). */
-static inline float npl_attn_tree16(const float lane[16])
-{
-    float t8[8], t4[4];
-    for (int i = 0; i < 8; i++)
-        t8[i] = lane[i] + lane[i + 8];
-    for (int i = 0; i < 4; i++)
-        t4[i] = t8[i] + t8[i + 4];
-    return (t4[0] + t4[2]) + (t4[1] + t4[3]);
-}
 
 /* Cached rows [j0, j0 + nj) as floats, exactly (a half widens exactly;
  * a Q8_0 value q * d is exact in binary32): rows at dst + j * head_dim. */

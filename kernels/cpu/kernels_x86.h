@@ -38,6 +38,14 @@ void npl_float_matmul_avx2(const npl_matrix *w, int64_t r0, int64_t r1, const fl
 void npl_float_matmul_avx512(const npl_matrix *w, int64_t r0, int64_t r1, const float *x, size_t x_stride,
                              size_t n_vec, float *const *y, float *buf);
 
+/* BF16 rows against BF16 activations (matmul_bf16.h): rows [r0, r1),
+ * vectors xb_stride apart. The AVX-512 one needs AVX512_BF16. */
+void npl_act_to_bf16_avx2(const float *x, size_t n, uint16_t *out);
+void npl_bf16_matmul_avx2(const npl_matrix *w, int64_t r0, int64_t r1, const uint16_t *xb, size_t xb_stride,
+                          size_t n_vec, float *const *y);
+void npl_bf16_matmul_avx512bf16(const npl_matrix *w, int64_t r0, int64_t r1, const uint16_t *xb, size_t xb_stride,
+                                size_t n_vec, float *const *y);
+
 /* npl_attention_kv at each level (attention_internal.h's arithmetic). */
 void npl_attention_avx2(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k, const void *v,
                         size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, float *out,

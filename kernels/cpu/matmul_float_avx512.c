@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "lane_sum.h"
 #include "ggml_types.h"
 #include "matmul_ref.h"
 
@@ -49,16 +50,6 @@ AI float load1(uint32_t type, const uint8_t *row, size_t c)
 }
 
 /* (l0 + l8), ... halving down to one value: matmul_ref.h's order. */
-AI float hsum16(__m512 v)
-{
-    __m256 lo = _mm512_castps512_ps256(v);
-    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    __m256 t8 = _mm256_add_ps(lo, hi);
-    __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
-    __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
-    return _mm_cvtss_f32(_mm_add_ss(t2, _mm_movehdup_ps(t2)));
-}
-
 AI void float_tile(uint32_t type, const uint8_t *const rows[TILE_ROWS], const float *x, size_t xs, int V, size_t n,
                    float out[TILE_ROWS][TILE_VECS])
 {
@@ -86,7 +77,7 @@ AI void float_tile(uint32_t type, const uint8_t *const rows[TILE_ROWS], const fl
     for (int r = 0; r < TILE_ROWS; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < V; v++) {
-            float s = hsum16(acc[r][v]);
+            float s = npl_lane_sum16_avx512(acc[r][v]);
             for (size_t c = n16; c < n; c++)
                 s = fmaf(load1(type, rows[r], c), x[(size_t)v * xs + c], s);
             out[r][v] = s;

@@ -7,6 +7,8 @@
 #include "matmul_ref.h"
 
 #include <math.h>
+
+#include "lane_sum.h"
 #include <string.h>
 
 #include "ggml_types.h"
@@ -100,12 +102,7 @@ float npl_dot_canon_ref(const float *w, const float *x, size_t n)
     for (size_t c = 0; c < n16; c += 16)
         for (int i = 0; i < 16; i++)
             lane[i] = fmaf(w[c + i], x[c + i], lane[i]);
-    float t8[8], t4[4];
-    for (int i = 0; i < 8; i++)
-        t8[i] = lane[i] + lane[i + 8];
-    for (int i = 0; i < 4; i++)
-        t4[i] = t8[i] + t8[i + 4];
-    float s = (t4[0] + t4[2]) + (t4[1] + t4[3]);
+    float s = npl_lane_sum16(lane);
     for (size_t c = n16; c < n; c++)
         s = fmaf(w[c], x[c], s);
     return s;

@@ -14,8 +14,9 @@
  *   Q6_K:
  *     S = sum_g sc_g * (isum16_g - 32 * bsum16_g)
  *     acc = fmaf(d * d_a, S, acc)
- * Float rows (F32, F16, BF16 exactly widened; other types through the
- * reference dequantizer): 16 lanes, lane l = fmaf chain over columns
+ * BF16 rows: against BF16-rounded activations, VDPBF16PS's arithmetic
+ * (matmul_bf16.h). Float rows (F32, F16 exactly widened; other types
+ * through the reference dequantizer): 16 lanes, lane l = fmaf chain over columns
  * c = l (mod 16) below n & ~15; then ((l_i + l_i+8) pairwise halving down
  * to one value, i.e. the natural AVX-512 / 2xAVX2 horizontal sum); then
  * the remaining columns fmaf'ed in order. */

@@ -10,14 +10,17 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cpu_features.h"
 #include "ggml_types.h"
 #include "kernels_x86.h"
+#include "matmul_bf16.h"
 #include "matmul_packed.h"
 #include "matmul_ref.h"
 #include "quant_act.h"
 
-/* Output rows per task: one packed row group; 16 floats of output are
- * one cache line, so two threads never write the same line. */
+/* Output rows per task: one packed row group. 16 floats of output are a
+ * cache line, so two threads share at most the line at the boundary of
+ * their slices (none when the output is 64-byte aligned). */
 #define ROWS_PER_TASK NPL_PACK_ROWS
 
 /* Below this many activation elements, quantizing on the calling thread
@@ -41,6 +44,8 @@ struct npl_matmul_ws {
     bool release_source; /* weights are a read-only file mapping */
     npl_act_q8 *act;   /* max_vecs * max_cols / 32 */
     npl_act_q8k *actk; /* max_vecs * max_cols / 256 */
+    uint16_t *actb;    /* max_vecs * max_cols BF16 activations */
+    bool bf16_insn;    /* the CPU has VDPBF16PS */
     float *rows;       /* n_threads * 4 * max_cols */
     float **out_ptrs;  /* NPL_MATMUL_MULTI_MAX * max_vecs, for the contiguous variants */
     pack_entry *packs; /* open addressing, pack_cap slots */
@@ -117,19 +122,24 @@ npl_matmul_ws *npl_matmul_ws_create(int n_threads, int64_t max_cols, size_t max_
     ws->max_vecs = max_vecs;
     ws->simd = npl_simd_detect();
     ws->packing = true;
+    npl_cpu_features f;
+    npl_cpu_features_detect(&f);
+    ws->bf16_insn = f.avx512bf16;
     size_t blocks = ((size_t)max_cols + NPL_ACT_QK - 1) / NPL_ACT_QK;
     size_t kblocks = ((size_t)max_cols + NPL_ACT_QKK - 1) / NPL_ACT_QKK;
     size_t per_thread = 4 * (size_t)max_cols;
     if (max_vecs > SIZE_MAX / sizeof(npl_act_q8) / blocks || max_vecs > SIZE_MAX / NPL_MATMUL_MULTI_MAX / sizeof(float *) ||
+        max_vecs > SIZE_MAX / sizeof(uint16_t) / (size_t)max_cols ||
         (size_t)n_threads > SIZE_MAX / sizeof(float) / per_thread) {
         free(ws);
         return NULL;
     }
     ws->act = malloc(max_vecs * blocks * sizeof(npl_act_q8));
     ws->actk = malloc(max_vecs * kblocks * sizeof(npl_act_q8k));
+    ws->actb = malloc(max_vecs * (size_t)max_cols * sizeof(uint16_t));
     ws->rows = malloc((size_t)n_threads * per_thread * sizeof(float));
     ws->out_ptrs = malloc(NPL_MATMUL_MULTI_MAX * max_vecs * sizeof *ws->out_ptrs);
-    if (!ws->act || !ws->actk || !ws->rows || !ws->out_ptrs) {
+    if (!ws->act || !ws->actk || !ws->actb || !ws->rows || !ws->out_ptrs) {
         npl_matmul_ws_free(ws);
         return NULL;
     }
@@ -145,6 +155,7 @@ void npl_matmul_ws_free(npl_matmul_ws *ws)
     free(ws->packs);
     free(ws->act);
     free(ws->actk);
+    free(ws->actb);
     free(ws->rows);
     free(ws->out_ptrs);
     free(ws);
@@ -328,7 +339,7 @@ typedef struct mm_job {
     const float *x;
     size_t x_stride;
     size_t n_vec;
-    bool need_q8, need_q8k;
+    bool need_q8, need_q8k, need_bf16;
 } mm_job;
 
 static void quantize_task(void *ctx, size_t begin, size_t end, int thread)
@@ -343,6 +354,8 @@ static void quantize_task(void *ctx, size_t begin, size_t end, int thread)
             npl_quantize_act_q8(ws->simd, xv, n, ws->act + v * (size_t)(n / NPL_ACT_QK));
         if (job->need_q8k)
             npl_quantize_act_q8k(ws->simd, xv, n, ws->actk + v * (size_t)(n / NPL_ACT_QKK));
+        if (job->need_bf16)
+            npl_act_to_bf16(ws->simd, xv, (size_t)n, ws->actb + v * (size_t)n);
     }
 }
 
@@ -366,6 +379,21 @@ static void run_segment(const mm_job *job, const mm_seg *s, size_t t0, size_t t1
         r1 = w->n_rows;
     if (is_quant(w->type)) {
         npl_quant_rows_ref(w, r0, r1, act, job->n_vec, s->y);
+        return;
+    }
+    if (w->type == NPL_TYPE_BF16) {
+        size_t n = (size_t)w->n_cols;
+#ifdef NPL_KERNELS_X86
+        if (ws->simd >= NPL_SIMD_AVX512 && ws->bf16_insn) {
+            npl_bf16_matmul_avx512bf16(w, r0, r1, ws->actb, n, job->n_vec, s->y);
+            return;
+        }
+        if (ws->simd >= NPL_SIMD_AVX2) {
+            npl_bf16_matmul_avx2(w, r0, r1, ws->actb, n, job->n_vec, s->y);
+            return;
+        }
+#endif
+        npl_bf16_rows_ref(w, r0, r1, ws->actb, n, job->n_vec, s->y);
         return;
     }
     float *buf = ws->rows + (size_t)thread * 4 * (size_t)ws->max_cols;
@@ -409,8 +437,10 @@ static void run_job(npl_threadpool *pool, mm_job *job)
             else
                 job->need_q8 = true;
         }
+        if (s->w->type == NPL_TYPE_BF16)
+            job->need_bf16 = true;
     }
-    if (job->need_q8 || job->need_q8k) {
+    if (job->need_q8 || job->need_q8k || job->need_bf16) {
         if (job->n_vec * (size_t)job->seg[0].w->n_cols < QUANT_PARALLEL_MIN)
             quantize_task(job, 0, job->n_vec, 0);
         else

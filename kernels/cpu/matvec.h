@@ -12,8 +12,10 @@
  * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K rows are dotted with
  * the activations quantized to 8 bits (integer dots); with AVX2 or
  * AVX-512 they are first repacked into an interleaved layout
- * (matmul_packed.h) owned by the workspace. F32/F16/BF16 rows are read in
- * place; the other types are converted to floats a row at a time. */
+ * (matmul_packed.h) owned by the workspace. BF16 rows are dotted with the
+ * activations rounded to BF16 (VDPBF16PS where the CPU has it); F32/F16
+ * rows are read in place and dotted in float; the other types are
+ * converted to floats a row at a time. */
 #ifndef NPL_MATVEC_H
 #define NPL_MATVEC_H
 

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -46,6 +47,14 @@ typedef struct worker_arg {
     int index;
 } worker_arg;
 
+/* Every YIELD_EVERY spins the waiting thread offers its core to the
+ * scheduler: when the machine is oversubscribed, the thread being waited
+ * for may be queued on this very core, and pure spinning would only burn
+ * the time it needs. On an idle machine sched_yield returns at once. */
+#ifndef YIELD_EVERY
+#define YIELD_EVERY 256
+#endif
+
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -89,7 +98,10 @@ static void *worker_main(void *arg)
             gen = atomic_load_explicit(&pool->generation, memory_order_acquire);
             if (gen != seen || atomic_load_explicit(&pool->stop, memory_order_relaxed))
                 break;
-            cpu_relax();
+            if (i % YIELD_EVERY == YIELD_EVERY - 1)
+                sched_yield();
+            else
+                cpu_relax();
         }
         if (gen == seen) {
             pthread_mutex_lock(&pool->mu);
@@ -223,7 +235,10 @@ void npl_threadpool_run(npl_threadpool *pool, size_t n_tasks, npl_task_fn fn, vo
     for (int i = 0; i < SPIN_ITERATIONS; i++) {
         if (atomic_load_explicit(&pool->pending, memory_order_acquire) == 0)
             return;
-        cpu_relax();
+        if (i % YIELD_EVERY == YIELD_EVERY - 1)
+            sched_yield();
+        else
+            cpu_relax();
     }
     pthread_mutex_lock(&pool->mu);
     while (atomic_load_explicit(&pool->pending, memory_order_acquire) != 0)

@@ -12,11 +12,14 @@
  *  - activation quantization gives the same bytes at every level. */
 #include <math.h>
 #include <stddef.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cpu_features.h"
 #include "ggml_blocks.h"
 #include "ggml_types.h"
 #include "kernels_test.h"
+#include "matmul_bf16.h"
 #include "matmul_packed.h"
 #include "matmul_ref.h"
 #include "matvec.h"
@@ -212,6 +215,8 @@ static double tolerance(uint32_t type, const float *w, const float *x, int64_t c
     for (int64_t i = 0; i < cols; i++)
         abs_dot += fabs((double)w[i] * x[i]);
     double tol = 2e-6 * abs_dot + 1e-30;
+    if (type == NPL_TYPE_BF16)
+        tol += abs_dot / 256.0; /* activations rounded to bf16 (8 bits) */
     if (is_int_path(type)) {
         int64_t blk = npl_quant_kind_is_k(type) ? 256 : 32;
         for (int64_t b = 0; b < cols / blk; b++) {
@@ -434,6 +439,48 @@ static void test_prepack(void)
     npl_threadpool_free(pool);
 }
 
+/* Weights in a read-only private file mapping, as a model's are: after
+ * repacking, the kernels drop the mapping's pages (release_source); the
+ * results are unchanged and the mapping still reads the file's bytes. */
+static void test_release_source(void)
+{
+    enum { ROWS = 64, COLS = 1024, NVEC = 3 };
+    kt_rng r = {8};
+    uint8_t *alloc;
+    uint8_t *q = make_rows(&type_cases[3], ROWS, COLS, &r, &alloc); /* q4_0 */
+    REQUIRE(q);
+    size_t bytes = npl_type_row_size(NPL_TYPE_Q4_0, COLS) * ROWS;
+    char path[] = "/tmp/npl-kernels-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    unlink(path);
+    REQUIRE(write(fd, q, bytes) == (ssize_t)bytes);
+    void *map = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    REQUIRE(map != MAP_FAILED);
+    npl_threadpool *pool = npl_threadpool_create(2);
+    npl_matmul_ws *ws = npl_matmul_ws_create(2, COLS, NVEC), *plain = npl_matmul_ws_create(2, COLS, NVEC);
+    REQUIRE(pool && ws && plain);
+    static float x[NVEC * COLS], y0[NVEC * ROWS], y1[NVEC * ROWS], y2[NVEC * ROWS];
+    make_vectors(x, NVEC, COLS, &r);
+    npl_matrix wm, wp;
+    REQUIRE(npl_matrix_init(&wm, NPL_TYPE_Q4_0, map, COLS, ROWS));
+    REQUIRE(npl_matrix_init(&wp, NPL_TYPE_Q4_0, q, COLS, ROWS));
+    npl_matmul_ws_set_packing(plain, false);
+    npl_matmul_contig(pool, plain, &wp, x, COLS, NVEC, y0, ROWS);
+    npl_matmul_ws_set_release_source(ws, true);
+    npl_matmul_contig(pool, ws, &wm, x, COLS, NVEC, y1, ROWS); /* packs, then drops the pages */
+    npl_matmul_contig(pool, ws, &wm, x, COLS, NVEC, y2, ROWS);
+    CHECK(memcmp(y0, y1, sizeof y0) == 0);
+    CHECK(memcmp(y0, y2, sizeof y0) == 0);
+    CHECK(memcmp(map, q, bytes) == 0); /* faulted back in from the file */
+    npl_matmul_ws_free(ws);
+    npl_matmul_ws_free(plain);
+    npl_threadpool_free(pool);
+    munmap(map, bytes);
+    free(alloc);
+}
+
 /* ---- activation quantization ------------------------------------------------------------ */
 
 static void test_quantize_levels(void)
@@ -463,6 +510,15 @@ static void test_quantize_levels(void)
             CHECKF(memcmp(a0, a1, sizeof a0) == 0, "q8 level %d rep %d differs", lv, rep);
             CHECKF(memcmp(k0, k1, sizeof k0) == 0, "q8k level %d rep %d differs", lv, rep);
         }
+        static uint16_t b0[N], b1[N];
+        npl_act_to_bf16(NPL_SIMD_NONE, x, N, b0);
+        for (int lv = 1; lv <= (int)npl_simd_detect(); lv++) {
+            npl_act_to_bf16((npl_simd_level)lv, x, N, b1);
+            CHECKF(memcmp(b0, b1, sizeof b0) == 0, "bf16 level %d rep %d differs", lv, rep);
+        }
+        for (int i = 0; i < N; i++)
+            if (!isnan(x[i]) && fabsf(x[i]) >= 0x1p-126f && fabsf(x[i]) < 0x1p+127f)
+                CHECK(fabsf(npl_bf16_to_fp32(b0[i]) - x[i]) <= fabsf(x[i]) * 0x1p-8f);
         /* the blocks say what they hold */
         for (int b = 0; b < N / 32 && rep != 5; b++) {
             int sum = 0;
@@ -498,4 +554,5 @@ static void test_cpu_features(void)
 KT_MAIN({"cpu_features", test_cpu_features}, {"quantize_levels", test_quantize_levels},
         {"block_ints", test_block_ints}, {"matmul_exact", test_matmul_exact},
         {"reference_accuracy", test_reference_accuracy}, {"batch_threads_packing", test_batch_threads_packing},
-        {"multi_equals_single", test_multi_equals_single}, {"prepack", test_prepack})
+        {"multi_equals_single", test_multi_equals_single}, {"prepack", test_prepack},
+        {"release_source", test_release_source})

@@ -67,7 +67,7 @@ static void test_threadpool(void)
         npl_threadpool *pool = npl_threadpool_create(nt);
         REQUIRE(pool);
         CHECK(npl_threadpool_size(pool) == nt);
-        for (int rep = 0; rep < 2000; rep++) {
+        for (int rep = 0; rep < 400; rep++) {
             size_t n = (size_t)(rep * 7919) % 300;
             memset(counts, 0, sizeof counts);
             count_job j = {counts, thread_of};

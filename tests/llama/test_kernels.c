@@ -157,13 +157,16 @@ static uint8_t *make_rows(const type_case *tc, int64_t rows, int64_t cols, rng *
 }
 
 /* Bound on |kernel - exact| for one row and vector: float rounding of the
- * dot, plus the 8-bit quantization of the activations when used. */
+ * dot, plus the 8-bit quantization of the activations when used, or their
+ * rounding to BF16 (8 significant bits) against BF16 rows. */
 static double tolerance(const type_case *tc, const float *w, const float *x, int64_t cols)
 {
     double abs_dot = 0.0;
     for (int64_t i = 0; i < cols; i++)
         abs_dot += fabs((double)w[i] * x[i]);
     double tol = 1e-5 * abs_dot + 1e-6;
+    if (tc->type == NPL_TYPE_BF16)
+        tol += abs_dot / 256.0;
     if (tc->quant_acts) {
         /* The K-quants pair with 256-element activation blocks (one scale
          * each), the others with 32-element ones. */
