@@ -1,4 +1,4 @@
-/* Helpers of the architecture loaders (model_gemma3.c): read an
+/* Helpers of the architecture loaders (model_llama.c, model_gemma3.c): read an
  * architecture's metadata with defaults and range checks, and bind tensors
  * after checking presence, shape and type, with messages that name the
  * file, the key or tensor, and what was expected. */

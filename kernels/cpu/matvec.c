@@ -53,21 +53,11 @@ struct npl_matmul_ws {
     size_t packed_bytes;
 };
 
+/* Types dotted against 8-bit activations: exactly the ones the packed
+ * layout exists for. */
 static bool is_quant(uint32_t type)
 {
-    switch (type) {
-    case NPL_TYPE_Q4_0:
-    case NPL_TYPE_Q4_1:
-    case NPL_TYPE_Q5_0:
-    case NPL_TYPE_Q5_1:
-    case NPL_TYPE_Q8_0:
-    case NPL_TYPE_Q4_K:
-    case NPL_TYPE_Q5_K:
-    case NPL_TYPE_Q6_K:
-        return true;
-    default:
-        return false;
-    }
+    return npl_pack_type_supported(type);
 }
 
 bool npl_matmul_type_supported(uint32_t type)
