@@ -1,5 +1,6 @@
-// Stub of XRT 2.18 xrt/xrt_bo.h (declarations used by the shim only; the
-// sync direction enum and flag bits come from xrt.h / xrt_mem.h there).
+// Stand-in for XRT's xrt/xrt_bo.h: declarations the shim needs (see
+// ../README). The sync direction enum comes from xrt/deprecated/xrt.h and
+// the flag bits from xrt/detail/xrt_mem.h there (xrt.h, xrt_mem.h in 2.18).
 #ifndef NPL_STUB_XRT_BO_H
 #define NPL_STUB_XRT_BO_H
 #include <cstddef>
@@ -35,8 +36,9 @@ public:
     p2p = XRT_BO_FLAGS_P2P,
     svm = XRT_BO_FLAGS_SVM,
   };
-  bo();
+  bo() {}
   bo(const xrt::device& device, size_t sz, bo::flags flags, memory_group grp);
+  // Sub-buffer of parent, size bytes at offset.
   bo(const bo& parent, size_t size, size_t offset);
   bo(const bo& rhs) = default;
   bo& operator=(const bo& rhs) = default;

@@ -1,4 +1,5 @@
-// Stub of XRT 2.18 xrt/xrt_hw_context.h (declarations used by the shim only).
+// Stand-in for XRT's xrt/xrt_hw_context.h: declarations the shim needs (see
+// ../README).
 #ifndef NPL_STUB_XRT_HW_CONTEXT_H
 #define NPL_STUB_XRT_HW_CONTEXT_H
 #include <cstdint>

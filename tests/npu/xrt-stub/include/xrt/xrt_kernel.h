@@ -1,5 +1,7 @@
-// Stub of XRT 2.18 xrt/xrt_kernel.h (declarations used by the shim only;
-// ert_cmd_state comes from ert.h there).
+// Stand-in for XRT's xrt/xrt_kernel.h: declarations the shim needs (see
+// ../README). ert_cmd_state comes from xrt/detail/ert.h there (ert.h in
+// 2.18). XRT 2.26 adds a set_arg template for types derived from xrt::bo,
+// which 2.18 lacks; it is left out so the shim keeps building with 2.18.
 #ifndef NPL_STUB_XRT_KERNEL_H
 #define NPL_STUB_XRT_KERNEL_H
 #include <chrono>
@@ -36,6 +38,8 @@ public:
   run& operator=(run&&) = default;
   void start();
   ert_cmd_state wait(const std::chrono::milliseconds& timeout = std::chrono::milliseconds{0}) const;
+  // Scalars are passed by address and size; XRT copies at most the
+  // argument's size from the kernel metadata.
   template <typename ArgType>
   void set_arg(int index, ArgType&& arg) { set_arg_at_index(index, &arg, sizeof(arg)); }
   void set_arg(int index, xrt::bo& boh) { set_arg_at_index(index, boh); }

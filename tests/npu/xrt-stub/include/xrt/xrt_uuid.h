@@ -1,4 +1,5 @@
-// Stub of XRT 2.18 xrt/xrt_uuid.h (declarations used by the shim only).
+// Stand-in for XRT's xrt/xrt_uuid.h: declarations the shim needs, with the
+// signatures of XRT 2.18 and 2.26 (see ../README). XRT defines these inline.
 #ifndef NPL_STUB_XRT_UUID_H
 #define NPL_STUB_XRT_UUID_H
 #include <string>

@@ -1,4 +1,5 @@
-// Stub of XRT 2.18 experimental/xrt_xclbin.h (declarations used by the shim only).
+// Stand-in for XRT's xrt/experimental/xrt_xclbin.h (experimental/xrt_xclbin.h
+// in XRT 2.18): declarations the shim needs (see ../../README).
 #ifndef NPL_STUB_XRT_XCLBIN_H
 #define NPL_STUB_XRT_XCLBIN_H
 #include <string>
