@@ -182,6 +182,16 @@ static void norm_rope_head(const npl_model *m, float *h, const float *norm_w, co
         rope_rotate(h, cs, m->hp.n_rot / 2);
 }
 
+/* One K or V row into the cache, in the model's format; halves through
+ * the SIMD-level conversion the rest of the engine uses. */
+static void kv_store(const npl_model *m, const float *src, uint8_t *dst)
+{
+    if (m->kv_format == NPL_KV_F16)
+        npl_f32_to_f16_row(m->simd, src, (uint16_t *)(void *)dst, m->hp.head_dim);
+    else
+        npl_kv_store_row(m->kv_format, src, dst, m->hp.head_dim);
+}
+
 /* RoPE on the row's Q and K heads, then K and V into its cache (twice for
  * a mirrored ring row, see npl_seq.kv_ring). */
 static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
@@ -192,7 +202,7 @@ static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
     const npl_hparams *hp = &m->hp;
     const npl_layer *L = &m->layers[c->layer];
     npl_forward_ws *fw = &m->fw;
-    size_t hd = hp->head_dim;
+    size_t hd = hp->head_dim, rb = m->kv_row_bytes;
     const float *table = L->local && fw->rope_swa ? fw->rope_swa : fw->rope;
     for (size_t i = begin; i < end; i++) {
         const float *cs = table + i * hp->n_rot;
@@ -207,11 +217,11 @@ static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
         for (uint32_t g = 0; g < hp->n_head_kv; g++) {
             norm_rope_head(m, k + g * hd, L->attn_k_norm, cs);
             size_t head = npl_kv_head_offset(s, c->layer, g);
-            npl_f32_to_f16_row(m->simd, k + g * hd, s->k_cache + head + row * hd, hd);
-            npl_f32_to_f16_row(m->simd, v + g * hd, s->v_cache + head + row * hd, hd);
+            kv_store(m, k + g * hd, s->k_cache + head + row * rb);
+            kv_store(m, v + g * hd, s->v_cache + head + row * rb);
             if (mirror != SIZE_MAX) {
-                npl_f32_to_f16_row(m->simd, k + g * hd, s->k_cache + head + mirror * hd, hd);
-                npl_f32_to_f16_row(m->simd, v + g * hd, s->v_cache + head + mirror * hd, hd);
+                kv_store(m, k + g * hd, s->k_cache + head + mirror * rb);
+                kv_store(m, v + g * hd, s->v_cache + head + mirror * rb);
             }
         }
     }
@@ -237,10 +247,11 @@ static void attention_task(void *ctx, size_t begin, size_t end, int thread)
         uint32_t pos = fw->row_pos[i];
         uint32_t last = c->bidirectional ? fw->row_pos[c->n_rows - 1] : pos;
         uint32_t first = local && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
-        size_t off = npl_kv_head_offset(s, c->layer, g) + npl_kv_row(s, c->layer, first) * hd;
+        size_t off = npl_kv_head_offset(s, c->layer, g) + npl_kv_row(s, c->layer, first) * m->kv_row_bytes;
         size_t q_off = i * q_dim(hp) + (size_t)g * group * hd;
-        npl_attention(m->simd, fw->q + q_off, hd, group, s->k_cache + off, s->v_cache + off, hd,
-                      (size_t)(last - first) + 1, hd, m->attn_scale, fw->attn + q_off, hd, scratch);
+        npl_attention_kv(m->simd, m->kv_format, fw->q + q_off, hd, group, s->k_cache + off, s->v_cache + off,
+                         m->kv_row_bytes, (size_t)(last - first) + 1, hd, m->attn_scale, fw->attn + q_off, hd,
+                         scratch);
     }
 }
 

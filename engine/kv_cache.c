@@ -1,7 +1,8 @@
 /* Sequences: a KV cache of n_ctx positions plus the last logits.
  *
- * K and V are kept as IEEE halves, one array each, laid out
- * [layer][kv_head][row][head_dim]: the attention of one head reads its
+ * K and V are kept in the model's cache format (IEEE halves, or Q8_0
+ * blocks when npl_model_params.kv_type asks for them), one array each,
+ * laid out [layer][kv_head][row]: the attention of one head reads its
  * cached rows front to back, and a new token writes one row per
  * (layer, head). A global layer has a row per position of the context; a
  * local (sliding-window) layer of a context longer than its window needs
@@ -57,26 +58,28 @@ npl_seq *npl_seq_create(npl_model *m, uint32_t n_ctx, npl_error *err)
         return NULL;
     }
     /* Every factor is bounded by the loader's limits, but the sum can
-     * still exceed what this machine can address. */
-    size_t elems = 0;
-    size_t per_row = (size_t)hp->n_head_kv * hp->head_dim;
+     * still exceed what this machine can address: bounded so that K and V
+     * together stay addressable. A row holds at least one byte per value
+     * in either format, so the value offsets of kv_layer_off fit too. */
+    size_t rows_total = 0;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         size_t rows = npl_kv_rows(s, l);
-        if (rows > SIZE_MAX / sizeof(uint16_t) / hp->n_layer / per_row) {
+        if (rows > SIZE_MAX / 2 / hp->n_layer / hp->n_head_kv / m->kv_row_bytes) {
             npl_error_set(err, NPL_ERR_NOMEM, "a KV cache of %u tokens does not fit in memory", n_ctx);
             npl_seq_free(s);
             return NULL;
         }
-        s->kv_layer_off[l] = elems;
-        elems += rows * per_row;
+        s->kv_layer_off[l] = rows_total * hp->head_dim;
+        rows_total += rows * hp->n_head_kv;
     }
 
-    s->k_cache = calloc(elems, sizeof *s->k_cache);
-    s->v_cache = calloc(elems, sizeof *s->v_cache);
+    size_t bytes = rows_total * m->kv_row_bytes;
+    s->k_cache = calloc(bytes, 1);
+    s->v_cache = calloc(bytes, 1);
     s->logits = malloc((size_t)hp->n_vocab * sizeof *s->logits);
     if (!s->k_cache || !s->v_cache || !s->logits) {
         npl_error_set(err, NPL_ERR_NOMEM, "out of memory for a KV cache of %u tokens (%zu MiB)", n_ctx,
-                      (elems * 2 * sizeof(uint16_t)) >> 20);
+                      (bytes * 2) >> 20);
         npl_seq_free(s);
         return NULL;
     }

@@ -15,6 +15,33 @@ void npl_model_params_default(npl_model_params *p)
     p->n_threads = 0;
     p->prefill_chunk = NPL_DEFAULT_PREFILL_CHUNK;
     p->device = NULL;
+    p->kv_type = NULL; /* f16 */
+}
+
+/* npl_model_params.kv_type: NULL or a name the cache formats know. */
+static npl_status parse_kv_type(const char *name, npl_kv_format *out, npl_error *err)
+{
+    if (!name || strcmp(name, "f16") == 0)
+        *out = NPL_KV_F16;
+    else if (strcmp(name, "q8_0") == 0)
+        *out = NPL_KV_Q8_0;
+    else
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "kv_type '%.64s' is not known (accepted: f16, q8_0)", name);
+    return NPL_OK;
+}
+
+/* The cache format against the model's head size (Q8_0 blocks are 32
+ * values, and a row is one head). */
+static npl_status init_kv_format(npl_model *m, npl_kv_format fmt, npl_error *err)
+{
+    m->kv_format = fmt;
+    m->kv_row_bytes = npl_kv_row_bytes(fmt, m->hp.head_dim);
+    if (!m->kv_row_bytes)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED,
+                             "%s: a q8_0 KV cache needs a head size that is a multiple of 32, this model's is %u "
+                             "(use kv_type f16)",
+                             npl_gguf_path(m->gguf), m->hp.head_dim);
+    return NPL_OK;
 }
 
 static npl_status check_architecture(npl_model *m, npl_error *err)
@@ -108,6 +135,9 @@ npl_model *npl_model_load(const char *path, const npl_model_params *params, npl_
         npl_error_set(err, NPL_ERR_INVALID_ARG, "prefill_chunk = %u is out of range [1, 65536]", params->prefill_chunk);
         return NULL;
     }
+    npl_kv_format kv_format = NPL_KV_F16;
+    if (parse_kv_type(params->kv_type, &kv_format, err))
+        return NULL;
 
     npl_model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -126,6 +156,8 @@ npl_model *npl_model_load(const char *path, const npl_model_params *params, npl_
     if (!m->tok)
         goto fail;
     if (load_architecture(m, err))
+        goto fail;
+    if (init_kv_format(m, kv_format, err))
         goto fail;
     if (init_rope(m, err))
         goto fail;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attention.h"
 #include "matvec.h"
 #include "npullm.h"
 #include "threadpool.h"
@@ -107,6 +108,9 @@ struct npl_model {
     bool ffn_gelu;     /* GELU(tanh)-gated FFN instead of SiLU-gated */
     double *rope_inv_freq_swa; /* n_rot / 2, local layers; NULL without them */
 
+    npl_kv_format kv_format; /* of every sequence's KV cache (npl_model_params.kv_type) */
+    size_t kv_row_bytes;     /* one cached row of head_dim values in that format */
+
     struct npl_model_device_state *device; /* engine/model_device.c: where the layers run */
 };
 
@@ -114,10 +118,11 @@ struct npl_seq {
     npl_model *model;
     uint32_t n_ctx;
     uint32_t pos;
-    /* [layer][kv_head][position][head_dim] halves, K and V apart: a step
-     * reads each head's cached rows front to back. */
-    uint16_t *k_cache;
-    uint16_t *v_cache;
+    /* [layer][kv_head][position] rows of model->kv_row_bytes (head_dim
+     * values in model->kv_format), K and V apart: a step reads each head's
+     * cached rows front to back. */
+    uint8_t *k_cache;
+    uint8_t *v_cache;
     float *logits; /* n_vocab */
     bool has_logits;
     bool in_batch; /* marks duplicates while npl_decode checks its batch */
@@ -129,7 +134,10 @@ struct npl_seq {
      * kv_ring = 0: every layer keeps n_ctx rows, position p at row p. */
     uint32_t kv_ring;
     uint32_t kv_ring_rows; /* 2 * kv_ring - 1 */
-    size_t *kv_layer_off;  /* n_layer: start of each layer's rows in k_cache / v_cache, in halves */
+    /* n_layer: start of each layer's rows in k_cache / v_cache, counted
+     * in cached values (rows * head_dim) so that it reads the same in
+     * every format; npl_kv_head_offset turns it into bytes. */
+    size_t *kv_layer_off;
     struct npl_npu_seq *npu; /* engine/backend_npu.c: the KV cache on the NPU device, or NULL */
 };
 
@@ -152,10 +160,13 @@ static inline uint32_t npl_kv_rows(const npl_seq *s, uint32_t layer)
     return s->kv_ring && s->model->layers[layer].local ? s->kv_ring_rows : s->n_ctx;
 }
 
-/* The cached rows of one (layer, kv head). */
+/* Byte offset in k_cache / v_cache of the cached rows of one (layer, kv
+ * head). */
 static inline size_t npl_kv_head_offset(const npl_seq *s, uint32_t layer, uint32_t kv_head)
 {
-    return s->kv_layer_off[layer] + (size_t)kv_head * npl_kv_rows(s, layer) * s->model->hp.head_dim;
+    const npl_model *m = s->model;
+    size_t layer_rows = s->kv_layer_off[layer] / m->hp.head_dim;
+    return (layer_rows + (size_t)kv_head * npl_kv_rows(s, layer)) * m->kv_row_bytes;
 }
 
 /* Row of position pos in a layer's rows (the first one for a ring). */

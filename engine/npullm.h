@@ -34,6 +34,10 @@ typedef struct npl_model_params {
      * used), or "auto" (the NPU when discovery finds everything in place,
      * else the CPU; npl_model_device_reason says why). */
     const char *device;
+    /* Format of the KV cache the CPU layers keep: "f16" (also NULL) or
+     * "q8_0" (34 bytes per 32 values instead of 64; needs a head size that
+     * is a multiple of 32). An NPU device keeps its own cache. */
+    const char *kv_type;
 } npl_model_params;
 
 void npl_model_params_default(npl_model_params *p);

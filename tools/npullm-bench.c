@@ -39,6 +39,7 @@ static const char usage_text[] =
     "  -b B        concurrent sequences for the batched generation test (1 = skip; default 4)\n"
     "  -r R        repetitions of each test (default 3)\n"
     "  --chunk N   prefill chunk (default: the engine's, 256)\n"
+    "  --kv F      KV cache format: f16 (default) or q8_0\n"
     "  --device D  cpu (default), npu-emu, npu or auto; on an NPU device the counted\n"
     "              dispatches and host<->device bytes per token are printed too\n"
     "  --json      one JSON object on stdout\n"
@@ -48,6 +49,7 @@ static const char usage_text[] =
 typedef struct options {
     const char *model;
     const char *device;
+    const char *kv; /* KV cache format, NULL: the engine's default */
     long p, n, t, b, r, chunk;
     bool json, barrier, matmul;
 } options;
@@ -116,6 +118,10 @@ static options parse(int argc, char **argv)
             if (i + 1 >= argc)
                 usage_error("--device needs a value");
             o.device = argv[++i];
+        } else if (!strcmp(a, "--kv")) {
+            if (i + 1 >= argc || (strcmp(argv[i + 1], "f16") != 0 && strcmp(argv[i + 1], "q8_0") != 0))
+                usage_error("--kv needs f16 or q8_0");
+            o.kv = argv[++i];
         } else if (!strcmp(a, "--json")) {
             o.json = true;
         } else if (!strcmp(a, "--barrier")) {
@@ -345,6 +351,7 @@ int main(int argc, char **argv)
     if (o.chunk)
         mp.prefill_chunk = (uint32_t)o.chunk;
     mp.device = o.device;
+    mp.kv_type = o.kv;
     npl_error err;
     double t0 = now_s();
     npl_model *m = npl_model_load(o.model, &mp, &err);
@@ -410,6 +417,7 @@ int main(int argc, char **argv)
             printf(", \"batch\": {\"sequences\": %ld, \"tokens_each\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, "
                    "\"tps_sd\": %.2f, \"vs_tg\": %.2f}",
                    o.b, o.n, bt.mean, bt.best, bt.sd, tg.mean > 0 ? bt.mean / tg.mean : 0.0);
+        printf(", \"kv\": \"%s\"", o.kv ? o.kv : "f16");
         printf(", \"device\": \"%s\"", npl_model_device(m));
         if (on_device)
             print_device_stats_json(&ds);
@@ -418,6 +426,7 @@ int main(int argc, char **argv)
         printf("model        %s (%s, %.2f B parameters)\n", info->name, info->quantization,
                (double)info->n_params * 1e-9);
         printf("threads      %d\n", threads);
+        printf("kv cache     %s\n", o.kv ? o.kv : "f16");
         printf("load         %.2f s; resident after load: %.1f MiB anonymous, %.1f MiB file\n", load_s,
                (double)rss_anon / 1024.0, (double)rss_file / 1024.0);
         printf("first pp16   %.2f s (repacks the weights); resident after: %.1f MiB anonymous, %.1f MiB file\n",

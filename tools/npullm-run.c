@@ -44,6 +44,7 @@ static const char usage_text[] =
     "  --threads N           compute threads (default: online CPUs)\n"
     "  --ctx N               context size in tokens (default: the model's, at most 4096)\n"
     "  --prefill-chunk N     prompt tokens per forward pass (default 256)\n"
+    "  --kv f16|q8_0         KV cache format (default f16; q8_0: about half the memory)\n"
     "  --json                print one JSON object instead of streaming text\n"
     "  --help                this text\n";
 
@@ -63,6 +64,7 @@ typedef struct options {
     int threads;
     uint32_t ctx;
     uint32_t prefill_chunk;
+    const char *kv_type; /* NULL: the engine's default */
 } options;
 
 /* ---- errors ------------------------------------------------------------- */
@@ -227,6 +229,11 @@ static int parse_args(int argc, char **argv, options *o)
             NEED_VALUE();
             if (!parse_u32(val, &o->prefill_chunk) || o->prefill_chunk == 0 || o->prefill_chunk > 65536)
                 return BAD_VALUE("an integer in [1, 65536]");
+        } else if (!strcmp(a, "--kv")) {
+            NEED_VALUE();
+            if (strcmp(val, "f16") != 0 && strcmp(val, "q8_0") != 0)
+                return BAD_VALUE("f16 or q8_0");
+            o->kv_type = val;
         } else if (a[0] == '-' && a[1] != '\0') {
             return fail(EXIT_USAGE, "unknown option '%s' (see --help)", a);
         } else if (!o->model) {
@@ -684,6 +691,7 @@ int main(int argc, char **argv)
     mp.n_threads = o.threads;
     if (o.prefill_chunk)
         mp.prefill_chunk = o.prefill_chunk;
+    mp.kv_type = o.kv_type;
     npl_error err;
     npl_error_clear(&err);
     npl_model *m = npl_model_load(o.model, &mp, &err);

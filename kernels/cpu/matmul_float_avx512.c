@@ -107,7 +107,7 @@ void npl_float_matmul_avx512(const npl_matrix *w, int64_t r0, int64_t r1, const 
             else if (i < nr)
                 rows[i] = (const uint8_t *)npl_row_as_f32(w, ri, buf + (size_t)i * n);
             else
-                rows[i] = rows[nr - 1];
+                rows[i] = rows[0]; /* any computed row: its results are dropped */
         }
         for (size_t v0 = 0; v0 < n_vec; v0 += TILE_VECS) {
             size_t nv = n_vec - v0 < TILE_VECS ? n_vec - v0 : TILE_VECS;

@@ -6,9 +6,12 @@
  *    same logits as one pass;
  *  - the thread count does not change results;
  *  - context overflow, bad token ids, bad batches are refused cleanly;
- *  - npl_top_logprobs and npl_model_get_info. */
+ *  - npl_top_logprobs and npl_model_get_info.
+ * NPULLM_TEST_KV_TYPE, when set, is the models' kv_type (meson runs the
+ * batch and chunking cases with a Q8_0 cache too). */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "llama_test.h"
 #include "npullm.h"
@@ -19,6 +22,7 @@ static npl_model *load(int threads, uint32_t chunk)
     npl_model_params_default(&p);
     p.n_threads = threads;
     p.prefill_chunk = chunk;
+    p.kv_type = getenv("NPULLM_TEST_KV_TYPE");
     npl_error err;
     npl_model *m = npl_model_load(lt_current.arg, &p, &err);
     if (!m)
