@@ -9,6 +9,7 @@
 #include "ggml_types.h"
 #include "model_internal.h"
 #include "npu_device.h"
+#include "npu_weight_cache.h"
 #include "q4nx.h"
 
 /* Weight offsets inside a static buffer are multiples of this: above the
@@ -45,7 +46,7 @@ enum head_weight { HW_OUT_NORM, HW_W_OUT, HW_ROPE_FREQS, HW_COUNT };
 /* Where a device weight comes from: a matrix of the model (repacked to
  * Q4NX) or a vector (norms to bf16, rope factors kept f32). */
 typedef struct weight_src {
-    char name[64];          /* GGUF tensor name, for messages */
+    char name[64];          /* GGUF tensor name: the cache's key, and for messages */
     const npl_matrix *mat;
     const float *vec;
     uint32_t n;             /* vector length */
@@ -81,6 +82,18 @@ struct npl_backend_npu {
     npl_npu_buffer *logits; /* output [n_vocab] f32 */
     float *x_host;          /* host view of x */
     uint64_t activation_bytes;
+
+    /* Batched decode: sequence i of a step uses row i of x, q and attn
+     * and slot i of batch_logits, so a step of up to batch_cap sequences
+     * is one run list and one submission. The list is kept while the
+     * same sequences come back in the same order. */
+    size_t x_stride, q_stride, logits_stride; /* bytes between slots */
+    uint32_t batch_cap;
+    npl_npu_buffer *batch_logits; /* output [batch_logits_slots][n_vocab] f32, grown on demand */
+    uint32_t batch_logits_slots;
+    npl_npu_runlist *batch;
+    npl_npu_seq **batch_seqs;     /* batch_cap entries: whom `batch` holds */
+    uint32_t batch_n;             /* 0: batch holds nothing */
     uint64_t kv_bytes;      /* live sequences */
     npl_npu_seq *seqs;      /* live sequences, so freeing the model first is safe */
 
@@ -114,6 +127,14 @@ static size_t kv_dim(const npl_hparams *hp)
 {
     return (size_t)hp->n_head_kv * hp->head_dim;
 }
+
+/* Where one sequence's activations sit in a run: byte offsets of its row
+ * of x, q and attn, and its logits. */
+typedef struct act_slot {
+    size_t x, q, attn;
+    npl_npu_buffer *logits;
+    size_t logits_off;
+} act_slot;
 
 /* ---- weights ----------------------------------------------------------- */
 
@@ -157,8 +178,7 @@ static void head_sources(const npl_model *m, weight_src src[HW_COUNT])
 {
     src_vector(&src[HW_OUT_NORM], m->output_norm, m->hp.n_embd, "output_norm.weight", 0);
     src_matrix(&src[HW_W_OUT], &m->output,
-               m->output.data == m->tok_embd.data ? "token_embd.weight (tied output)"
-                                                  : "output.weight", 0);
+               m->output.data == m->tok_embd.data ? "token_embd.weight" : "output.weight", 0);
     src_vector(&src[HW_ROPE_FREQS], m->rope_freqs, m->hp.n_rot / 2, "rope_freqs.weight", 0);
     src[HW_ROPE_FREQS].keep_f32 = true;
 }
@@ -188,92 +208,132 @@ static npl_status src_bytes(const weight_src *s, size_t *bytes, npl_error *err)
     return st;
 }
 
-/* Writes one weight in its device format at dst. */
-static npl_status src_fill(const weight_src *s, uint8_t *dst, size_t bytes, npl_error *err)
+/* A vector in its device format at dst: bf16, or f32 kept as it is. */
+static void vector_fill(const weight_src *s, uint8_t *dst)
 {
-    if (s->vec) {
-        if (s->keep_f32) {
-            memcpy(dst, s->vec, (size_t)s->n * sizeof(float));
-            return NPL_OK;
-        }
-        for (uint32_t i = 0; i < s->n; i++) {
-            uint16_t h = npl_fp32_to_bf16(s->vec[i]);
-            memcpy(dst + 2 * (size_t)i, &h, sizeof h);
-        }
-        return NPL_OK;
+    if (s->keep_f32) {
+        memcpy(dst, s->vec, (size_t)s->n * sizeof(float));
+        return;
     }
-    npl_q4nx_layout layout;
-    npl_status st = npl_q4nx_layout_init(&layout, s->mat->n_rows, s->mat->n_cols, err);
+    for (uint32_t i = 0; i < s->n; i++) {
+        uint16_t h = npl_fp32_to_bf16(s->vec[i]);
+        memcpy(dst + 2 * (size_t)i, &h, sizeof h);
+    }
+}
+
+/* One static buffer of weights: a layer's, or the output weights. */
+typedef struct weight_block {
+    weight_src src[LW_COUNT]; /* n of them; LW_COUNT >= HW_COUNT */
+    size_t n;
+    size_t *off;              /* n offsets into the buffer, or ABSENT */
+    npl_npu_buffer **buf;
+    size_t bytes;
+    uint8_t *host;            /* host view, filled before the one upload */
+} weight_block;
+
+/* Lays out a block's weights and allocates its buffer. */
+static npl_status place_block(npl_backend_npu *b, weight_block *blk, const char *label,
+                              npl_error *err)
+{
+    size_t cursor = 0;
+    for (size_t i = 0; i < blk->n; i++) {
+        blk->off[i] = ABSENT;
+        if (!src_present(&blk->src[i]))
+            continue;
+        size_t bytes = 0;
+        npl_status st = src_bytes(&blk->src[i], &bytes, err);
+        if (st != NPL_OK)
+            return st;
+        blk->off[i] = cursor;
+        cursor = align_up(cursor + bytes, WEIGHT_ALIGN);
+    }
+    npl_status st = npl_npu_buffer_alloc(b->dev, cursor, NPL_NPU_BUF_STATIC, label, blk->buf, err);
     if (st != NPL_OK)
         return st;
-    npl_error sub;
-    npl_error_clear(&sub);
-    st = npl_q4nx_repack(&layout, s->mat->type, s->mat->data,
-                         s->mat->row_bytes * (size_t)s->mat->n_rows, dst, bytes, NULL, &sub);
-    if (st != NPL_OK)
-        return npl_error_set(err, st, "npu: repacking '%s': %s", s->name, sub.message);
+    blk->host = npl_npu_buffer_map(*blk->buf, err);
+    if (!blk->host)
+        return err ? err->code : NPL_ERR_INTERNAL;
+    blk->bytes = cursor;
+    b->weight_bytes += cursor;
     return NPL_OK;
 }
 
-/* Lays out n weights in one static buffer, fills it on the host and
- * uploads it: the only time these bytes cross to the device. */
-static npl_status upload_block(npl_backend_npu *b, const weight_src *src, size_t n,
-                               const char *label, npl_npu_buffer **blk, size_t *off, npl_error *err)
+/* Fills a block's vectors and lists its matrices (with their room) for
+ * npl_npu_weights_fill. */
+static void block_contents(weight_block *blk, npl_npu_cache_matrix *mats, size_t *n_mats)
 {
-    size_t cursor = 0;
-    for (size_t i = 0; i < n; i++) {
-        off[i] = ABSENT;
-        if (!src_present(&src[i]))
+    for (size_t i = 0; i < blk->n; i++) {
+        if (blk->off[i] == ABSENT)
             continue;
-        size_t bytes = 0;
-        npl_status st = src_bytes(&src[i], &bytes, err);
-        if (st != NPL_OK)
-            return st;
-        off[i] = cursor;
-        cursor = align_up(cursor + bytes, WEIGHT_ALIGN);
-    }
-    npl_status st = npl_npu_buffer_alloc(b->dev, cursor, NPL_NPU_BUF_STATIC, label, blk, err);
-    if (st != NPL_OK)
-        return st;
-    uint8_t *host = npl_npu_buffer_map(*blk, err);
-    if (!host)
-        return err ? err->code : NPL_ERR_INTERNAL;
-    for (size_t i = 0; i < n; i++) {
-        if (off[i] == ABSENT)
+        size_t end = blk->bytes;
+        for (size_t j = 0; j < blk->n; j++)
+            if (blk->off[j] != ABSENT && blk->off[j] > blk->off[i] && blk->off[j] < end)
+                end = blk->off[j];
+        const weight_src *s = &blk->src[i];
+        if (s->vec) {
+            vector_fill(s, blk->host + blk->off[i]);
             continue;
-        size_t end = cursor;
-        for (size_t j = 0; j < n; j++)
-            if (off[j] != ABSENT && off[j] > off[i] && off[j] < end)
-                end = off[j];
-        if ((st = src_fill(&src[i], host + off[i], end - off[i], err)) != NPL_OK)
-            return st;
+        }
+        mats[(*n_mats)++] = (npl_npu_cache_matrix){
+            .name = s->name, .mat = s->mat, .dst = blk->host + blk->off[i],
+            .dst_bytes = end - blk->off[i]};
     }
-    b->weight_bytes += cursor;
-    return npl_npu_buffer_sync(*blk, NPL_NPU_SYNC_TO_DEVICE, 0, cursor, err);
 }
 
-static npl_status upload_weights(npl_backend_npu *b, npl_error *err)
+/* Every layer's weights and the output weights in their static buffers,
+ * the matrices from the Q4NX cache or repacked; then each buffer is
+ * uploaded once (the only time these bytes cross to the device) and the
+ * weights are sealed. */
+static npl_status upload_weights(npl_backend_npu *b, const char *cache_dir, npl_error *err)
 {
     const npl_model *m = b->m;
+    size_t n_blocks = (size_t)m->hp.n_layer + 1;
     b->layer_w = calloc(m->hp.n_layer, sizeof *b->layer_w);
     b->layer_off = calloc(m->hp.n_layer, sizeof *b->layer_off);
-    if (!b->layer_w || !b->layer_off)
-        return npl_error_set(err, NPL_ERR_NOMEM, "npu: no memory for the layer plan");
-    char label[NPL_NPU_NAME_MAX];
-    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
-        weight_src src[LW_COUNT];
-        layer_sources(m, l, src);
-        snprintf(label, sizeof label, "layer %u weights", l);
-        npl_status st = upload_block(b, src, LW_COUNT, label, &b->layer_w[l], b->layer_off[l], err);
-        if (st != NPL_OK)
-            return st;
+    weight_block *blocks = calloc(n_blocks, sizeof *blocks);
+    npl_npu_cache_matrix *mats = calloc(n_blocks * LW_COUNT, sizeof *mats);
+    npl_status st = NPL_OK;
+    if (!b->layer_w || !b->layer_off || !blocks || !mats) {
+        st = npl_error_set(err, NPL_ERR_NOMEM, "npu: no memory for the layer plan");
+        goto done;
     }
-    weight_src head[HW_COUNT];
-    head_sources(m, head);
-    npl_status st = upload_block(b, head, HW_COUNT, "output weights", &b->head_w, b->head_off, err);
-    if (st != NPL_OK)
-        return st;
-    return npl_npu_device_seal_weights(b->dev, err);
+    char label[NPL_NPU_NAME_MAX];
+    size_t n_mats = 0;
+    for (size_t k = 0; k < n_blocks && st == NPL_OK; k++) {
+        weight_block *blk = &blocks[k];
+        if (k < m->hp.n_layer) {
+            layer_sources(m, (uint32_t)k, blk->src);
+            blk->n = LW_COUNT;
+            blk->off = b->layer_off[k];
+            blk->buf = &b->layer_w[k];
+            snprintf(label, sizeof label, "layer %zu weights", k);
+        } else {
+            head_sources(m, blk->src);
+            blk->n = HW_COUNT;
+            blk->off = b->head_off;
+            blk->buf = &b->head_w;
+            snprintf(label, sizeof label, "output weights");
+        }
+        if ((st = place_block(b, blk, label, err)) == NPL_OK)
+            block_contents(blk, mats, &n_mats);
+    }
+    npl_npu_cache_report report;
+    if (st == NPL_OK &&
+        (st = npl_npu_weights_fill(npl_gguf_path(m->gguf), cache_dir, mats, n_mats, &report,
+                                   err)) == NPL_OK) {
+        b->stats.load_matrices_repacked = report.repacked;
+        b->stats.load_matrices_cached = report.cached;
+        b->stats.load_cache_written = report.written;
+        snprintf(b->stats.load_cache_note, sizeof b->stats.load_cache_note, "%s", report.note);
+    }
+    for (size_t k = 0; k < n_blocks && st == NPL_OK; k++)
+        st = npl_npu_buffer_sync(*blocks[k].buf, NPL_NPU_SYNC_TO_DEVICE, 0, blocks[k].bytes, err);
+    if (st == NPL_OK)
+        st = npl_npu_device_seal_weights(b->dev, err);
+done:
+    free(blocks);
+    free(mats);
+    return st;
 }
 
 /* ---- kernel groups ----------------------------------------------------- */
@@ -432,16 +492,17 @@ static npl_status set_kv(const npl_npu_seq *ns, npl_npu_arg *args, const npl_npu
 
 /* rms_qkv_rope(_mv): x -> q, and K/V rows into the layer's cache. */
 static npl_status add_qkv(const npl_npu_seq *ns, npl_npu_runlist *rl, npl_npu_group *g,
-                          uint32_t l, const npl_npu_shape *shape, npl_error *err)
+                          uint32_t l, const npl_npu_shape *shape, const act_slot *a,
+                          npl_error *err)
 {
     const npl_backend_npu *b = ns->b;
     npl_npu_arg args[NPL_NPU_MAX_ARGS];
     memset(args, 0, sizeof args);
     npl_status st;
-    if ((st = set_arg(args, g, "x", b->x, 0, err)) ||
+    if ((st = set_arg(args, g, "x", b->x, a->x, err)) ||
         (st = set_layer_weights(b, args, g, l, qkv_weights,
                                 sizeof qkv_weights / sizeof qkv_weights[0], err)) ||
-        (st = set_arg(args, g, "q", b->q, 0, err)) || (st = set_kv(ns, args, g, l, err)))
+        (st = set_arg(args, g, "q", b->q, a->q, err)) || (st = set_kv(ns, args, g, l, err)))
         return st;
     if (b->head_off[HW_ROPE_FREQS] != ABSENT &&
         (st = set_arg(args, g, "rope_freqs", b->head_w, b->head_off[HW_ROPE_FREQS], err)))
@@ -451,14 +512,15 @@ static npl_status add_qkv(const npl_npu_seq *ns, npl_npu_runlist *rl, npl_npu_gr
 
 /* attention(_decode): q and the cache -> attn. */
 static npl_status add_attention(const npl_npu_seq *ns, npl_npu_runlist *rl, npl_npu_group *g,
-                                uint32_t l, const npl_npu_shape *shape, npl_error *err)
+                                uint32_t l, const npl_npu_shape *shape, const act_slot *a,
+                                npl_error *err)
 {
     const npl_backend_npu *b = ns->b;
     npl_npu_arg args[NPL_NPU_MAX_ARGS];
     memset(args, 0, sizeof args);
     npl_status st;
-    if ((st = set_arg(args, g, "q", b->q, 0, err)) || (st = set_kv(ns, args, g, l, err)) ||
-        (st = set_arg(args, g, "attn", b->attn, 0, err)))
+    if ((st = set_arg(args, g, "q", b->q, a->q, err)) || (st = set_kv(ns, args, g, l, err)) ||
+        (st = set_arg(args, g, "attn", b->attn, a->attn, err)))
         return st;
     return npl_npu_runlist_add(rl, g, args, shape, err);
 }
@@ -466,27 +528,27 @@ static npl_status add_attention(const npl_npu_seq *ns, npl_npu_runlist *rl, npl_
 /* o_ffn(_mv) from attn, or attn_o_ffn_mv from q and the cache: x updated. */
 static npl_status add_o_ffn(const npl_npu_seq *ns, npl_npu_runlist *rl, npl_npu_group *g,
                             uint32_t l, bool fused_attention, const npl_npu_shape *shape,
-                            npl_error *err)
+                            const act_slot *a, npl_error *err)
 {
     const npl_backend_npu *b = ns->b;
     npl_npu_arg args[NPL_NPU_MAX_ARGS];
     memset(args, 0, sizeof args);
     npl_status st;
     if (fused_attention) {
-        if ((st = set_arg(args, g, "q", b->q, 0, err)) || (st = set_kv(ns, args, g, l, err)))
+        if ((st = set_arg(args, g, "q", b->q, a->q, err)) || (st = set_kv(ns, args, g, l, err)))
             return st;
-    } else if ((st = set_arg(args, g, "attn", b->attn, 0, err))) {
+    } else if ((st = set_arg(args, g, "attn", b->attn, a->attn, err))) {
         return st;
     }
-    if ((st = set_arg(args, g, "x", b->x, 0, err)) ||
+    if ((st = set_arg(args, g, "x", b->x, a->x, err)) ||
         (st = set_layer_weights(b, args, g, l, o_ffn_weights,
                                 sizeof o_ffn_weights / sizeof o_ffn_weights[0], err)))
         return st;
     return npl_npu_runlist_add(rl, g, args, shape, err);
 }
 
-/* lm_head of the row of x at row_offset (bytes) into the logits. */
-static npl_status add_lm_head(const npl_backend_npu *b, npl_npu_runlist *rl, size_t row_offset,
+/* lm_head of the slot's row of x into its logits. */
+static npl_status add_lm_head(const npl_backend_npu *b, npl_npu_runlist *rl, const act_slot *a,
                               npl_error *err)
 {
     npl_npu_group *g = b->g.lm_head;
@@ -494,10 +556,10 @@ static npl_status add_lm_head(const npl_backend_npu *b, npl_npu_runlist *rl, siz
     memset(args, 0, sizeof args);
     npl_status st;
     npl_npu_shape shape = head_shape(b);
-    if ((st = set_arg(args, g, "x", b->x, row_offset, err)) ||
+    if ((st = set_arg(args, g, "x", b->x, a->x, err)) ||
         (st = set_arg(args, g, "out_norm", b->head_w, b->head_off[HW_OUT_NORM], err)) ||
         (st = set_arg(args, g, "w_out", b->head_w, b->head_off[HW_W_OUT], err)) ||
-        (st = set_arg(args, g, "logits", b->logits, 0, err)))
+        (st = set_arg(args, g, "logits", a->logits, a->logits_off, err)))
         return st;
     return npl_npu_runlist_add(rl, g, args, &shape, err);
 }
@@ -507,50 +569,82 @@ static uint32_t decode_runs_per_layer(const npl_backend_npu *b)
     return b->g.fused_decode ? 2 : 3;
 }
 
-static npl_status build_decode_list(npl_npu_seq *ns, npl_error *err)
+/* Sequence i of a batched step: row i of x, q and attn, logits slot i. */
+static act_slot batch_slot(const npl_backend_npu *b, uint32_t i)
+{
+    return (act_slot){.x = i * b->x_stride, .q = i * b->q_stride, .attn = i * b->q_stride,
+                      .logits = b->batch_logits, .logits_off = i * b->logits_stride};
+}
+
+/* Row 0 and the logits buffer: a sequence decoding or prefilling alone. */
+static act_slot solo_slot(const npl_backend_npu *b)
+{
+    return (act_slot){.logits = b->logits};
+}
+
+/* Runs in a decode step: runs_per_layer per layer and the LM head. */
+static size_t decode_runs(const npl_backend_npu *b)
+{
+    return (size_t)decode_runs_per_layer(b) * b->m->hp.n_layer + 1;
+}
+
+/* One token of ns through every layer and the LM head, its activations
+ * in slot a. */
+static npl_status add_decode_runs(npl_npu_seq *ns, npl_npu_runlist *rl, const act_slot *a,
+                                  npl_error *err)
 {
     npl_backend_npu *b = ns->b;
     const npu_groups *g = &b->g;
     npl_status st = NPL_OK;
     for (uint32_t l = 0; l < b->m->hp.n_layer && st == NPL_OK; l++) {
         npl_npu_shape s = layer_shape(b, l, 1, 0, ns->n_ctx);
-        st = add_qkv(ns, ns->decode, g->qkv_mv, l, &s, err);
+        st = add_qkv(ns, rl, g->qkv_mv, l, &s, a, err);
         if (st == NPL_OK && g->fused_decode)
-            st = add_o_ffn(ns, ns->decode, g->attn_o_ffn_mv, l, true, &s, err);
+            st = add_o_ffn(ns, rl, g->attn_o_ffn_mv, l, true, &s, a, err);
         if (st == NPL_OK && !g->fused_decode &&
-            !(st = add_attention(ns, ns->decode, g->attention_decode, l, &s, err)))
-            st = add_o_ffn(ns, ns->decode, g->o_ffn_mv, l, false, &s, err);
+            !(st = add_attention(ns, rl, g->attention_decode, l, &s, a, err)))
+            st = add_o_ffn(ns, rl, g->o_ffn_mv, l, false, &s, a, err);
     }
     if (st == NPL_OK)
-        st = add_lm_head(b, ns->decode, 0, err);
+        st = add_lm_head(b, rl, a, err);
     return st;
+}
+
+static npl_status build_decode_list(npl_npu_seq *ns, npl_error *err)
+{
+    act_slot a = solo_slot(ns->b);
+    return add_decode_runs(ns, ns->decode, &a, err);
 }
 
 static npl_status add_prefill_layers(npl_npu_seq *ns, npl_npu_runlist *rl, npl_error *err)
 {
     npl_backend_npu *b = ns->b;
+    act_slot a = solo_slot(b);
     npl_status st = NPL_OK;
     for (uint32_t l = 0; l < b->m->hp.n_layer && st == NPL_OK; l++) {
         npl_npu_shape s = layer_shape(b, l, 1, 0, ns->n_ctx);
-        if (!(st = add_qkv(ns, rl, b->g.qkv, l, &s, err)) &&
-            !(st = add_attention(ns, rl, b->g.attention, l, &s, err)))
-            st = add_o_ffn(ns, rl, b->g.o_ffn, l, false, &s, err);
+        if (!(st = add_qkv(ns, rl, b->g.qkv, l, &s, &a, err)) &&
+            !(st = add_attention(ns, rl, b->g.attention, l, &s, &a, err)))
+            st = add_o_ffn(ns, rl, b->g.o_ffn, l, false, &s, &a, err);
     }
     return st;
 }
 
-/* Sets the shapes of a list's layer runs (runs_per_layer each, layer
- * order) for rows pos .. pos+n_tokens-1; a trailing lm_head keeps its own.
- * Not causal: the rows also see each other's keys ahead of them. */
-static npl_status set_layer_shapes(npl_npu_seq *ns, npl_npu_runlist *rl, uint32_t runs_per_layer,
-                                   uint32_t n_tokens, uint32_t pos, bool causal, npl_error *err)
+/* Sets the shapes of ns's layer runs in rl (runs_per_layer each, layer
+ * order, from run `first` on) for rows pos .. pos+n_tokens-1; an lm_head
+ * after them keeps its own. Not causal: the rows also see each other's
+ * keys ahead of them. */
+static npl_status set_layer_shapes(npl_npu_seq *ns, npl_npu_runlist *rl, size_t first,
+                                   uint32_t runs_per_layer, uint32_t n_tokens, uint32_t pos,
+                                   bool causal, npl_error *err)
 {
     const npl_backend_npu *b = ns->b;
     for (uint32_t l = 0; l < b->m->hp.n_layer; l++) {
         npl_npu_shape s = layer_shape(b, l, n_tokens, pos, ns->n_ctx);
         s.causal = causal ? 1 : 0;
         for (uint32_t r = 0; r < runs_per_layer; r++) {
-            npl_status st = npl_npu_runlist_set_shape(rl, (size_t)l * runs_per_layer + r, &s, err);
+            npl_status st = npl_npu_runlist_set_shape(
+                rl, first + (size_t)l * runs_per_layer + r, &s, err);
             if (st != NPL_OK)
                 return st;
         }
@@ -587,6 +681,51 @@ static npl_status alloc_activations(npl_backend_npu *b, npl_error *err)
     return b->x_host ? NPL_OK : (err ? err->code : NPL_ERR_INTERNAL);
 }
 
+/* Slots of a batched step: as many rows as x, q and attn hold at
+ * aligned strides (the chunk, unless q rows need padding to align). */
+static npl_status init_batch(npl_backend_npu *b, npl_error *err)
+{
+    const npl_hparams *hp = &b->m->hp;
+    b->x_stride = (size_t)hp->n_embd * sizeof(float); /* aligned: init_base_shape checked */
+    b->q_stride = align_up(q_dim(hp) * sizeof(uint16_t), NPL_NPU_ARG_ALIGN);
+    b->logits_stride = align_up((size_t)hp->n_vocab * sizeof(float), NPL_NPU_ARG_ALIGN);
+    size_t q_rows = npl_npu_buffer_size(b->q) / b->q_stride;
+    b->batch_cap = q_rows < b->chunk ? (uint32_t)q_rows : b->chunk;
+    if (b->batch_cap == 0)
+        b->batch_cap = 1; /* row 0 is always there */
+    b->batch_seqs = calloc(b->batch_cap, sizeof *b->batch_seqs);
+    if (!b->batch_seqs)
+        return npl_error_set(err, NPL_ERR_NOMEM, "npu: no memory for batched decode");
+    return npl_npu_runlist_create(b->dev, &b->batch, err);
+}
+
+/* Forgets the batch list (its sequences changed, or the logits moved). */
+static void batch_forget(npl_backend_npu *b)
+{
+    npl_npu_runlist_clear(b->batch);
+    b->batch_n = 0;
+}
+
+/* Logits slots for n sequences, the buffer grown (and the list that
+ * pointed into the old one forgotten) when it has fewer. */
+static npl_status batch_logits_reserve(npl_backend_npu *b, uint32_t n, npl_error *err)
+{
+    if (b->batch_logits_slots >= n)
+        return NPL_OK;
+    batch_forget(b);
+    if (b->batch_logits) {
+        b->activation_bytes -= npl_npu_buffer_size(b->batch_logits);
+        npl_npu_buffer_free(b->batch_logits);
+        b->batch_logits = NULL;
+        b->batch_logits_slots = 0;
+    }
+    npl_status st = alloc_activation(b, (size_t)n * b->logits_stride, NPL_NPU_BUF_OUTPUT,
+                                     "batch logits", &b->batch_logits, err);
+    if (st == NPL_OK)
+        b->batch_logits_slots = n;
+    return st;
+}
+
 static void seq_free(npl_npu_seq *ns);
 
 static void traffic_add(npl_device_traffic *t, const npl_npu_stats *before,
@@ -601,6 +740,13 @@ static void traffic_add(npl_device_traffic *t, const npl_npu_stats *before,
 
 npl_status npl_backend_npu_create(npl_model *m, struct npl_npu_device *dev,
                                   npl_backend_npu **out, npl_error *err)
+{
+    return npl_backend_npu_create_in(m, dev, NULL, out, err);
+}
+
+npl_status npl_backend_npu_create_in(npl_model *m, struct npl_npu_device *dev,
+                                     const char *cache_dir, npl_backend_npu **out,
+                                     npl_error *err)
 {
     *out = NULL;
     if (!m || !dev) {
@@ -618,7 +764,8 @@ npl_status npl_backend_npu_create(npl_model *m, struct npl_npu_device *dev,
     npl_npu_device_stats(dev, &before);
     npl_status st;
     if ((st = load_groups(b, err)) || (st = init_base_shape(b, err)) ||
-        (st = upload_weights(b, err)) || (st = alloc_activations(b, err))) {
+        (st = upload_weights(b, cache_dir, err)) || (st = alloc_activations(b, err)) ||
+        (st = init_batch(b, err))) {
         npl_backend_npu_free(b);
         return st;
     }
@@ -642,6 +789,7 @@ void npl_backend_npu_free(npl_backend_npu *b)
     npl_npu_device_destroy(b->dev);
     free(b->layer_w);
     free(b->layer_off);
+    free(b->batch_seqs);
     free(b);
 }
 
@@ -667,6 +815,11 @@ static void seq_free(npl_npu_seq *ns)
         ns->b->seqs = ns->next;
     if (ns->next)
         ns->next->prev = ns->prev;
+    for (uint32_t i = 0; i < ns->b->batch_n; i++)
+        if (ns->b->batch_seqs[i] == ns) { /* the list names its KV cache */
+            batch_forget(ns->b);
+            break;
+        }
     npl_npu_runlist_free(ns->decode);
     npl_npu_runlist_free(ns->prefill);
     npl_npu_runlist_free(ns->prefill_last);
@@ -750,9 +903,10 @@ static npl_status upload_input(npl_backend_npu *b, const int32_t *tokens, const 
     return npl_npu_buffer_sync(b->x, NPL_NPU_SYNC_TO_DEVICE, 0, n * e * sizeof(float), err);
 }
 
-static npl_status read_logits(npl_backend_npu *b, npl_seq *s, npl_error *err)
+/* s's logits from the slot a filled. */
+static npl_status read_logits(npl_backend_npu *b, npl_seq *s, const act_slot *a, npl_error *err)
 {
-    npl_status st = npl_npu_buffer_read(b->logits, 0, s->logits,
+    npl_status st = npl_npu_buffer_read(a->logits, a->logits_off, s->logits,
                                         (size_t)b->m->hp.n_vocab * sizeof(float), err);
     s->has_logits = st == NPL_OK;
     return st;
@@ -774,14 +928,15 @@ static npl_status prefill_chunk(npl_backend_npu *b, npl_seq *s, const int32_t *t
         if (ns->prefill_last_rows != n) {
             npl_npu_runlist_clear(rl);
             ns->prefill_last_rows = 0;
-            if ((st = add_prefill_layers(ns, rl, err)) ||
-                (st = add_lm_head(b, rl, (size_t)(n - 1) * b->m->hp.n_embd * sizeof(float), err)))
+            act_slot last_row = solo_slot(b);
+            last_row.x = (size_t)(n - 1) * b->m->hp.n_embd * sizeof(float);
+            if ((st = add_prefill_layers(ns, rl, err)) || (st = add_lm_head(b, rl, &last_row, err)))
                 return st;
             ns->prefill_last_rows = n;
         }
     }
     if ((st = upload_input(b, tokens, embd, n, err)) ||
-        (st = set_layer_shapes(ns, rl, 3, n, s->pos, causal, err)) ||
+        (st = set_layer_shapes(ns, rl, 0, 3, n, s->pos, causal, err)) ||
         (st = npl_npu_runlist_submit(rl, err)))
         return st;
     b->stats.prefill_chunks++;
@@ -789,20 +944,74 @@ static npl_status prefill_chunk(npl_backend_npu *b, npl_seq *s, const int32_t *t
     if (!last)
         return NPL_OK;
     b->stats.prefill_prompts++;
-    return read_logits(b, s, err);
+    act_slot a = solo_slot(b);
+    return read_logits(b, s, &a, err);
 }
 
 static npl_status decode_one(npl_backend_npu *b, npl_seq *s, int32_t token, npl_error *err)
 {
     npl_npu_seq *ns = s->npu;
+    act_slot a = solo_slot(b);
     npl_status st;
     s->has_logits = false;
     if ((st = upload_input(b, &token, NULL, 1, err)) ||
-        (st = set_layer_shapes(ns, ns->decode, decode_runs_per_layer(b), 1, s->pos, true, err)) ||
-        (st = npl_npu_runlist_submit(ns->decode, err)) || (st = read_logits(b, s, err)))
+        (st = set_layer_shapes(ns, ns->decode, 0, decode_runs_per_layer(b), 1, s->pos, true, err)) ||
+        (st = npl_npu_runlist_submit(ns->decode, err)) || (st = read_logits(b, s, &a, err)))
         return st;
     b->stats.decode_tokens++;
     s->pos++;
+    return NPL_OK;
+}
+
+/* The batch list for seqs (n <= batch_cap): kept from the last step when
+ * it held the same sequences in the same order, else rebuilt. */
+static npl_status batch_list_for(npl_backend_npu *b, npl_seq *const *seqs, uint32_t n,
+                                 npl_error *err)
+{
+    bool same = b->batch_n == n;
+    for (uint32_t i = 0; same && i < n; i++)
+        same = b->batch_seqs[i] == seqs[i]->npu;
+    if (same)
+        return NPL_OK;
+    batch_forget(b);
+    for (uint32_t i = 0; i < n; i++) {
+        act_slot a = batch_slot(b, i);
+        npl_status st = add_decode_runs(seqs[i]->npu, b->batch, &a, err);
+        if (st != NPL_OK) {
+            batch_forget(b);
+            return st;
+        }
+        b->batch_seqs[i] = seqs[i]->npu;
+    }
+    b->batch_n = n;
+    return NPL_OK;
+}
+
+/* One token for each of n sequences (2 <= n <= batch_cap) in one
+ * submission: their embedding rows into rows 0..n-1 of x, each
+ * sequence's runs at its own position, then every slot's logits back. */
+static npl_status decode_batch(npl_backend_npu *b, npl_seq *const *seqs, const int32_t *tokens,
+                               uint32_t n, npl_error *err)
+{
+    npl_status st;
+    for (uint32_t i = 0; i < n; i++)
+        seqs[i]->has_logits = false;
+    if ((st = batch_logits_reserve(b, n, err)) || (st = batch_list_for(b, seqs, n, err)) ||
+        (st = upload_input(b, tokens, NULL, n, err)))
+        return st;
+    for (uint32_t i = 0; i < n; i++)
+        if ((st = set_layer_shapes(seqs[i]->npu, b->batch, i * decode_runs(b),
+                                   decode_runs_per_layer(b), 1, seqs[i]->pos, true, err)))
+            return st;
+    if ((st = npl_npu_runlist_submit(b->batch, err)))
+        return st;
+    for (uint32_t i = 0; i < n; i++) {
+        act_slot a = batch_slot(b, i);
+        if ((st = read_logits(b, seqs[i], &a, err)))
+            return st;
+        b->stats.decode_tokens++;
+        seqs[i]->pos++;
+    }
     return NPL_OK;
 }
 
@@ -941,10 +1150,14 @@ npl_status npl_backend_npu_decode(npl_model *m, npl_seq *const *seqs, const int3
     npl_backend_npu *b = m->device->npu;
     npl_npu_stats before, after;
     npl_npu_device_stats(b->dev, &before);
-    /* One submission per sequence: the run lists are per sequence
-     * (each has its own KV cache), the activations are shared. */
-    for (i = 0; i < n_seqs && st == NPL_OK; i++)
-        st = decode_one(b, seqs[i], tokens[i], err);
+    /* One submission per batch_cap sequences: each has its own row of
+     * the activations and its own logits slot. */
+    for (i = 0; i < n_seqs && st == NPL_OK;) {
+        uint32_t n = (uint32_t)(n_seqs - i < b->batch_cap ? n_seqs - i : b->batch_cap);
+        st = n == 1 ? decode_one(b, seqs[i], tokens[i], err)
+                    : decode_batch(b, seqs + i, tokens + i, n, err);
+        i += n;
+    }
     npl_npu_device_stats(b->dev, &after);
     traffic_add(&b->stats.decode, &before, &after);
     return st;

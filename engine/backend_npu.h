@@ -1,8 +1,9 @@
 /* The NPU host runtime: runs a loaded model's layers through the NPU
  * device interface (kernels/npu/npu_device.h), on the emulator or on XRT.
  *
- * At load it builds the residency plan: every layer's weights repacked to
- * Q4NX (norms to bf16) into one static buffer per layer, uploaded once,
+ * At load it builds the residency plan: every layer's weights in Q4NX
+ * (read from the model's Q4NX cache file, or repacked and cached; norms
+ * to bf16) in one static buffer per layer, uploaded once,
  * then the weights are sealed; the activations (x, q, attention output,
  * logits) get one set of buffers per model, and each sequence owns its KV
  * cache in intermediate buffers. Per sequence it keeps run lists:
@@ -12,6 +13,10 @@
  *   prefill  rms_qkv_rope + attention + o_ffn per layer over a chunk of
  *            at most `chunk` rows (the fixed shape), and for the chunk
  *            that ends the prompt, lm_head of its last row only.
+ * A decode step of several sequences is one submission: one run list
+ * holds every sequence's decode runs, sequence i on row i of the
+ * activations and logits slot i (up to a chunk of sequences per
+ * submission), kept while the same sequences come back in the same order.
  * Only activations move per call: the embedding rows in (looked up on the
  * host), the logits out, and the shape parameters of each dispatch.
  *
@@ -39,7 +44,14 @@ typedef struct npl_model_device_state {
 } npl_model_device_state;
 
 /* Builds the residency plan of m (whose weights are bound) on dev and
- * uploads the weights; takes ownership of dev, also on failure. */
+ * uploads the weights, their Q4NX form read from the model's cache file
+ * in cache_dir or repacked and cached there (engine/npu_weight_cache.h;
+ * cache_dir as npl_model_params.npu_cache_dir: NULL = next to the model,
+ * "" = none). Takes ownership of dev, also on failure. */
+npl_status npl_backend_npu_create_in(npl_model *m, struct npl_npu_device *dev,
+                                     const char *cache_dir, npl_backend_npu **out,
+                                     npl_error *err);
+/* The same with the cache next to the model file. */
 npl_status npl_backend_npu_create(npl_model *m, struct npl_npu_device *dev,
                                   npl_backend_npu **out, npl_error *err);
 void npl_backend_npu_free(npl_backend_npu *b);
@@ -66,8 +78,10 @@ npl_status npl_backend_npu_decode(npl_model *m, npl_seq *const *seqs, const int3
 
 /* Called by npl_model_load once the weights are bound: resolves the
  * requested device (npl_model_params.device) and, for an NPU, builds the
- * runtime. Sets m->device. */
-npl_status npl_model_device_open(npl_model *m, const char *request, npl_error *err);
+ * runtime with its weight cache in npu_cache_dir (as in
+ * npl_model_params). Sets m->device. */
+npl_status npl_model_device_open_in(npl_model *m, const char *request, const char *npu_cache_dir,
+                                    npl_error *err);
 void npl_model_device_close(npl_model *m);
 
 #endif

@@ -16,6 +16,7 @@ void npl_model_params_default(npl_model_params *p)
     p->prefill_chunk = NPL_DEFAULT_PREFILL_CHUNK;
     p->device = NULL;
     p->kv_type = NULL; /* f16 */
+    p->npu_cache_dir = NULL; /* the NPU weight cache next to the model */
 }
 
 /* npl_model_params.kv_type: NULL or a name the cache formats know. */
@@ -173,7 +174,7 @@ npl_model *npl_model_load(const char *path, const npl_model_params *params, npl_
     npl_model_info_fill(m);
     /* The CPU structures above stay: the NPU runtime repacks the weights
      * they bind, and looks token embeddings up on the host. */
-    if (npl_model_device_open(m, params->device, err))
+    if (npl_model_device_open_in(m, params->device, params->npu_cache_dir, err))
         goto fail;
     return m;
 

@@ -9,7 +9,8 @@
 #include "device_select.h"
 #include "model_internal.h"
 
-npl_status npl_model_device_open(npl_model *m, const char *request, npl_error *err)
+npl_status npl_model_device_open_in(npl_model *m, const char *request, const char *npu_cache_dir,
+                                    npl_error *err)
 {
     npl_model_device_state *d = calloc(1, sizeof *d);
     if (!d)
@@ -22,7 +23,8 @@ npl_status npl_model_device_open(npl_model *m, const char *request, npl_error *e
     }
     snprintf(d->name, sizeof d->name, "%s", choice.name);
     snprintf(d->reason, sizeof d->reason, "%s", choice.reason);
-    if (choice.dev && (st = npl_backend_npu_create(m, choice.dev, &d->npu, err)) != NPL_OK) {
+    if (choice.dev &&
+        (st = npl_backend_npu_create_in(m, choice.dev, npu_cache_dir, &d->npu, err)) != NPL_OK) {
         free(d);
         return st;
     }

@@ -38,6 +38,11 @@ typedef struct npl_model_params {
      * "q8_0" (34 bytes per 32 values instead of 64; needs a head size that
      * is a multiple of 32). An NPU device keeps its own cache. */
     const char *kv_type;
+    /* Where an NPU device keeps the weights it repacked at load, so the
+     * next load reads them instead (file <model basename>.q4nx): NULL =
+     * the model's directory, "" = no cache, else this directory. A service
+     * passes its own cache directory, never one a client chose. */
+    const char *npu_cache_dir;
 } npl_model_params;
 
 void npl_model_params_default(npl_model_params *p);
@@ -216,6 +221,12 @@ typedef struct npl_device_stats {
     uint64_t activation_bytes;     /* the other device buffers */
     uint32_t prefill_chunk;        /* rows per prefill chunk (fixed shape) */
     uint32_t groups_per_layer_decode; /* 2 with the fused attention + O/FFN group */
+    /* The Q4NX weight cache at load (npl_model_params.npu_cache_dir). A
+     * cache that cannot be read or written never fails the load. */
+    uint32_t load_matrices_repacked;  /* 0 when the cache held them all */
+    uint32_t load_matrices_cached;    /* read from the cache file */
+    bool load_cache_written;          /* a new cache file was written */
+    char load_cache_note[400];        /* one line: which file, used or written, or why not */
 } npl_device_stats;
 
 /* Counters of a model running on an NPU device (npu-emu or npu); false,

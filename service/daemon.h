@@ -53,6 +53,10 @@ struct NpdDaemon {
     gchar *device;
     gchar *device_status;
     const char *device_load_as;
+    /* Where an NPU device keeps its repacked weights between loads:
+     * systemd's CacheDirectory= ($CACHE_DIRECTORY), else "" (none; the
+     * daemon never writes beside the models). Never from a client. */
+    gchar *npu_cache_dir;
     GMainLoop *loop;
     GDBusConnection *bus;
     GDBusNodeInfo *introspection;

@@ -310,6 +310,7 @@ static LoadedModel *ensure_loaded(NpdWorker *w, const char *name, const char *pa
     params.n_threads = (int)w->cfg.threads;
     params.prefill_chunk = w->cfg.prefill_chunk;
     params.device = w->cfg.device;
+    params.npu_cache_dir = w->cfg.npu_cache_dir;
     npl_error err;
     npl_error_clear(&err);
     gint64 t0 = g_get_monotonic_time();

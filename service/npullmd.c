@@ -4,6 +4,7 @@
 #include <glib-unix.h>
 #include <locale.h>
 #include <signal.h>
+#include <string.h>
 
 #include "daemon.h"
 #include "systemd-notify.h"
@@ -186,8 +187,13 @@ static int run(NpdDaemon *d)
     d->request_nodes = g_hash_table_new(g_str_hash, g_str_equal);
     d->idle_timeout = d->cfg->idle_timeout;
     d->authorizer = npd_authorizer_new(!d->cfg->session_bus, d->cfg->auth_timeout);
+    /* systemd may list several directories, colon-separated: the first. */
+    const gchar *cache_env = g_getenv("CACHE_DIRECTORY");
+    d->npu_cache_dir = cache_env != NULL && cache_env[0] == '/' ? g_strndup(cache_env, strcspn(cache_env, ":"))
+                                                              : g_strdup("");
     NpdWorkerConfig wcfg = {
         .device = d->device_load_as,
+        .npu_cache_dir = d->npu_cache_dir,
         .threads = d->cfg->threads,
         .prefill_chunk = d->cfg->prefill_chunk,
         .max_running = d->cfg->max_running,
@@ -268,6 +274,7 @@ int main(int argc, char **argv)
     int status = run(&d);
     g_free(d.device);
     g_free(d.device_status);
+    g_free(d.npu_cache_dir);
     npd_config_clear(&cfg);
     return status;
 }

@@ -293,9 +293,13 @@ npl_status npl_q4nx_cache_writer_commit(npl_q4nx_cache_writer *w, npl_error *err
     return NPL_OK;
 }
 
+/* A cache opened mapped (map set, every checksum verified at open) or
+ * unmapped (fd set, each tensor verified as npl_q4nx_cache_read reads it). */
 struct npl_q4nx_cache {
     const uint8_t *map;
     size_t map_bytes;
+    int fd;
+    char path[PATH_MAX]; /* for messages */
     cache_entry *entries;
     size_t count;
 };
@@ -306,6 +310,8 @@ void npl_q4nx_cache_close(npl_q4nx_cache *c)
         return;
     if (c->map)
         munmap((void *)(uintptr_t)c->map, c->map_bytes);
+    if (c->fd >= 0)
+        close(c->fd);
     for (size_t i = 0; i < c->count; i++)
         free(c->entries[i].name);
     free(c->entries);
@@ -319,6 +325,34 @@ static npl_status corrupt(npl_q4nx_cache_state *state, npl_error *err, const cha
     return npl_error_set(err, NPL_ERR_FORMAT, "q4nx cache %s is damaged: %s", path, why);
 }
 
+/* Reads n bytes at offset; *short_read when the file ends first. */
+static npl_status read_exact(int fd, void *dst, size_t n, uint64_t offset, bool *short_read,
+                             const char *path, npl_error *err)
+{
+    uint8_t *p = dst;
+    *short_read = false;
+    while (n > 0) {
+        size_t chunk = n > (1u << 30) ? (1u << 30) : n;
+        ssize_t r = pread(fd, p, chunk, (off_t)offset);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return npl_error_set(err, NPL_ERR_IO, "q4nx cache: cannot read %s: %s", path,
+                                 strerror(errno));
+        }
+        if (r == 0) {
+            *short_read = true;
+            return NPL_ERR_FORMAT;
+        }
+        p += r;
+        n -= (size_t)r;
+        offset += (uint64_t)r;
+    }
+    return NPL_OK;
+}
+
+/* Entries from the table; each tensor's checksum too when the file is
+ * mapped (an unmapped cache checks it on read). */
 static npl_status parse_table(npl_q4nx_cache *c, const uint8_t *table, size_t table_bytes,
                               uint32_t count, uint64_t data_end, const char *path,
                               npl_q4nx_cache_state *state, npl_error *err)
@@ -358,7 +392,7 @@ static npl_status parse_table(npl_q4nx_cache *c, const uint8_t *table, size_t ta
         if (e->offset % NPL_Q4NX_CACHE_ALIGN || e->offset < NPL_Q4NX_CACHE_HEADER_BYTES
             || e->offset > data_end || e->bytes > data_end - e->offset)
             return corrupt(state, err, path, "tensor data lies outside the file");
-        if (npl_q4nx_checksum(c->map + e->offset, (size_t)e->bytes, 0) != e->checksum) {
+        if (c->map && npl_q4nx_checksum(c->map + e->offset, (size_t)e->bytes, 0) != e->checksum) {
             char why[NPL_Q4NX_CACHE_NAME_MAX + 64];
             snprintf(why, sizeof why, "checksum mismatch in tensor %s", e->name);
             return corrupt(state, err, path, why);
@@ -369,19 +403,44 @@ static npl_status parse_table(npl_q4nx_cache *c, const uint8_t *table, size_t ta
     return NPL_OK;
 }
 
-npl_status npl_q4nx_cache_open(const char *dir, const char *file_name,
-                               const npl_q4nx_cache_key *key, npl_q4nx_cache **out,
-                               npl_q4nx_cache_state *state_out, npl_error *err)
+/* Checks magic, version, key and where the table lies in a file of
+ * file_bytes. */
+static npl_status check_header(const uint8_t *h, uint64_t file_bytes,
+                               const npl_q4nx_cache_key *key, const char *path,
+                               uint64_t *table_offset, uint32_t *table_bytes,
+                               npl_q4nx_cache_state *state, npl_error *err)
 {
-    npl_q4nx_cache_state state_local;
-    npl_q4nx_cache_state *state = state_out ? state_out : &state_local;
-    *state = NPL_Q4NX_CACHE_CORRUPT;
-    if (!out)
-        return npl_error_set(err, NPL_ERR_INVALID_ARG, "q4nx cache: no output pointer");
-    *out = NULL;
+    if (memcmp(h + HDR_MAGIC, NPL_Q4NX_CACHE_MAGIC, 8) != 0)
+        return corrupt(state, err, path, "bad magic");
+    if (get_u32(h + HDR_VERSION) != NPL_Q4NX_CACHE_VERSION) {
+        *state = NPL_Q4NX_CACHE_STALE;
+        return npl_error_set(err, NPL_ERR_FORMAT, "q4nx cache %s has format version %u, not %u",
+                             path, get_u32(h + HDR_VERSION), NPL_Q4NX_CACHE_VERSION);
+    }
+    if (get_u32(h + HDR_HEADER_BYTES) != NPL_Q4NX_CACHE_HEADER_BYTES)
+        return corrupt(state, err, path, "bad header size");
+    if (get_u64(h + HDR_SOURCE_SIZE) != key->source_size
+        || (int64_t)get_u64(h + HDR_SOURCE_MTIME) != key->source_mtime_ns
+        || get_u64(h + HDR_SOURCE_DIGEST) != key->source_digest) {
+        *state = NPL_Q4NX_CACHE_STALE;
+        return npl_error_set(err, NPL_ERR_FORMAT,
+                             "q4nx cache %s was made from a different model file", path);
+    }
+    *table_offset = get_u64(h + HDR_TABLE_OFFSET);
+    *table_bytes = get_u32(h + HDR_TABLE_BYTES);
+    if (*table_offset < NPL_Q4NX_CACHE_HEADER_BYTES || *table_offset > file_bytes
+        || *table_bytes != file_bytes - *table_offset)
+        return corrupt(state, err, path, "table lies outside the file");
+    return NPL_OK;
+}
+
+/* Opens dir/file_name, a regular file at least a header long: a new
+ * cache holding its path and open fd. */
+static npl_status open_file(const char *dir, const char *file_name, npl_q4nx_cache **out,
+                            uint64_t *file_bytes, npl_q4nx_cache_state *state, npl_error *err)
+{
     char path[PATH_MAX];
-    if (!dir || !key || !plain_file_name(file_name)
-        || !join_path(path, sizeof path, dir, file_name))
+    if (!dir || !plain_file_name(file_name) || !join_path(path, sizeof path, dir, file_name))
         return npl_error_set(err, NPL_ERR_INVALID_ARG,
                              "q4nx cache: need a directory, a key and a plain file name");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -405,44 +464,104 @@ npl_status npl_q4nx_cache_open(const char *dir, const char *file_name,
         close(fd);
         return npl_error_set(err, NPL_ERR_NOMEM, "q4nx cache: no memory");
     }
-    c->map_bytes = (size_t)st.st_size;
-    void *m = mmap(NULL, c->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
+    c->fd = fd;
+    memcpy(c->path, path, sizeof path);
+    *out = c;
+    *file_bytes = (uint64_t)st.st_size;
+    return NPL_OK;
+}
+
+/* The checks both opens share before open_file. */
+static npl_status open_args(const npl_q4nx_cache_key *key, npl_q4nx_cache **out,
+                            npl_q4nx_cache_state *state, npl_error *err)
+{
+    *state = NPL_Q4NX_CACHE_CORRUPT;
+    if (!out)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "q4nx cache: no output pointer");
+    *out = NULL;
+    if (!key)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                             "q4nx cache: need a directory, a key and a plain file name");
+    return NPL_OK;
+}
+
+npl_status npl_q4nx_cache_open(const char *dir, const char *file_name,
+                               const npl_q4nx_cache_key *key, npl_q4nx_cache **out,
+                               npl_q4nx_cache_state *state_out, npl_error *err)
+{
+    npl_q4nx_cache_state state_local;
+    npl_q4nx_cache_state *state = state_out ? state_out : &state_local;
+    npl_status rc = open_args(key, out, state, err);
+    npl_q4nx_cache *c = NULL;
+    uint64_t file_bytes = 0;
+    if (rc != NPL_OK || (rc = open_file(dir, file_name, &c, &file_bytes, state, err)) != NPL_OK)
+        return rc;
+    if (file_bytes > SIZE_MAX) {
+        rc = corrupt(state, err, c->path, "larger than the address space");
+        npl_q4nx_cache_close(c);
+        return rc;
+    }
+    c->map_bytes = (size_t)file_bytes;
+    void *m = mmap(NULL, c->map_bytes, PROT_READ, MAP_PRIVATE, c->fd, 0);
+    close(c->fd);
+    c->fd = -1;
     if (m == MAP_FAILED) {
-        free(c);
-        return npl_error_set(err, NPL_ERR_IO, "q4nx cache: cannot map %s: %s", path,
-                             strerror(errno));
+        rc = npl_error_set(err, NPL_ERR_IO, "q4nx cache: cannot map %s: %s", c->path,
+                           strerror(errno));
+        npl_q4nx_cache_close(c);
+        return rc;
     }
     c->map = m;
-    const uint8_t *h = c->map;
-    npl_status rc;
-    if (memcmp(h + HDR_MAGIC, NPL_Q4NX_CACHE_MAGIC, 8) != 0)
-        rc = corrupt(state, err, path, "bad magic");
-    else if (get_u32(h + HDR_VERSION) != NPL_Q4NX_CACHE_VERSION) {
-        *state = NPL_Q4NX_CACHE_STALE;
-        rc = npl_error_set(err, NPL_ERR_FORMAT, "q4nx cache %s has format version %u, not %u",
-                           path, get_u32(h + HDR_VERSION), NPL_Q4NX_CACHE_VERSION);
-    } else if (get_u32(h + HDR_HEADER_BYTES) != NPL_Q4NX_CACHE_HEADER_BYTES)
-        rc = corrupt(state, err, path, "bad header size");
-    else if (get_u64(h + HDR_SOURCE_SIZE) != key->source_size
-             || (int64_t)get_u64(h + HDR_SOURCE_MTIME) != key->source_mtime_ns
-             || get_u64(h + HDR_SOURCE_DIGEST) != key->source_digest) {
-        *state = NPL_Q4NX_CACHE_STALE;
-        rc = npl_error_set(err, NPL_ERR_FORMAT,
-                           "q4nx cache %s was made from a different model file", path);
-    } else {
-        uint64_t table_offset = get_u64(h + HDR_TABLE_OFFSET);
-        uint32_t table_bytes = get_u32(h + HDR_TABLE_BYTES);
-        if (table_offset < NPL_Q4NX_CACHE_HEADER_BYTES || table_offset > c->map_bytes
-            || table_bytes != c->map_bytes - table_offset)
-            rc = corrupt(state, err, path, "table lies outside the file");
-        else if (npl_q4nx_checksum(c->map + table_offset, table_bytes, 0)
-                 != get_u64(h + HDR_TABLE_CHECKSUM))
-            rc = corrupt(state, err, path, "table checksum mismatch");
-        else
-            rc = parse_table(c, c->map + table_offset, table_bytes,
-                             get_u32(h + HDR_TENSOR_COUNT), table_offset, path, state, err);
+    uint64_t table_offset = 0;
+    uint32_t table_bytes = 0;
+    rc = check_header(c->map, file_bytes, key, c->path, &table_offset, &table_bytes, state, err);
+    if (rc == NPL_OK
+        && npl_q4nx_checksum(c->map + table_offset, table_bytes, 0)
+               != get_u64(c->map + HDR_TABLE_CHECKSUM))
+        rc = corrupt(state, err, c->path, "table checksum mismatch");
+    if (rc == NPL_OK)
+        rc = parse_table(c, c->map + table_offset, table_bytes,
+                         get_u32(c->map + HDR_TENSOR_COUNT), table_offset, c->path, state, err);
+    if (rc != NPL_OK) {
+        npl_q4nx_cache_close(c);
+        return rc;
     }
+    *state = NPL_Q4NX_CACHE_VALID;
+    *out = c;
+    return NPL_OK;
+}
+
+npl_status npl_q4nx_cache_open_unmapped(const char *dir, const char *file_name,
+                                        const npl_q4nx_cache_key *key, npl_q4nx_cache **out,
+                                        npl_q4nx_cache_state *state_out, npl_error *err)
+{
+    npl_q4nx_cache_state state_local;
+    npl_q4nx_cache_state *state = state_out ? state_out : &state_local;
+    npl_status rc = open_args(key, out, state, err);
+    npl_q4nx_cache *c = NULL;
+    uint64_t file_bytes = 0;
+    if (rc != NPL_OK || (rc = open_file(dir, file_name, &c, &file_bytes, state, err)) != NPL_OK)
+        return rc;
+    uint8_t h[NPL_Q4NX_CACHE_HEADER_BYTES];
+    uint8_t *table = NULL;
+    uint64_t table_offset = 0;
+    uint32_t table_bytes = 0;
+    bool short_read = false;
+    rc = read_exact(c->fd, h, sizeof h, 0, &short_read, c->path, err);
+    if (rc == NPL_OK)
+        rc = check_header(h, file_bytes, key, c->path, &table_offset, &table_bytes, state, err);
+    if (rc == NPL_OK && !(table = malloc(table_bytes ? table_bytes : 1)))
+        rc = npl_error_set(err, NPL_ERR_NOMEM, "q4nx cache: no memory for the table");
+    if (rc == NPL_OK)
+        rc = read_exact(c->fd, table, table_bytes, table_offset, &short_read, c->path, err);
+    if (short_read) /* the file shrank since fstat */
+        rc = corrupt(state, err, c->path, "shorter than its header and table say");
+    else if (rc == NPL_OK && npl_q4nx_checksum(table, table_bytes, 0) != get_u64(h + HDR_TABLE_CHECKSUM))
+        rc = corrupt(state, err, c->path, "table checksum mismatch");
+    else if (rc == NPL_OK)
+        rc = parse_table(c, table, table_bytes, get_u32(h + HDR_TENSOR_COUNT), table_offset,
+                         c->path, state, err);
+    free(table);
     if (rc != NPL_OK) {
         npl_q4nx_cache_close(c);
         return rc;
@@ -457,20 +576,61 @@ size_t npl_q4nx_cache_count(const npl_q4nx_cache *c)
     return c ? c->count : 0;
 }
 
+static const cache_entry *find_entry(const npl_q4nx_cache *c, const char *name)
+{
+    for (size_t i = 0; c && name && i < c->count; i++)
+        if (strcmp(c->entries[i].name, name) == 0)
+            return &c->entries[i];
+    return NULL;
+}
+
 const void *npl_q4nx_cache_find(const npl_q4nx_cache *c, const char *name, uint32_t *src_type,
                                 npl_q4nx_layout *layout)
 {
-    if (!c || !name)
+    const cache_entry *e = find_entry(c, name);
+    if (!e || !c->map)
         return NULL;
-    for (size_t i = 0; i < c->count; i++) {
-        const cache_entry *e = &c->entries[i];
-        if (strcmp(e->name, name) == 0) {
-            if (src_type)
-                *src_type = e->src_type;
-            if (layout)
-                *layout = e->layout;
-            return c->map + e->offset;
-        }
+    if (src_type)
+        *src_type = e->src_type;
+    if (layout)
+        *layout = e->layout;
+    return c->map + e->offset;
+}
+
+npl_status npl_q4nx_cache_read(const npl_q4nx_cache *c, const char *name, uint32_t src_type,
+                               uint32_t rows, uint32_t cols, void *dst, size_t dst_bytes,
+                               npl_error *err)
+{
+    if (!c || !name || !dst)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "q4nx cache: missing read argument");
+    const cache_entry *e = find_entry(c, name);
+    if (!e)
+        return npl_error_set(err, NPL_ERR_FORMAT, "q4nx cache %s has no tensor %s", c->path,
+                             name);
+    if (e->src_type != src_type || e->layout.rows != rows || e->layout.cols != cols)
+        return npl_error_set(err, NPL_ERR_FORMAT,
+                             "q4nx cache %s holds %s as type %u [%u, %u], not type %u [%u, %u]",
+                             c->path, name, e->src_type, e->layout.rows, e->layout.cols,
+                             src_type, rows, cols);
+    if (dst_bytes < e->bytes)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                             "q4nx cache: %s needs %llu bytes, the destination has %zu", name,
+                             (unsigned long long)e->bytes, dst_bytes);
+    if (c->map) { /* verified at open */
+        memcpy(dst, c->map + e->offset, (size_t)e->bytes);
+        return NPL_OK;
     }
-    return NULL;
+    npl_q4nx_cache_state state;
+    bool short_read = false;
+    npl_status rc = read_exact(c->fd, dst, (size_t)e->bytes, e->offset, &short_read, c->path, err);
+    if (short_read)
+        return corrupt(&state, err, c->path, "it ends inside tensor data");
+    if (rc != NPL_OK)
+        return rc;
+    if (npl_q4nx_checksum(dst, (size_t)e->bytes, 0) != e->checksum) {
+        char why[NPL_Q4NX_CACHE_NAME_MAX + 64];
+        snprintf(why, sizeof why, "checksum mismatch in tensor %s", e->name);
+        return corrupt(&state, err, c->path, why);
+    }
+    return NPL_OK;
 }

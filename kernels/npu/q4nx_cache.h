@@ -75,12 +75,33 @@ npl_status npl_q4nx_cache_open(const char *dir, const char *file_name,
                                const npl_q4nx_cache_key *key, npl_q4nx_cache **out,
                                npl_q4nx_cache_state *state, npl_error *err);
 
+/* Opens dir/file_name like npl_q4nx_cache_open (header, key, table and
+ * its checksum, every tensor's bounds and size) but neither maps the file
+ * nor reads the tensor data: npl_q4nx_cache_read reads each tensor once,
+ * straight into its destination, and verifies its checksum then. For a
+ * large cache read once at load: one pass over the data instead of two,
+ * and a file truncated or rewritten in place meanwhile is a read error,
+ * not a fault in a mapping. */
+npl_status npl_q4nx_cache_open_unmapped(const char *dir, const char *file_name,
+                                        const npl_q4nx_cache_key *key, npl_q4nx_cache **out,
+                                        npl_q4nx_cache_state *state, npl_error *err);
+
 size_t npl_q4nx_cache_count(const npl_q4nx_cache *cache);
 
 /* The tensor's Q4NX bytes (layout->bytes long, valid until close), or NULL
- * when the cache has no tensor of that name. */
+ * when the cache has no tensor of that name; always NULL for a cache
+ * opened unmapped (read it with npl_q4nx_cache_read). */
 const void *npl_q4nx_cache_find(const npl_q4nx_cache *cache, const char *name,
                                 uint32_t *src_type, npl_q4nx_layout *layout);
+
+/* Copies tensor `name` into dst (dst_bytes >= its layout's bytes) after
+ * checking that it was repacked from src_type with shape rows x cols.
+ * NPL_ERR_FORMAT when the cache has no such tensor, holds it with another
+ * type or shape, or (unmapped) its bytes are short or fail their
+ * checksum; NPL_ERR_IO when reading fails. */
+npl_status npl_q4nx_cache_read(const npl_q4nx_cache *cache, const char *name, uint32_t src_type,
+                               uint32_t rows, uint32_t cols, void *dst, size_t dst_bytes,
+                               npl_error *err);
 
 void npl_q4nx_cache_close(npl_q4nx_cache *cache);
 

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """npullm-bench --device npu-emu --json reports the device's counters:
-per decoded token 2 dispatches per layer + 1 and one submission, the
-embedding row in and the logits out, and no weight byte after load."""
+per decoded token 2 dispatches per layer + 1, the embedding row in and the
+logits out, and no weight byte after load; one submission per decode step,
+which for the -b 2 steps holds both sequences (so between 1/2 and 1
+submission per token)."""
 
 import json
 import subprocess
@@ -22,7 +24,7 @@ def main():
     checks = [
         (r["device"] == "npu-emu", "device is %r" % r["device"]),
         (per["dispatches"] == 2 * n_layer + 1, "decode dispatches per token %r" % per["dispatches"]),
-        (per["submissions"] == 1, "submissions per token %r" % per["submissions"]),
+        (0.5 <= per["submissions"] < 1, "submissions per token %r" % per["submissions"]),
         (per["h2d_bytes"] == 4 * n_embd + params, "bytes in per token %r" % per["h2d_bytes"]),
         (per["d2h_bytes"] == 4 * n_vocab, "bytes out per token %r" % per["d2h_bytes"]),
         (per["h2d_weight_bytes"] == 0, "weight bytes per token %r" % per["h2d_weight_bytes"]),

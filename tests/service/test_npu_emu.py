@@ -5,9 +5,11 @@ Finished stats, npullm-client status); --device auto on a machine
 without an NPU picks the CPU and logs one line naming the reason; an
 explicit --device npu that cannot be used stops the daemon at start."""
 
+import glob
 import os
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from npullm_testbus import (ServiceTestCase, env_path, run_tap, variant_dict)  # noqa: E402
@@ -46,12 +48,46 @@ class NpuEmuTest(ServiceTestCase):
         self.assertEqual("".join(c.tokens_of(paths[0])), alone)
         self.wait_idle(c)
 
+    def test_no_weight_cache_beside_the_models(self):
+        """Without systemd's CacheDirectory the daemon keeps no NPU weight
+        cache: it never writes into a model directory."""
+        c = self.client()
+        c.run("Hello", variant_dict(GREEDY))
+        self.assertEqual(glob.glob(os.path.join(self.model_dir, "*.q4nx*")), [])
+
     def test_client_status(self):
         out = self.run_client("status")
         self.assertEqual(out.returncode, 0, out.stderr)
         fields = dict(line.split(None, 1) for line in out.stdout.decode().splitlines() if " " in line)
         self.assertEqual(fields.get("Device"), "npu-emu")
         self.assertIn("emulated NPU", fields.get("DeviceStatus", ""))
+
+
+class NpuEmuCacheDirectoryTest(ServiceTestCase):
+    """With CACHE_DIRECTORY (systemd's CacheDirectory=) the repacked
+    weights are kept there, named after the model file."""
+    ARGS = ("--default-model", "tiny", "--device", "npu-emu")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cache_dir = tempfile.mkdtemp(prefix="npullm-cache-")
+        os.environ["CACHE_DIRECTORY"] = cls.cache_dir + ":/nonexistent/second"
+        try:
+            super().setUpClass()
+        finally:
+            del os.environ["CACHE_DIRECTORY"]
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        subprocess.run(["rm", "-rf", cls.cache_dir])
+
+    def test_weights_cached_in_cache_directory(self):
+        c = self.client()
+        text, reason, stats = c.run("Hello there", variant_dict(GREEDY))
+        self.assertEqual(stats["device"], "npu-emu")
+        self.assertEqual(os.listdir(self.cache_dir), ["tiny.gguf.q4nx"])
+        self.assertEqual(glob.glob(os.path.join(self.model_dir, "*.q4nx*")), [])
 
 
 class AutoTest(ServiceTestCase):
