@@ -6,7 +6,9 @@
  * Limits: the dimensions are read from the IHDR chunk (which the format
  * requires to come first) and checked before libpng is even set up;
  * libpng's own user limits and chunk-memory cap guard the rest
- * (compressed text / ICC chunks). Conversions follow llama.cpp's loader:
+ * (compressed text / ICC chunks). libpng sizes some reads by a chunk's
+ * declared length before reading it (a 75-byte file made it allocate
+ * 233 MB), so every chunk up to IEND must first fit in the bytes given. Conversions follow llama.cpp's loader:
  * palette and grey expanded to RGB, 16-bit samples keep their high byte,
  * alpha dropped, no gamma correction. */
 #include <png.h>
@@ -87,6 +89,26 @@ static int run_libpng(png_job *j)
     return 0;
 }
 
+/* Walks the chunks from the signature to IEND: each declared length must
+ * fit in what is left of the file (length, type, data and CRC). A file
+ * that ends early is left to libpng, which reports it. */
+static npl_status check_chunk_lengths(const uint8_t *data, size_t size, npl_error *err)
+{
+    size_t off = 8;
+    while (size - off >= 12) {
+        uint32_t len = be32(data + off);
+        if (len > size - off - 12)
+            return npl_error_set(err, NPL_ERR_FORMAT,
+                                 "png: truncated or damaged: the chunk at offset %zu declares %u bytes, only %zu "
+                                 "follow",
+                                 off, len, size - off - 12);
+        if (memcmp(data + off + 4, "IEND", 4) == 0)
+            break;
+        off += 12 + (size_t)len;
+    }
+    return NPL_OK;
+}
+
 npl_status npl_png_decode(const uint8_t *data, size_t size, const npl_image_limits *lim, npl_image *out,
                           npl_error *err)
 {
@@ -95,7 +117,7 @@ npl_status npl_png_decode(const uint8_t *data, size_t size, const npl_image_limi
         return npl_error_set(err, NPL_ERR_FORMAT, "png: no IHDR chunk after the signature");
     uint32_t w = be32(data + 16), h = be32(data + 20);
     npl_status st = npl_image_check_dims("png", w, h, lim, err);
-    if (st)
+    if (st || (st = check_chunk_lengths(data, size, err)))
         return st;
 
     png_job *j = calloc(1, sizeof *j);
