@@ -89,19 +89,20 @@ static int run_libpng(png_job *j)
     return 0;
 }
 
-/* Walks the chunks from the signature to IEND: each declared length must
- * fit in what is left of the file (length, type, data and CRC). A file
- * that ends early is left to libpng, which reports it. */
+/* Walks the chunks from the signature to IEND: each chunk whose length
+ * and type are there must fit whole in what is left of the file (length,
+ * type, data and CRC). Fewer than 8 bytes at the end are left to libpng,
+ * which fails to read a header there. */
 static npl_status check_chunk_lengths(const uint8_t *data, size_t size, npl_error *err)
 {
     size_t off = 8;
-    while (size - off >= 12) {
+    while (size - off >= 8) {
         uint32_t len = be32(data + off);
-        if (len > size - off - 12)
+        if (size - off < 12 || len > size - off - 12)
             return npl_error_set(err, NPL_ERR_FORMAT,
                                  "png: truncated or damaged: the chunk at offset %zu declares %u bytes, only %zu "
                                  "follow",
-                                 off, len, size - off - 12);
+                                 off, len, size - off < 12 ? (size_t)0 : size - off - 12);
         if (memcmp(data + off + 4, "IEND", 4) == 0)
             break;
         off += 12 + (size_t)len;
