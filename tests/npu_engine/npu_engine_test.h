@@ -4,9 +4,12 @@
 #ifndef NPU_ENGINE_TEST_H
 #define NPU_ENGINE_TEST_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "npullm.h"
 
 typedef struct ne_case {
     const char *name;
@@ -74,6 +77,43 @@ static inline int ne_main(int argc, char **argv, const ne_case *cases, size_t n)
     }
     fprintf(stderr, "no test case named '%s'\n", argv[1]);
     return 2;
+}
+
+/* The model of the first argument on a device, one thread, prefill
+ * chunks of `chunk` tokens (0: the default); NULL after a message. */
+static inline npl_model *ne_load(const char *device, uint32_t chunk)
+{
+    npl_model_params p;
+    npl_model_params_default(&p);
+    p.n_threads = 1;
+    p.prefill_chunk = chunk;
+    p.device = device;
+    npl_error err;
+    npl_model *m = npl_model_load(ne_arg(0), &p, &err);
+    if (!m)
+        fprintf(stderr, "cannot load %s on %s: %s\n", ne_arg(0) ? ne_arg(0) : "(no model given)",
+                device, err.message);
+    return m;
+}
+
+/* n ids spread over the vocabulary, BOS-like first id. */
+static inline void ne_make_prompt(int32_t *ids, size_t n, uint32_t seed, uint32_t n_vocab)
+{
+    uint64_t s = seed * 2654435761u + 1;
+    ids[0] = 1;
+    for (size_t i = 1; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((s >> 33) % n_vocab);
+    }
+}
+
+static inline int32_t ne_argmax(const float *v, uint32_t n)
+{
+    int32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = (int32_t)i;
+    return best;
 }
 
 #define NE_MAIN(...)                                                    \

@@ -23,40 +23,6 @@
 
 enum { PARAMS_BYTES = 76 /* shape parameters per dispatch */ };
 
-static npl_model *load(const char *device, uint32_t chunk)
-{
-    npl_model_params p;
-    npl_model_params_default(&p);
-    p.n_threads = 1;
-    p.prefill_chunk = chunk;
-    p.device = device;
-    npl_error err;
-    npl_model *m = npl_model_load(ne_arg(0), &p, &err);
-    if (!m)
-        fprintf(stderr, "cannot load %s on %s: %s\n", ne_arg(0) ? ne_arg(0) : "(no model given)",
-                device, err.message);
-    return m;
-}
-
-static void make_prompt(int32_t *ids, size_t n, uint32_t seed, uint32_t n_vocab)
-{
-    uint64_t s = seed * 2654435761u + 1;
-    ids[0] = 1;
-    for (size_t i = 1; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)((s >> 33) % n_vocab);
-    }
-}
-
-static int32_t argmax(const float *v, uint32_t n)
-{
-    int32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = (int32_t)i;
-    return best;
-}
-
 /* A sequence in the batch and its twin that decodes alone. */
 typedef struct pair {
     npl_seq *batched, *alone;
@@ -68,7 +34,7 @@ static bool pair_init(npl_model *m, pair *p, uint32_t n_ctx, size_t prompt_len, 
     int32_t ids[32];
     if (prompt_len > 32)
         return false;
-    make_prompt(ids, prompt_len, seed, nv);
+    ne_make_prompt(ids, prompt_len, seed, nv);
     npl_error err;
     p->batched = npl_seq_create(m, n_ctx, &err);
     p->alone = npl_seq_create(m, n_ctx, &err);
@@ -106,7 +72,7 @@ static bool step(npl_model *m, pair *ps, const size_t *which, size_t n, npl_devi
     for (size_t i = 0; i < n; i++) {
         pair *p = &ps[which[i]];
         batch[i] = p->batched;
-        toks[i] = argmax(npl_seq_logits(p->alone), nv);
+        toks[i] = ne_argmax(npl_seq_logits(p->alone), nv);
         if (npl_decode(m, &p->alone, &toks[i], 1, &err) != NPL_OK) {
             fprintf(stderr, "decode alone: %s\n", err.message);
             return false;
@@ -154,7 +120,7 @@ static void check_traffic(const npl_model *m, const npl_device_traffic *t, uint6
 
 static void test_one_submission(void)
 {
-    npl_model *m = load("npu-emu", 16);
+    npl_model *m = ne_load("npu-emu", 16);
     REQUIRE(m);
     pair ps[3];
     const uint32_t n_ctx[3] = {64, 128, 96};
@@ -180,7 +146,7 @@ static void test_one_submission(void)
 
 static void test_recompose(void)
 {
-    npl_model *m = load("npu-emu", 16);
+    npl_model *m = ne_load("npu-emu", 16);
     REQUIRE(m);
     pair ps[5];
     for (int i = 0; i < 4; i++)
@@ -210,7 +176,7 @@ static void test_recompose(void)
 
 static void test_over_cap(void)
 {
-    npl_model *m = load("npu-emu", 2); /* rows of the activations: 2 sequences per submission */
+    npl_model *m = ne_load("npu-emu", 2); /* rows of the activations: 2 sequences per submission */
     REQUIRE(m);
     pair ps[5];
     for (int i = 0; i < 5; i++)
@@ -245,7 +211,7 @@ static char *manifest_without_fused(void)
 
 static void test_unfused(void)
 {
-    npl_model *m = load("cpu", 16);
+    npl_model *m = ne_load("cpu", 16);
     char *text = manifest_without_fused();
     REQUIRE(m && text);
     npl_error err;

@@ -32,41 +32,6 @@
 
 enum { CHUNK = 16, N_CTX = 128 };
 
-static npl_model *load(const char *device, uint32_t chunk)
-{
-    npl_model_params p;
-    npl_model_params_default(&p);
-    p.n_threads = 1;
-    p.prefill_chunk = chunk;
-    p.device = device;
-    npl_error err;
-    npl_model *m = npl_model_load(ne_arg(0), &p, &err);
-    if (!m)
-        fprintf(stderr, "cannot load %s on %s: %s\n", ne_arg(0) ? ne_arg(0) : "(no model given)",
-                device, err.message);
-    return m;
-}
-
-/* n ids spread over the vocabulary, BOS-like first id. */
-static void make_prompt(int32_t *ids, size_t n, uint32_t seed, uint32_t n_vocab)
-{
-    uint64_t s = seed * 2654435761u + 1;
-    ids[0] = 1;
-    for (size_t i = 1; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)((s >> 33) % n_vocab);
-    }
-}
-
-static int32_t argmax(const float *v, uint32_t n)
-{
-    int32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = (int32_t)i;
-    return best;
-}
-
 static bool decode1(npl_model *m, npl_seq *s, int32_t tok)
 {
     npl_error err;
@@ -78,7 +43,7 @@ static bool decode1(npl_model *m, npl_seq *s, int32_t tok)
 
 static void test_budget(void)
 {
-    npl_model *m = load("npu-emu", CHUNK);
+    npl_model *m = ne_load("npu-emu", CHUNK);
     REQUIRE(m);
     const npl_model_info *in = npl_model_get_info(m);
     uint64_t L = in->n_layer, E = in->n_embd, V = in->n_vocab;
@@ -95,7 +60,7 @@ static void test_budget(void)
     REQUIRE(s);
     enum { PROMPT = CHUNK + 4, STEPS = 8 };
     int32_t ids[PROMPT];
-    make_prompt(ids, PROMPT, 7, in->n_vocab);
+    ne_make_prompt(ids, PROMPT, 7, in->n_vocab);
     CHECK(npl_prefill(m, s, ids, PROMPT, 0, NULL, &err) == NPL_OK);
     CHECK(npl_model_device_stats(m, &s1));
     CHECK(s1.kv_bytes > 0);
@@ -109,7 +74,7 @@ static void test_budget(void)
     CHECK(s1.prefill.d2h_activation_bytes == V * 4);
 
     for (int i = 0; i < STEPS; i++)
-        CHECK(decode1(m, s, argmax(npl_seq_logits(s), in->n_vocab)));
+        CHECK(decode1(m, s, ne_argmax(npl_seq_logits(s), in->n_vocab)));
     CHECK(npl_model_device_stats(m, &s2));
     const npl_device_traffic *d = &s2.decode;
     CHECK(s2.decode_tokens == STEPS);
@@ -134,12 +99,12 @@ static void test_budget(void)
 
 static void test_prefill_equals_decode(void)
 {
-    npl_model *m = load("npu-emu", CHUNK);
+    npl_model *m = ne_load("npu-emu", CHUNK);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     enum { N = 2 * CHUNK + 5 };
     int32_t ids[N];
-    make_prompt(ids, N, 3, nv);
+    ne_make_prompt(ids, N, 3, nv);
     npl_error err;
     npl_seq *a = npl_seq_create(m, N_CTX, &err), *b = npl_seq_create(m, N_CTX, &err);
     REQUIRE(a && b);
@@ -162,7 +127,7 @@ static void test_prefill_equals_decode(void)
     REQUIRE(la && lb);
     CHECK(memcmp(la, lb, nv * sizeof(float)) == 0);
     /* And the next step from either agrees as well. */
-    int32_t next = argmax(la, nv);
+    int32_t next = ne_argmax(la, nv);
     CHECK(decode1(m, a, next) && decode1(m, b, next));
     CHECK(memcmp(npl_seq_logits(a), npl_seq_logits(b), nv * sizeof(float)) == 0);
     npl_seq_free(a);
@@ -172,7 +137,7 @@ static void test_prefill_equals_decode(void)
 
 static void test_batch_equals_alone(void)
 {
-    npl_model *m = load("npu-emu", CHUNK);
+    npl_model *m = ne_load("npu-emu", CHUNK);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     enum { NS = 3, STEPS = 3 };
@@ -181,7 +146,7 @@ static void test_batch_equals_alone(void)
     npl_error err;
     npl_seq *alone[NS], *batch[NS];
     for (int i = 0; i < NS; i++) {
-        make_prompt(prompts[i], plen[i], 11u + (uint32_t)i, nv);
+        ne_make_prompt(prompts[i], plen[i], 11u + (uint32_t)i, nv);
         alone[i] = npl_seq_create(m, N_CTX, &err);
         batch[i] = npl_seq_create(m, N_CTX, &err);
         REQUIRE(alone[i] && batch[i]);
@@ -191,7 +156,7 @@ static void test_batch_equals_alone(void)
     for (int step = 0; step < STEPS; step++) {
         int32_t toks[NS];
         for (int i = 0; i < NS; i++) {
-            toks[i] = argmax(npl_seq_logits(alone[i]), nv);
+            toks[i] = ne_argmax(npl_seq_logits(alone[i]), nv);
             CHECK(decode1(m, alone[i], toks[i]));
         }
         CHECK(npl_decode(m, batch, toks, NS, &err) == NPL_OK);
@@ -208,12 +173,12 @@ static void test_batch_equals_alone(void)
 
 static void test_embeddings(void)
 {
-    npl_model *m = load("npu-emu", CHUNK);
+    npl_model *m = ne_load("npu-emu", CHUNK);
     REQUIRE(m);
     const npl_model_info *in = npl_model_get_info(m);
     enum { N = CHUNK + 3 };
     int32_t ids[N];
-    make_prompt(ids, N, 5, in->n_vocab);
+    ne_make_prompt(ids, N, 5, in->n_vocab);
     float *embd = malloc((size_t)N * in->n_embd * sizeof *embd);
     REQUIRE(embd);
     npl_error err;
@@ -265,10 +230,10 @@ static char *manifest_without_fused(void)
 
 static void test_unfused_decode(void)
 {
-    npl_model *fused = load("npu-emu", CHUNK);
+    npl_model *fused = ne_load("npu-emu", CHUNK);
     /* A CPU model given an emulated device with the reduced manifest: the
      * runtime as npl_model_load would build it. */
-    npl_model *split = load("cpu", CHUNK);
+    npl_model *split = ne_load("cpu", CHUNK);
     char *text = manifest_without_fused();
     REQUIRE(fused && split && text);
     npl_error err;
@@ -286,10 +251,10 @@ static void test_unfused_decode(void)
     npl_seq *sf = npl_seq_create(fused, N_CTX, &err), *ss = npl_seq_create(split, N_CTX, &err);
     REQUIRE(sf && ss);
     int32_t ids[6];
-    make_prompt(ids, 6, 9, nv);
+    ne_make_prompt(ids, 6, 9, nv);
     CHECK(npl_prefill(fused, sf, ids, 6, 0, NULL, &err) == NPL_OK);
     CHECK(npl_prefill(split, ss, ids, 6, 0, NULL, &err) == NPL_OK);
-    int32_t next = argmax(npl_seq_logits(sf), nv);
+    int32_t next = ne_argmax(npl_seq_logits(sf), nv);
     CHECK(decode1(fused, sf, next) && decode1(split, ss, next));
     CHECK(memcmp(npl_seq_logits(sf), npl_seq_logits(ss), nv * sizeof(float)) == 0);
     npl_device_stats st;
@@ -305,15 +270,15 @@ static void test_unfused_decode(void)
 
 static void test_errors(void)
 {
-    npl_model *m = load("npu-emu", CHUNK);
-    npl_model *other = load("npu-emu", CHUNK);
+    npl_model *m = ne_load("npu-emu", CHUNK);
+    npl_model *other = ne_load("npu-emu", CHUNK);
     REQUIRE(m && other);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     npl_error err;
     npl_seq *s = npl_seq_create(m, 8, &err), *t = npl_seq_create(other, 8, &err);
     REQUIRE(s && t);
     int32_t ids[9];
-    make_prompt(ids, 9, 1, nv);
+    ne_make_prompt(ids, 9, 1, nv);
     int32_t bad = (int32_t)nv;
     size_t consumed = 99;
     CHECK(npl_prefill(m, s, &bad, 1, 0, &consumed, &err) == NPL_ERR_INVALID_ARG);

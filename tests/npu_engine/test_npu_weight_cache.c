@@ -221,15 +221,6 @@ static npl_device_stats stats_of(const npl_model *m)
     return s;
 }
 
-static int32_t argmax(const float *v, uint32_t n)
-{
-    int32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = (int32_t)i;
-    return best;
-}
-
 /* The logits after a prompt and after each of STEPS greedy decodes,
  * (1 + STEPS) * n_vocab floats (malloc'd), or NULL. */
 static float *run_logits(npl_model *m)
@@ -244,7 +235,7 @@ static float *run_logits(npl_model *m)
     bool ok = out && s && npl_prefill(m, s, ids, PROMPT, 0, NULL, &err) == NPL_OK;
     for (int k = 0; ok && k <= STEPS; k++) {
         memcpy(out + (size_t)k * nv, npl_seq_logits(s), nv * sizeof *out);
-        int32_t next = argmax(npl_seq_logits(s), nv);
+        int32_t next = ne_argmax(npl_seq_logits(s), nv);
         ok = k == STEPS || npl_decode(m, &s, &next, 1, &err) == NPL_OK;
     }
     if (!ok) {
