@@ -10,7 +10,7 @@
 #include "npullm.h"
 #include "stop_stream.h"
 
-static npl_status render_model(const npl_model *m, const char *messages_json, const npl_chat_options *o,
+npl_status npl_chat_render_for_model(const npl_model *m, const char *messages_json, const npl_chat_options *o,
                                  npl_jinja_output *out, npl_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -32,7 +32,7 @@ static npl_status render_model(const npl_model *m, const char *messages_json, co
     return st;
 }
 
-static void warn_fallback(const npl_model *m, const npl_error *why)
+void npl_chat_warn_fallback(const npl_model *m, const npl_error *why)
 {
     if (!npl_model_claim_chat_warning(m))
         return;
@@ -113,7 +113,7 @@ npl_status npl_chat_tokenize_json(const npl_model *m, const char *messages_json,
     const npl_tokenizer *tok = npl_model_tokenizer(m);
     npl_jinja_output r;
     npl_error terr = {0};
-    st = render_model(m, messages_json, o, &r, &terr);
+    st = npl_chat_render_for_model(m, messages_json, o, &r, &terr);
     if (st == NPL_OK) {
         st = npl_chat_tokenize_rendering(tok, &r, out, err);
         if (st == NPL_OK && prompt) {
@@ -129,7 +129,7 @@ npl_status npl_chat_tokenize_json(const npl_model *m, const char *messages_json,
         return npl_error_set(err, st, "%s", terr.message);
     }
     if (st != NPL_ERR_UNSUPPORTED) /* a template that exists but fails */
-        warn_fallback(m, &terr);
+        npl_chat_warn_fallback(m, &terr);
     size_t n0 = out->n;
     st = npl_chat_build_tokens(tok, npl_model_get_info(m)->chat_format, cm.v, cm.n, o->add_generation_prompt, out,
                                err);

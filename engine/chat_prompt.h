@@ -54,6 +54,15 @@ npl_status npl_chat_messages_from_json(const char *messages_json, const char *to
                                        npl_error *err);
 void npl_chat_messages_free(npl_chat_messages *cm);
 
+/* Renders the model's own template (chat_model.c): NPL_ERR_UNSUPPORTED
+ * when it has none, the template's error when it fails. */
+npl_status npl_chat_render_for_model(const npl_model *m, const char *messages_json, const npl_chat_options *o,
+                                     npl_jinja_output *out, npl_error *err);
+
+/* Says once per model on stderr that its template failed and the built-in
+ * format is used instead. */
+void npl_chat_warn_fallback(const npl_model *m, const npl_error *why);
+
 /* True the first time it is called for m (model.c). */
 bool npl_model_claim_chat_warning(const npl_model *m);
 
