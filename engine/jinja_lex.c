@@ -3,6 +3,7 @@
  * whitespace next to it, trim_blocks drops the newline after a block or
  * comment tag, lstrip_blocks drops the indentation before one ({%+
  * keeps it). */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,6 +140,7 @@ static const char *const OPS[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", 
 /* Tokens of one tag up to its closer; returns whether the closer had `-`. */
 static bool lex_tag(lexer *L, char close_c, jtok_kind close_k)
 {
+    int depth = 0; /* open ( [ {: a closer inside them is not the tag's end */
     for (;;) {
         while (L->p < L->n && is_ws(L->src[L->p])) {
             if (L->src[L->p] == '\n')
@@ -149,12 +151,12 @@ static bool lex_tag(lexer *L, char close_c, jtok_kind close_k)
             jfail(L->a, "line %u: tag not closed", L->line);
         const char *s = L->src + L->p;
         size_t left = L->n - L->p;
-        if (left >= 3 && s[0] == '-' && s[1] == close_c && s[2] == '}') {
+        if (depth == 0 && left >= 3 && s[0] == '-' && s[1] == close_c && s[2] == '}') {
             L->p += 3;
             push(L, (jtok){.k = close_k});
             return true;
         }
-        if (left >= 2 && s[0] == close_c && s[1] == '}') {
+        if (depth == 0 && left >= 2 && s[0] == close_c && s[1] == '}') {
             L->p += 2;
             push(L, (jtok){.k = close_k});
             return false;
@@ -200,9 +202,9 @@ static bool lex_tag(lexer *L, char close_c, jtok_kind close_k)
             if (is_float) {
                 t.f = strtod(buf, NULL);
             } else {
-                char *end;
-                unsigned long long v = strtoull(buf, &end, 10);
-                if (m > 18 || v > INT64_MAX)
+                errno = 0;
+                unsigned long long v = strtoull(buf, NULL, 10);
+                if (errno || v > INT64_MAX)
                     jfail(L->a, "line %u: integer literal too large", L->line);
                 t.i = (int64_t)v;
             }
@@ -221,6 +223,10 @@ static bool lex_tag(lexer *L, char close_c, jtok_kind close_k)
                 jfail(L->a, "line %u: unexpected character '%c'", L->line, c);
             push(L, (jtok){.k = JT_OP, .s = {op, strlen(op), NULL}});
             L->p += strlen(op);
+            if (op[1] == 0 && (op[0] == '(' || op[0] == '[' || op[0] == '{'))
+                depth++;
+            else if (op[1] == 0 && (op[0] == ')' || op[0] == ']' || op[0] == '}') && depth > 0)
+                depth--;
         }
     }
 }
@@ -324,6 +330,7 @@ void jlex(jarena *a, const char *src, size_t n, jtoks *out)
                 if (L.p < n && (src[L.p] == '-' || src[L.p] == '+'))
                     L.p++;
                 sub = L;
+                sub.out = &tmp;
                 tmp.n = 0;
                 strip_next = lex_tag(&sub, '%', JT_STMT_CLOSE);
                 L.p = sub.p;

@@ -684,8 +684,12 @@ static const jnode *parse_body(parser *P, const char *const *ends, const char **
     for (;;) {
         const jtok *t = peek(P);
         if (t->k == JT_EOF) {
-            if (ends)
-                jfail(P->a, "template ended inside a block (expected %s)", ends[0]);
+            if (ends) {
+                size_t last = 0;
+                while (ends[last + 1])
+                    last++;
+                jfail(P->a, "template ended inside a block (expected %s)", ends[last]);
+            }
             break;
         }
         if (t->k == JT_TEXT) {
