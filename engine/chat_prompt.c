@@ -23,6 +23,31 @@ npl_status npl_json_append_str(npl_buf *b, const char *s, npl_error *err)
     return st ? st : npl_buf_append(b, "\"", 1, err);
 }
 
+char *npl_chat_turn_json(const char *system, const char *user_text, bool image_first)
+{
+    npl_buf b = {0};
+    npl_status st = npl_buf_append(&b, "[", 1, NULL);
+    if (!st && system) {
+        st = npl_buf_appendf(&b, NULL, "{\"role\": \"system\", \"content\": ");
+        if (!st)
+            st = npl_json_append_str(&b, system, NULL);
+        if (!st)
+            st = npl_buf_append(&b, "}, ", 3, NULL);
+    }
+    if (!st)
+        st = npl_buf_appendf(&b, NULL, "{\"role\": \"user\", \"content\": %s",
+                             image_first ? "[{\"type\": \"image\"}, {\"type\": \"text\", \"text\": " : "");
+    if (!st)
+        st = npl_json_append_str(&b, user_text, NULL);
+    if (!st)
+        st = npl_buf_appendf(&b, NULL, "%s}]", image_first ? "}]" : "");
+    if (st) {
+        npl_buf_free(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
 void npl_chat_now(struct tm *out)
 {
     const char *fixed = getenv("NPULLM_CHAT_DATE");

@@ -29,6 +29,10 @@ typedef struct npl_chat_render_in {
  * strftime_now(). */
 npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, npl_error *err);
 
+/* [{system,} user] as JSON (malloc'd, NULL when out of memory); with
+ * image_first the user content is [{"type": "image"}, {"type": "text", ...}]. */
+char *npl_chat_turn_json(const char *system, const char *user_text, bool image_first);
+
 /* The date templates see: NPULLM_CHAT_DATE=YYYY-MM-DD when set (tests),
  * else the local time now. */
 void npl_chat_now(struct tm *out);

@@ -91,32 +91,6 @@ static npl_status text_trimmed(builder *b, const char *s)
 
 #define IMAGE_MARK "<start_of_image>"
 
-/* The conversation with the image as the first part of the user turn. */
-static char *image_messages_json(const char *system, const char *user_text)
-{
-    npl_buf b = {0};
-    npl_status st = npl_buf_append(&b, "[", 1, NULL);
-    if (!st && system) {
-        st = npl_buf_appendf(&b, NULL, "{\"role\": \"system\", \"content\": ");
-        if (!st)
-            st = npl_json_append_str(&b, system, NULL);
-        if (!st)
-            st = npl_buf_append(&b, "}, ", 3, NULL);
-    }
-    if (!st)
-        st = npl_buf_appendf(&b, NULL, "{\"role\": \"user\", \"content\": [{\"type\": \"image\"}, "
-                                       "{\"type\": \"text\", \"text\": ");
-    if (!st)
-        st = npl_json_append_str(&b, user_text, NULL);
-    if (!st)
-        st = npl_buf_append(&b, "}]}]", 4, NULL);
-    if (st) {
-        npl_buf_free(&b);
-        return NULL;
-    }
-    return b.data;
-}
-
 /* One piece of the rendering, with extra template text around it. */
 static npl_status piece(const char *pre, const npl_jinja_output *r, size_t from, size_t to, const char *post,
                         npl_jinja_output *out, npl_error *err)
@@ -143,7 +117,7 @@ static npl_status piece(const char *pre, const npl_jinja_output *r, size_t from,
 static npl_status from_template(const npl_model *m, const char *system, const char *user_text,
                                 npl_image_prompt *out, npl_error *err)
 {
-    char *json = image_messages_json(system, user_text);
+    char *json = npl_chat_turn_json(system, user_text, true);
     if (!json)
         return npl_error_set(err, NPL_ERR_NOMEM, "vision prompt: out of memory");
     npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = -1};

@@ -17,6 +17,7 @@
 
 #include "ggml_types.h"
 #include "npullm.h"
+#include "chat_prompt.h"
 #include "run-messages.h"
 
 #define EXIT_RUNTIME 1
@@ -511,7 +512,7 @@ static npl_status build_prompt(const options *o, npl_model *m, npl_tokens *out, 
 {
     if (o->raw)
         return npl_tokenize(npl_model_tokenizer(m), o->prompt, strlen(o->prompt), NPL_TOKENIZE_ADD_BOS, out, err);
-    char *json = o->messages ? run_messages_read(o->messages) : run_messages_from_prompt(o->system, o->prompt);
+    char *json = o->messages ? run_messages_read(o->messages) : npl_chat_turn_json(o->system, o->prompt, false);
     if (!json)
         return npl_error_set(err, o->messages ? NPL_ERR_INVALID_ARG : NPL_ERR_NOMEM, "cannot read the conversation");
     npl_chat_options co = {.add_generation_prompt = true, .enable_thinking = -1};

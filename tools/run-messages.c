@@ -2,11 +2,11 @@
 #include "run-messages.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_prompt.h"
 
 #define MAX_MESSAGES_FILE (64u << 20)
 
@@ -52,28 +52,4 @@ char *run_messages_read(const char *arg)
         return NULL;
     }
     return buf;
-}
-
-char *run_messages_from_prompt(const char *system, const char *prompt)
-{
-    npl_buf b = {0};
-    npl_status st = npl_buf_append(&b, "[", 1, NULL);
-    if (!st && system) {
-        st = npl_buf_append(&b, "{\"role\": \"system\", \"content\": ", 30, NULL);
-        if (!st)
-            st = npl_json_append_str(&b, system, NULL);
-        if (!st)
-            st = npl_buf_append(&b, "}, ", 3, NULL);
-    }
-    if (!st)
-        st = npl_buf_append(&b, "{\"role\": \"user\", \"content\": ", 28, NULL);
-    if (!st)
-        st = npl_json_append_str(&b, prompt, NULL);
-    if (!st)
-        st = npl_buf_append(&b, "}]", 2, NULL);
-    if (st) {
-        npl_buf_free(&b);
-        return NULL;
-    }
-    return b.data;
 }
