@@ -73,7 +73,7 @@ npl_status npl_chat_tokenize(const npl_model *m, const npl_chat_message *msgs, s
     }
     if (!st)
         st = npl_buf_append(&json, "]", 1, err);
-    npl_chat_options o = {.add_generation_prompt = add_generation_prompt, .enable_thinking = -1};
+    npl_chat_options o = {.add_generation_prompt = add_generation_prompt, .enable_thinking = -1, .tools_in_user_message = -1};
     if (!st)
         st = npl_chat_tokenize_json(m, json.data, &o, out, NULL, err);
     npl_buf_free(&json);
@@ -104,7 +104,7 @@ npl_status npl_chat_tokenize_json(const npl_model *m, const char *messages_json,
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "chat: missing model, messages or output");
     if (prompt)
         *prompt = NULL;
-    npl_chat_options def = {.add_generation_prompt = true, .enable_thinking = -1};
+    npl_chat_options def = {.add_generation_prompt = true, .enable_thinking = -1, .tools_in_user_message = -1};
     const npl_chat_options *o = opts ? opts : &def;
     npl_chat_messages cm;
     npl_status st = npl_chat_messages_from_json(messages_json, o->tools_json, &cm, err);

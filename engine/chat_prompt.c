@@ -68,7 +68,7 @@ void npl_chat_now(struct tm *out)
 npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, npl_error *err)
 {
     memset(out, 0, sizeof *out);
-    npl_chat_options def = {.add_generation_prompt = true, .enable_thinking = -1};
+    npl_chat_options def = {.add_generation_prompt = true, .enable_thinking = -1, .tools_in_user_message = -1};
     const npl_chat_options *o = in->opts ? in->opts : &def;
     npl_buf vars = {0}, data = {0};
     npl_status st = npl_buf_append(&vars, "{\"bos_token\": ", 14, err);
@@ -82,6 +82,8 @@ npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, 
         st = npl_buf_appendf(&vars, err, ", \"add_generation_prompt\": %s", o->add_generation_prompt ? "true" : "false");
     if (!st && o->enable_thinking >= 0)
         st = npl_buf_appendf(&vars, err, ", \"enable_thinking\": %s", o->enable_thinking ? "true" : "false");
+    if (!st && o->tools_in_user_message >= 0)
+        st = npl_buf_appendf(&vars, err, ", \"tools_in_user_message\": %s", o->tools_in_user_message ? "true" : "false");
     if (!st)
         st = npl_buf_append(&vars, "}", 1, err);
     if (!st)

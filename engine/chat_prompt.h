@@ -25,8 +25,8 @@ typedef struct npl_chat_render_in {
 } npl_chat_render_in;
 
 /* Renders the template: messages, tools (only when given), bos_token,
- * eos_token, add_generation_prompt, enable_thinking (only when set),
- * strftime_now(). */
+ * eos_token, add_generation_prompt, enable_thinking and
+ * tools_in_user_message (only when set), strftime_now(). */
 npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, npl_error *err);
 
 /* [{system,} user] as JSON (malloc'd, NULL when out of memory); with

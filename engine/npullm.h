@@ -145,6 +145,7 @@ typedef struct npl_chat_options {
     bool add_generation_prompt;
     const char *tools_json; /* JSON array of tool definitions, or NULL */
     int enable_thinking;    /* -1: template's default, 0 off, 1 on */
+    int tools_in_user_message; /* -1: template's default, 0 no, 1 yes (Llama 3.1+) */
 } npl_chat_options;
 
 /* Like npl_chat_tokenize for a conversation given as JSON: an array of

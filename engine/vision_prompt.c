@@ -120,7 +120,7 @@ static npl_status from_template(const npl_model *m, const char *system, const ch
     char *json = npl_chat_turn_json(system, user_text, true);
     if (!json)
         return npl_error_set(err, NPL_ERR_NOMEM, "vision prompt: out of memory");
-    npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = -1};
+    npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = -1, .tools_in_user_message = -1};
     npl_jinja_output r, before = {0}, after = {0};
     npl_status st = npl_chat_render_for_model(m, json, &o, &r, err);
     free(json);

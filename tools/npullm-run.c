@@ -515,7 +515,7 @@ static npl_status build_prompt(const options *o, npl_model *m, npl_tokens *out, 
     char *json = o->messages ? run_messages_read(o->messages) : npl_chat_turn_json(o->system, o->prompt, false);
     if (!json)
         return npl_error_set(err, o->messages ? NPL_ERR_INVALID_ARG : NPL_ERR_NOMEM, "cannot read the conversation");
-    npl_chat_options co = {.add_generation_prompt = true, .enable_thinking = -1};
+    npl_chat_options co = {.add_generation_prompt = true, .enable_thinking = -1, .tools_in_user_message = -1};
     npl_status st = npl_chat_tokenize_json(m, json, &co, out, text, err);
     free(json);
     return st;

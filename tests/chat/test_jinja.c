@@ -239,7 +239,7 @@ static void case_fallback(const char *path)
     CHECK(a.n > 0 && a.n == b.n && memcmp(a.ids, b.ids, a.n * sizeof *a.ids) == 0, "fallback ids");
     char *prompt = NULL;
     a.n = 0;
-    npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = -1};
+    npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = -1, .tools_in_user_message = -1};
     CHECK(npl_chat_tokenize_json(m, "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Hi\"}]}]", &o,
                                  &a, &prompt, &err) == NPL_OK, "%s", err.message);
     CHECK(prompt && strstr(prompt, "Hi<|eot_id|>"), "prompt %s", prompt ? prompt : "(none)");

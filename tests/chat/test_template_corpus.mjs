@@ -72,7 +72,8 @@ for (let attempt = 0; attempt < 2; attempt++) {
     let input = "";
     for (const c of cases) {
       const think = c.conv.enable_thinking === undefined ? -1 : c.conv.enable_thinking ? 1 : 0;
-      input += `case ${c.gen ? 1 : 0} ${think}\n${JSON.stringify(c.conv.messages)}\n${c.conv.tools ? JSON.stringify(data.tools) : "null"}\n`;
+      const tium = c.conv.tools_in_user_message === undefined ? -1 : c.conv.tools_in_user_message ? 1 : 0;
+      input += `case ${c.gen ? 1 : 0} ${think} ${tium}\n${JSON.stringify(c.conv.messages)}\n${c.conv.tools ? JSON.stringify(data.tools) : "null"}\n`;
     }
     const run = spawnSync(tool, [file, bosText, eosText], {
       input, encoding: "utf8", maxBuffer: 64 << 20, env: { ...process.env, NPULLM_CHAT_DATE: date },
@@ -90,14 +91,17 @@ for (let attempt = 0; attempt < 2; attempt++) {
       const params = { add_generation_prompt: c.gen };
       if (c.conv.tools) params.tools = data.tools;
       if (c.conv.enable_thinking !== undefined) params.enable_thinking = c.conv.enable_thinking;
+      const kwargs = {};
+      if (c.conv.tools_in_user_message !== undefined) kwargs.tools_in_user_message = c.conv.tools_in_user_message;
+      const llamaParams = Object.keys(kwargs).length ? { ...params, chat_template_kwargs: kwargs } : params;
       let ref = null, refName = "llama.cpp", refErr = null;
       try {
-        ref = fmt(c.conv.messages, template, params);
+        ref = fmt(c.conv.messages, template, llamaParams);
       } catch (e) {
         refErr = e.message;
         refName = "@huggingface/jinja";
         try {
-          ref = hf.render({ messages: c.conv.messages, bos_token: bosText, eos_token: eosText, ...params,
+          ref = hf.render({ messages: c.conv.messages, bos_token: bosText, eos_token: eosText, ...params, ...kwargs,
             strftime_now: () => date });
         } catch (e2) {
           ref = null;
