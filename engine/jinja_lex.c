@@ -233,6 +233,10 @@ static bool lex_tag(lexer *L, char close_c, jtok_kind close_k)
 
 void jlex(jarena *a, const char *src, size_t n, jtoks *out)
 {
+    /* Jinja's keep_trailing_newline=False (transformers' setting): one
+     * newline at the very end of the template is dropped. */
+    if (n > 0 && src[n - 1] == '\n')
+        n -= n > 1 && src[n - 2] == '\r' ? 2 : 1;
     lexer L = {.a = a, .src = src, .n = n, .line = 1, .out = out};
     bool strip_next = false; /* previous tag ended with - */
     bool trim_nl = false;    /* previous tag was a block/comment: drop one newline */

@@ -84,6 +84,7 @@ static void case_syntax(void)
     expect("x {%+ if true %}y{% endif %}", NULL, "x y");
     expect("{# a comment #}\nA{{ 'B' }}{# another -#}   C", NULL, "ABC");
     expect("{% raw %}{{ not rendered }}{% endraw %}", NULL, "{{ not rendered }}");
+    expect("one trailing newline is dropped\n\n", NULL, "one trailing newline is dropped\n");
     /* if / elif / else */
     expect("{% for i in [1, 2, 3] %}{% if i == 1 %}one{% elif i == 2 %}two{% else %}many{% endif %},{% endfor %}",
            NULL, "one,two,many,");
