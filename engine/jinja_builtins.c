@@ -697,9 +697,11 @@ jv jfilter(jrender *r, jframe *f, const jstr *name, jv in, const jv *args, size_
             int64_t k = need_int(r, ind, "tojson indent", line);
             indent = k < 0 ? 0 : k > 16 ? 16 : (int)k;
         }
+        const jv *ascii = kwarg(kwnames, kwvals, n_kw, "ensure_ascii"), *sort = kwarg(kwnames, kwvals, n_kw, "sort_keys");
+        jjson_opts jo = {.indent = indent, .ensure_ascii = ascii && jv_truthy(ascii), .sort_keys = sort && jv_truthy(sort)};
         jsb b;
         jsb_init(&b, r->a, r->lim->max_output);
-        jv_to_json(&b, &in, indent, 0);
+        jv_to_json(&b, &in, &jo, 0);
         return str_v(jsb_done(&b));
     }
     if (name_is(n, "trim"))

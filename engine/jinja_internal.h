@@ -137,7 +137,11 @@ void jsb_addf(jsb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 /* Python str() of a value (what {{ }} prints), repr() and json.dumps(). */
 void jv_to_str(jsb *b, const jv *v);
 void jv_repr(jsb *b, const jv *v);
-void jv_to_json(jsb *b, const jv *v, int indent, int depth);
+typedef struct jjson_opts {
+    int indent; /* -1: none */
+    bool ensure_ascii, sort_keys;
+} jjson_opts;
+void jv_to_json(jsb *b, const jv *v, const jjson_opts *o, int depth);
 jstr jv_as_str(jarena *a, const jv *v);
 
 /* JSON text -> value (every string marked as caller data when `mask`). */

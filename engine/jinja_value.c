@@ -471,12 +471,43 @@ jstr jv_as_str(jarena *a, const jv *v)
     return jsb_done(&b);
 }
 
-static void json_str(jsb *b, jstr s)
+/* Decodes the UTF-8 character at s[i] (*len bytes); invalid -> U+FFFD, 1 byte. */
+static uint32_t utf8_at(const unsigned char *s, size_t n, size_t i, size_t *len)
+{
+    unsigned char c = s[i];
+    size_t k = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+    uint32_t cp = k == 4 ? c & 0x07u : k == 3 ? c & 0x0Fu : c & 0x1Fu;
+    if (k == 0 || i + k > n) {
+        *len = 1;
+        return 0xFFFD;
+    }
+    for (size_t j = 1; j < k; j++) {
+        if ((s[i + j] & 0xC0) != 0x80) {
+            *len = 1;
+            return 0xFFFD;
+        }
+        cp = (cp << 6) | (s[i + j] & 0x3Fu);
+    }
+    *len = k;
+    return cp;
+}
+
+static void json_str(jsb *b, jstr s, bool ascii)
 {
     jsb_addc(b, "\"");
     for (size_t i = 0; i < s.n; i++) {
         unsigned char c = (unsigned char)s.s[i];
         const uint8_t *m = s.mask ? s.mask + i : NULL;
+        if (ascii && c >= 0x80) { /* Python's ensure_ascii: \uXXXX, surrogate pairs */
+            size_t len;
+            uint32_t cp = utf8_at((const unsigned char *)s.s, s.n, i, &len);
+            if (cp >= 0x10000)
+                jsb_addf(b, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF));
+            else
+                jsb_addf(b, "\\u%04x", cp);
+            i += len - 1;
+            continue;
+        }
         switch (c) {
         case '"': jsb_add(b, "\\\"", 2, m ? (const uint8_t *)"\1\1" : NULL); break;
         case '\\': jsb_add(b, "\\\\", 2, m ? (const uint8_t *)"\1\1" : NULL); break;
@@ -502,10 +533,31 @@ static void newline_indent(jsb *b, int indent, int depth)
         jsb_addc(b, " ");
 }
 
-/* json.dumps(v, ensure_ascii=False, indent=indent or None): separators
- * ", " / ": " without indent, "," + newline with it; keys in order. */
-void jv_to_json(jsb *b, const jv *v, int indent, int depth)
+/* Key order for sort_keys: by code point (= UTF-8 byte order). */
+static size_t *sorted_keys(jsb *b, const jdict *d)
 {
+    size_t *ix = jarena_alloc(b->a, (d->n + 1) * sizeof *ix);
+    for (size_t i = 0; i < d->n; i++) {
+        size_t k = i;
+        while (k > 0) {
+            jstr x = d->keys[ix[k - 1]], y = d->keys[i];
+            size_t n = x.n < y.n ? x.n : y.n;
+            int c = memcmp(x.s, y.s, n);
+            if (c < 0 || (c == 0 && x.n <= y.n))
+                break;
+            ix[k] = ix[k - 1];
+            k--;
+        }
+        ix[k] = i;
+    }
+    return ix;
+}
+
+/* json.dumps(v, ensure_ascii, indent=indent or None, sort_keys): separators
+ * ", " / ": " without indent, "," + newline with it; keys in order. */
+void jv_to_json(jsb *b, const jv *v, const jjson_opts *o, int depth)
+{
+    int indent = o->indent;
     if (depth > 100)
         jfail(b->a, "tojson: value nested too deeply");
     switch (v->k) {
@@ -521,7 +573,7 @@ void jv_to_json(jsb *b, const jv *v, int indent, int depth)
         else
             float_repr(b, v->u.f);
         return;
-    case JV_STR: json_str(b, v->u.s); return;
+    case JV_STR: json_str(b, v->u.s, o->ensure_ascii); return;
     case JV_LIST:
         if (v->u.l->n == 0) {
             jsb_addc(b, "[]");
@@ -533,7 +585,7 @@ void jv_to_json(jsb *b, const jv *v, int indent, int depth)
                 jsb_addc(b, indent >= 0 ? "," : ", ");
             if (indent >= 0)
                 newline_indent(b, indent, depth + 1);
-            jv_to_json(b, &v->u.l->v[i], indent, depth + 1);
+            jv_to_json(b, &v->u.l->v[i], o, depth + 1);
         }
         if (indent >= 0)
             newline_indent(b, indent, depth);
@@ -546,14 +598,16 @@ void jv_to_json(jsb *b, const jv *v, int indent, int depth)
             return;
         }
         jsb_addc(b, "{");
+        const size_t *ix = o->sort_keys ? sorted_keys(b, v->u.d) : NULL;
         for (size_t i = 0; i < v->u.d->n; i++) {
+            size_t k = ix ? ix[i] : i;
             if (i)
                 jsb_addc(b, indent >= 0 ? "," : ", ");
             if (indent >= 0)
                 newline_indent(b, indent, depth + 1);
-            json_str(b, v->u.d->keys[i]);
+            json_str(b, v->u.d->keys[k], o->ensure_ascii);
             jsb_addc(b, ": ");
-            jv_to_json(b, &v->u.d->vals[i], indent, depth + 1);
+            jv_to_json(b, &v->u.d->vals[k], o, depth + 1);
         }
         if (indent >= 0)
             newline_indent(b, indent, depth);

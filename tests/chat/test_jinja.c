@@ -126,6 +126,8 @@ static void case_syntax(void)
     expect("{{ {'b': [1, {'c': 'é\"\\n'}], 'a': none, 't': true, 'f': 1.5} | tojson }}", NULL,
            "{\"b\": [1, {\"c\": \"é\\\"\\n\"}], \"a\": null, \"t\": true, \"f\": 1.5}");
     expect("{{ {'a': [1, 2], 'e': {}} | tojson(indent=2) }}", NULL, "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"e\": {}\n}");
+    expect("{{ {'b': 'é😀', 'a': 1} | tojson(ensure_ascii=true, sort_keys=true) }}", NULL,
+           "{\"a\": 1, \"b\": \"\\u00e9\\ud83d\\ude00\"}");
     expect("{{ '  x \\n' | trim }}|{{ [1, 2] | length }}|{{ 'héllo' | length }}|{{ u | default('d') }}|"
            "{{ '' | default('d', true) }}|{{ [1, 2] | join('-') }}|{{ 'ab' | list }}|{{ [1, 2] | first }}"
            "{{ [1, 2] | last }}|{{ 5 | string }}{{ '7' | int + 1 }}", NULL, "x|2|5|d|d|1-2|['a', 'b']|12|58");
