@@ -3,10 +3,12 @@
  * thread pool and the scratch memory every forward step reuses. */
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend_npu.h"
+#include "chat_prompt.h"
 #include "chat_template.h"
 #include "model_internal.h"
 
@@ -209,6 +211,11 @@ const npl_model_info *npl_model_get_info(const npl_model *m)
 const npl_tokenizer *npl_model_tokenizer(const npl_model *m)
 {
     return m->tok;
+}
+
+bool npl_model_claim_chat_warning(const npl_model *m)
+{
+    return m && !atomic_exchange(&((npl_model *)m)->chat_fallback_said, true);
 }
 
 const npl_gguf *npl_model_gguf(const npl_model *m)

@@ -3,6 +3,7 @@
 #ifndef NPL_MODEL_INTERNAL_H
 #define NPL_MODEL_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -83,6 +84,7 @@ struct npl_model {
     npl_gguf *gguf;
     npl_tokenizer *tok;
     npl_model_info info;
+    _Atomic bool chat_fallback_said; /* the template failure was logged */
     char *name;          /* owned copy of general.name */
     char *architecture;  /* owned copy of general.architecture */
     npl_hparams hp;

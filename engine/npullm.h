@@ -141,6 +141,24 @@ npl_status npl_chat_tokenize(const npl_model *m, const npl_chat_message *msgs, s
 
 const char *npl_chat_format_name(npl_chat_format f);
 
+typedef struct npl_chat_options {
+    bool add_generation_prompt;
+    const char *tools_json; /* JSON array of tool definitions, or NULL */
+    int enable_thinking;    /* -1: template's default, 0 off, 1 on */
+    int tools_in_user_message; /* -1: template's default, 0 no, 1 yes (Llama 3.1+) */
+} npl_chat_options;
+
+/* Like npl_chat_tokenize for a conversation given as JSON: an array of
+ * objects with "role" and "content" (a string, or a list of parts such as
+ * {"type":"text","text":...}) plus whatever else the model's template
+ * reads (tool_calls, ...). The model's own chat template renders it; a
+ * template that is missing, fails to parse or raises falls back to the
+ * built-in format (npl_model_info.chat_format), said once on stderr.
+ * *prompt (when prompt is not NULL) receives the rendered text (malloc'd;
+ * for the built-in format, the tokens' text). */
+npl_status npl_chat_tokenize_json(const npl_model *m, const char *messages_json, const npl_chat_options *opts,
+                                  npl_tokens *out, char **prompt, npl_error *err);
+
 /* ---- sampling --------------------------------------------------------- */
 
 typedef struct npl_sampler_params {

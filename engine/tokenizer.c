@@ -110,8 +110,37 @@ int32_t npl_tokenizer_find(const npl_tokenizer *tok, const char *text)
     return npl_tok_lookup(tok, text, strlen(text));
 }
 
+/* A control token whose text overlaps caller bytes becomes raw text again,
+ * merged with the raw spans around it (user-defined tokens stay: they are
+ * recognised even without special parsing). */
+static void demote_masked(const npl_tokenizer *tok, const uint8_t *mask, npl_fragments *frags)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < frags->n; i++) {
+        npl_fragment f = frags->v[i];
+        if (f.token >= 0 && !(tok->attr[f.token] & NPL_TATTR_USER_DEFINED)) {
+            for (size_t k = 0; k < f.len; k++)
+                if (mask[f.start + k]) {
+                    f.token = -1;
+                    break;
+                }
+        }
+        if (f.token < 0 && w > 0 && frags->v[w - 1].token < 0)
+            frags->v[w - 1].len += f.len;
+        else
+            frags->v[w++] = f;
+    }
+    frags->n = w;
+}
+
 npl_status npl_tokenize(const npl_tokenizer *tok, const char *text, size_t len,
                         unsigned flags, npl_tokens *out, npl_error *err)
+{
+    return npl_tokenize_masked(tok, text, len, NULL, flags, out, err);
+}
+
+npl_status npl_tokenize_masked(const npl_tokenizer *tok, const char *text, size_t len, const uint8_t *mask,
+                               unsigned flags, npl_tokens *out, npl_error *err)
 {
     if (!tok || !out || (!text && len > 0))
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_tokenize: NULL argument");
@@ -126,6 +155,8 @@ npl_status npl_tokenize(const npl_tokenizer *tok, const char *text, size_t len,
 
     if ((st = npl_special_partition(tok, text, len, flags & NPL_TOKENIZE_PARSE_SPECIAL, &frags, err)) != NPL_OK)
         goto out;
+    if (mask)
+        demote_masked(tok, mask, &frags);
 
     /* SentencePiece with add_space_prefix: a raw span that starts the text
      * or follows a special token gets a leading space. */

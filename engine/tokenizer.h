@@ -76,6 +76,12 @@ int32_t npl_tokenizer_find(const npl_tokenizer *tok, const char *text);
 npl_status npl_tokenize(const npl_tokenizer *tok, const char *text, size_t len,
                         unsigned flags, npl_tokens *out, npl_error *err);
 
+/* Like npl_tokenize, but a control token is only recognised where
+ * mask[i] is 0 for all its bytes (mask NULL = all 0): the mask marks text
+ * that came from a caller, which must never open or close a turn. */
+npl_status npl_tokenize_masked(const npl_tokenizer *tok, const char *text, size_t len,
+                               const uint8_t *mask, unsigned flags, npl_tokens *out, npl_error *err);
+
 /* The bytes a token stands for once decoded (byte-level mapping undone,
  * U+2581 turned into a space, <0xNN> turned into that byte). Control tokens
  * decode to their text only when `render_special`. Returns the number of

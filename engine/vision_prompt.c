@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat_prompt.h"
 #include "vision_internal.h"
 
 npl_status npl_vision_check_model(const npl_vision *v, const npl_model *m, npl_error *err)
@@ -86,6 +87,68 @@ static npl_status text_trimmed(builder *b, const char *s)
     return text(b, s, n);
 }
 
+/* ---- from the model's template ------------------------------------------ */
+
+#define IMAGE_MARK "<start_of_image>"
+
+/* One piece of the rendering, with extra template text around it. */
+static npl_status piece(const char *pre, const npl_jinja_output *r, size_t from, size_t to, const char *post,
+                        npl_jinja_output *out, npl_error *err)
+{
+    size_t np = strlen(pre), nq = strlen(post), n = np + (to - from) + nq;
+    out->text = malloc(n + 1);
+    out->mask = calloc(n + 1, 1);
+    out->len = n;
+    if (!out->text || !out->mask)
+        return npl_error_set(err, NPL_ERR_NOMEM, "vision prompt: out of memory");
+    memcpy(out->text, pre, np);
+    memcpy(out->text + np, r->text + from, to - from);
+    memcpy(out->mask + np, r->mask + from, to - from);
+    memcpy(out->text + np + (to - from), post, nq);
+    out->text[n] = 0;
+    return NPL_OK;
+}
+
+/* The template's rendering cut at its image marker, which becomes the
+ * image between "\n\n<start_of_image>" and "<end_of_image>\n\n" (what
+ * llama.cpp puts there for Gemma 3). NPL_ERR_UNSUPPORTED when the model
+ * has no template or it renders no marker; the template's error when it
+ * fails. */
+static npl_status from_template(const npl_model *m, const char *system, const char *user_text,
+                                npl_image_prompt *out, npl_error *err)
+{
+    char *json = npl_chat_turn_json(system, user_text, true);
+    if (!json)
+        return npl_error_set(err, NPL_ERR_NOMEM, "vision prompt: out of memory");
+    npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = -1, .tools_in_user_message = -1};
+    npl_jinja_output r, before = {0}, after = {0};
+    npl_status st = npl_chat_render_for_model(m, json, &o, &r, err);
+    free(json);
+    if (st)
+        return st;
+    size_t k = strlen(IMAGE_MARK), at = r.len;
+    for (size_t i = 0; i + k <= r.len && at == r.len; i++)
+        if (memcmp(r.text + i, IMAGE_MARK, k) == 0 && !memchr(r.mask + i, 1, k))
+            at = i;
+    if (at == r.len)
+        st = npl_error_set(err, NPL_ERR_UNSUPPORTED, "the chat template puts no %s in the prompt", IMAGE_MARK);
+    if (!st)
+        st = piece("", &r, 0, at, "\n\n" IMAGE_MARK, &before, err);
+    if (!st)
+        st = piece("<end_of_image>\n\n", &r, at + k, r.len, "", &after, err);
+    const npl_tokenizer *tok = npl_model_tokenizer(m);
+    if (!st)
+        st = npl_chat_tokenize_rendering(tok, &before, &out->before, err);
+    if (!st)
+        st = npl_tokenize_masked(tok, after.text, after.len, after.mask, NPL_TOKENIZE_PARSE_SPECIAL, &out->after, err);
+    npl_jinja_output_free(&r);
+    npl_jinja_output_free(&before);
+    npl_jinja_output_free(&after);
+    if (st)
+        npl_image_prompt_free(out);
+    return st;
+}
+
 npl_status npl_vision_chat_prompt(const npl_model *m, const char *system, const char *user_text,
                                   npl_image_prompt *out, npl_error *err)
 {
@@ -94,6 +157,13 @@ npl_status npl_vision_chat_prompt(const npl_model *m, const char *system, const 
     memset(out, 0, sizeof *out);
     if (npl_model_get_info(m)->chat_format != NPL_CHAT_GEMMA)
         return npl_error_set(err, NPL_ERR_UNSUPPORTED, "images need a model with the Gemma chat format");
+    npl_error terr = {0};
+    npl_status tst = from_template(m, system, user_text, out, &terr);
+    if (tst == NPL_OK || tst == NPL_ERR_NOMEM)
+        return tst ? npl_error_set(err, tst, "%s", terr.message) : NPL_OK;
+    if (tst != NPL_ERR_UNSUPPORTED || strstr(terr.message, IMAGE_MARK))
+        npl_chat_warn_fallback(m, &terr);
+    /* the built-in Gemma 3 format */
     builder b = {.tok = npl_model_tokenizer(m), .err = err};
     npl_status st;
 #define TRY(x) do { if ((st = (x)) != NPL_OK) goto done; } while (0)

@@ -17,6 +17,8 @@
 
 #include "ggml_types.h"
 #include "npullm.h"
+#include "chat_prompt.h"
+#include "run-messages.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
@@ -32,6 +34,10 @@ static const char usage_text[] =
     "  --prompt TEXT         the user message (or the whole prompt with --raw)\n"
     "  --raw                 no chat template: tokenize TEXT as is (BOS as the model says)\n"
     "  --system TEXT         a system message (chat template only)\n"
+    "  --messages JSON|@FILE the whole conversation instead of --prompt: a JSON array\n"
+    "                        of {\"role\", \"content\"} (as Chat takes it); @FILE reads a file\n"
+    "  --print-prompt        print the prompt the chat template renders and stop\n"
+    "                        (--json: with its token ids)\n"
     "  -n N                  at most N generated tokens (default 256)\n"
     "  --temperature T       0 = greedy (default 0.8)\n"
     "  --seed S              sampling seed (default 0)\n"
@@ -52,6 +58,8 @@ typedef struct options {
     const char *model;
     const char *prompt;
     const char *system;
+    const char *messages; /* --messages argument (JSON or @FILE) */
+    bool print_prompt;
     const char *tokenize;
     bool raw;
     bool info;
@@ -168,6 +176,11 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (!strcmp(a, "--prompt") || !strcmp(a, "-p")) {
             NEED_VALUE();
             o->prompt = val;
+        } else if (!strcmp(a, "--messages")) {
+            NEED_VALUE();
+            o->messages = val;
+        } else if (!strcmp(a, "--print-prompt")) {
+            o->print_prompt = true;
         } else if (!strcmp(a, "--system")) {
             NEED_VALUE();
             o->system = val;
@@ -247,11 +260,15 @@ static int parse_args(int argc, char **argv, options *o)
 
     if (!o->model)
         return fail(EXIT_USAGE, "no model file given (see --help)");
-    int modes = (o->prompt != NULL) + (o->tokenize != NULL) + o->info;
+    int modes = (o->prompt != NULL) + (o->messages != NULL) + (o->tokenize != NULL) + o->info;
     if (modes == 0)
-        return fail(EXIT_USAGE, "nothing to do: give --prompt, --tokenize or --info (see --help)");
+        return fail(EXIT_USAGE, "nothing to do: give --prompt, --messages, --tokenize or --info (see --help)");
     if (modes > 1)
-        return fail(EXIT_USAGE, "--prompt, --tokenize and --info exclude each other");
+        return fail(EXIT_USAGE, "--prompt, --messages, --tokenize and --info exclude each other");
+    if (o->messages && (o->system || o->raw))
+        return fail(EXIT_USAGE, "--messages holds the whole conversation: drop --system/--raw");
+    if (o->print_prompt && o->raw)
+        return fail(EXIT_USAGE, "--print-prompt shows the chat template's prompt (drop --raw)");
     if (o->system && o->raw)
         return fail(EXIT_USAGE, "--system needs the chat template (drop --raw)");
     if (o->top_logprobs && !o->json)
@@ -490,16 +507,34 @@ static const char *finish_name(npl_finish_reason r)
     return r == NPL_FINISH_LENGTH ? "length" : "stop";
 }
 
-static npl_status build_prompt(const options *o, npl_model *m, npl_tokens *out, npl_error *err)
+/* The prompt's ids; *text (when not NULL) gets the rendered chat prompt. */
+static npl_status build_prompt(const options *o, npl_model *m, npl_tokens *out, char **text, npl_error *err)
 {
     if (o->raw)
         return npl_tokenize(npl_model_tokenizer(m), o->prompt, strlen(o->prompt), NPL_TOKENIZE_ADD_BOS, out, err);
-    npl_chat_message msgs[2];
-    size_t n = 0;
-    if (o->system)
-        msgs[n++] = (npl_chat_message){.role = "system", .content = o->system};
-    msgs[n++] = (npl_chat_message){.role = "user", .content = o->prompt};
-    return npl_chat_tokenize(m, msgs, n, true, out, err);
+    char *json = o->messages ? run_messages_read(o->messages) : npl_chat_turn_json(o->system, o->prompt, false);
+    if (!json)
+        return npl_error_set(err, o->messages ? NPL_ERR_INVALID_ARG : NPL_ERR_NOMEM, "cannot read the conversation");
+    npl_chat_options co = {.add_generation_prompt = true, .enable_thinking = -1, .tools_in_user_message = -1};
+    npl_status st = npl_chat_tokenize_json(m, json, &co, out, text, err);
+    free(json);
+    return st;
+}
+
+/* --print-prompt: the rendered prompt (and with --json its ids). */
+static void print_prompt(const options *o, const npl_tokens *prompt, const char *text)
+{
+    if (!o->json) {
+        fputs(text ? text : "", stdout);
+        fputc('\n', stdout);
+        return;
+    }
+    printf("{\"prompt\": ");
+    json_cstring(stdout, text);
+    printf(", \"prompt_tokens\": [");
+    for (size_t i = 0; i < prompt->n; i++)
+        printf(i ? ", %d" : "%d", prompt->ids[i]);
+    printf("]}\n");
 }
 
 static void print_json_result(const options *o, const npl_model *m, const npl_tokens *prompt,
@@ -564,8 +599,14 @@ static int run_generate(const options *o, npl_model *m)
     float *top_lp = NULL;
     npl_buf text = {0};
 
-    if (build_prompt(o, m, &prompt, &err)) {
+    char *prompt_text = NULL;
+    if (build_prompt(o, m, &prompt, o->print_prompt ? &prompt_text : NULL, &err)) {
         rc = fail(exit_code_for(err.code), "%s", err.message);
+        goto out;
+    }
+    if (o->print_prompt) {
+        print_prompt(o, &prompt, prompt_text);
+        free(prompt_text);
         goto out;
     }
     if (prompt.n == 0) {

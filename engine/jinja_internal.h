@@ -1,0 +1,274 @@
+/* Shared by the Jinja engine's files (jinja_*.c): the arena every value
+ * and syntax node lives in, values, tokens and the syntax tree.
+ *
+ * Errors unwind with longjmp to the entry point (parse or render), which
+ * is safe because nothing is allocated outside the arena. */
+#ifndef NPL_JINJA_INTERNAL_H
+#define NPL_JINJA_INTERNAL_H
+
+#include <setjmp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "jinja.h"
+
+/* ---- arena ------------------------------------------------------------ */
+
+typedef struct jarena_block jarena_block;
+typedef struct jarena {
+    jarena_block *head;
+    size_t used_total; /* bytes handed out, checked against limit */
+    size_t limit;
+    jmp_buf *on_fail; /* where running out of budget unwinds to */
+    char *err_msg;    /* filled before unwinding */
+    size_t err_cap;
+} jarena;
+
+void jarena_init(jarena *a, size_t limit, jmp_buf *on_fail, char *err_msg, size_t err_cap);
+void *jarena_alloc(jarena *a, size_t n); /* zeroed; unwinds when over budget */
+char *jarena_strdup(jarena *a, const char *s, size_t n);
+void jarena_free(jarena *a);
+/* Fills a->err_msg and unwinds. */
+_Noreturn void jfail(jarena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- values ------------------------------------------------------------ */
+
+typedef enum jkind {
+    JV_UNDEF = 0,
+    JV_NONE,
+    JV_BOOL,
+    JV_INT,
+    JV_FLOAT,
+    JV_STR,
+    JV_LIST,
+    JV_DICT,
+    JV_NS,     /* namespace(): a dict whose attributes can be assigned */
+    JV_MACRO,
+    JV_FUNC,   /* global function (range, namespace, raise_exception, ...) */
+    JV_METHOD, /* bound method: self + name */
+    JV_LOOP,   /* the `loop` variable of a for */
+} jkind;
+
+typedef struct jlist jlist;
+typedef struct jdict jdict;
+typedef struct jnode jnode;
+typedef struct jloop jloop;
+
+/* Strings are immutable byte runs. `mask` (NULL = all zero) marks bytes
+ * that came from caller data (message content, tools): they are never
+ * parsed as special tokens. */
+typedef struct jstr {
+    const char *s;
+    size_t n;
+    const uint8_t *mask;
+} jstr;
+
+typedef struct jv {
+    jkind k;
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        jstr s;
+        jlist *l;
+        jdict *d;
+        const jnode *macro;
+        int func;
+        jloop *loop;
+    } u;
+    /* JV_METHOD: the receiver; name in u.s */
+    struct jv *self;
+} jv;
+
+struct jlist {
+    jv *v;
+    size_t n, cap;
+};
+
+struct jdict {
+    jstr *keys; /* string keys only (JSON objects, kwargs, namespaces) */
+    jv *vals;
+    size_t n, cap;
+};
+
+struct jloop {
+    size_t index0, length;
+    const jlist *items;
+};
+
+jv jv_undef(void);
+jv jv_none(void);
+jv jv_bool(bool b);
+jv jv_int(int64_t i);
+jv jv_float(double f);
+jv jv_str(const char *s, size_t n, const uint8_t *mask);
+jv jv_cstr(const char *s);
+jv jv_list(jarena *a);
+jv jv_dict(jarena *a);
+void jlist_push(jarena *a, jlist *l, jv v);
+void jdict_set(jarena *a, jdict *d, jstr key, jv v);
+const jv *jdict_get(const jdict *d, const char *key, size_t n);
+
+bool jv_truthy(const jv *v);
+bool jv_num(const jv *v, double *out); /* int, float or bool as a double */
+bool jv_equal(const jv *a, const jv *b);
+bool jv_is_str(const jv *v, const char *lit);
+const char *jv_kind_name(jkind k);
+
+/* String building with a mask alongside. */
+typedef struct jsb {
+    char *s;
+    uint8_t *mask;
+    size_t n, cap;
+    bool any_mask;
+    size_t limit; /* 0 = none */
+    jarena *a;
+} jsb;
+
+void jsb_init(jsb *b, jarena *a, size_t limit);
+void jsb_add(jsb *b, const char *s, size_t n, const uint8_t *mask);
+void jsb_addc(jsb *b, const char *s);
+void jsb_add_utf8(jsb *b, uint32_t cp);
+void jsb_addstr(jsb *b, jstr s);
+jstr jsb_done(jsb *b);
+void jsb_addf(jsb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Python str() of a value (what {{ }} prints), repr() and json.dumps(). */
+void jv_to_str(jsb *b, const jv *v);
+void jv_repr(jsb *b, const jv *v);
+typedef struct jjson_opts {
+    int indent; /* -1: none */
+    bool ensure_ascii, sort_keys;
+} jjson_opts;
+void jv_to_json(jsb *b, const jv *v, const jjson_opts *o, int depth);
+jstr jv_as_str(jarena *a, const jv *v);
+
+/* JSON text -> value (every string marked as caller data when `mask`). */
+jv jv_from_json(jarena *a, const char *text, size_t n, bool mask);
+
+/* ---- tokens and syntax tree ------------------------------------------- */
+
+typedef enum jtok_kind {
+    JT_EOF = 0,
+    JT_TEXT,      /* template text between tags */
+    JT_STMT_OPEN, /* {% */
+    JT_STMT_CLOSE,
+    JT_EXPR_OPEN, /* {{ */
+    JT_EXPR_CLOSE,
+    JT_NAME,
+    JT_STRING,
+    JT_INT,
+    JT_FLOAT,
+    JT_OP, /* punctuation / operator, text in s */
+} jtok_kind;
+
+typedef struct jtok {
+    jtok_kind k;
+    jstr s; /* text / name / string value / operator */
+    int64_t i;
+    double f;
+    uint32_t line;
+} jtok;
+
+typedef struct jtoks {
+    jtok *v;
+    size_t n, cap;
+} jtoks;
+
+/* Lexes with trim_blocks and lstrip_blocks on (as transformers does). */
+void jlex(jarena *a, const char *src, size_t n, jtoks *out);
+
+typedef enum jnode_kind {
+    /* statements */
+    JN_BODY, /* list of statements in kids */
+    JN_TEXT,
+    JN_OUTPUT,
+    JN_IF,    /* kids[0] cond, a = then body, b = else body (or NULL) */
+    JN_FOR,   /* names, a = iter, b = body, c = else, d = filter cond */
+    JN_SET,   /* names (1+, tuple unpack) or attr target; a = value */
+    JN_SET_ATTR, /* a = object expr, name = attribute, b = value */
+    JN_SET_BLOCK, /* names[0] = body output */
+    JN_MACRO, /* name, params names + defaults in kids, a = body */
+    JN_BREAK,
+    JN_CONTINUE,
+    JN_CALL_BLOCK, /* unsupported placeholder, never produced */
+    /* expressions */
+    JN_LIT,
+    JN_NAME,
+    JN_LIST,  /* kids */
+    JN_DICT,  /* kids: key, value, key, value ... */
+    JN_ATTR,  /* a . name */
+    JN_INDEX, /* a [ b ] */
+    JN_SLICE, /* a [ b : c : d ] (NULL parts omitted) */
+    JN_CALL,  /* a ( kids ), kwarg names in names (NULL for positional) */
+    JN_FILTER, /* name, a = input, kids args, names kwargs */
+    JN_TEST,  /* name, a = input, kids args; negate */
+    JN_UNARY, /* op: '-', '+', 'n'(not) */
+    JN_BINARY, /* op, a, b */
+    JN_AND,
+    JN_OR,
+    JN_COND,  /* a if b else c */
+} jnode_kind;
+
+struct jnode {
+    jnode_kind k;
+    uint32_t line;
+    int op;
+    bool negate;
+    jstr name;
+    jv lit;
+    const jnode *a, *b, *c, *d;
+    const jnode **kids;
+    jstr *names; /* JN_CALL/JN_FILTER kwarg names; JN_FOR/JN_SET targets; macro params */
+    size_t n_kids, n_names;
+};
+
+const jnode *jparse(jarena *a, const jtoks *toks);
+
+/* Binary operator codes (op). */
+enum {
+    JOP_ADD = '+', JOP_SUB = '-', JOP_MUL = '*', JOP_DIV = '/', JOP_MOD = '%', JOP_CAT = '~',
+    JOP_FLOORDIV = 256, JOP_POW, JOP_EQ, JOP_NE, JOP_LT, JOP_LE, JOP_GT, JOP_GE, JOP_IN, JOP_NOTIN,
+};
+
+/* ---- evaluation --------------------------------------------------------- */
+
+typedef struct jframe jframe;
+struct jframe {
+    jframe *parent;
+    jdict vars;
+};
+
+typedef struct jrender {
+    jarena *a;
+    const npl_jinja_limits *lim;
+    jframe *globals;
+    jsb out;
+    uint64_t steps;
+    unsigned depth;
+    int loop_ctl; /* 1 break, 2 continue */
+    const struct tm *now;
+} jrender;
+
+void jstep(jrender *r);
+jv jeval(jrender *r, jframe *f, const jnode *n);
+jv jcall_value(jrender *r, jframe *f, const jv *callee, const jv *args, size_t n_args,
+               const jstr *kwnames, const jv *kwvals, size_t n_kw, uint32_t line);
+
+/* Built-ins (jinja_builtins.c). */
+enum { JF_RANGE = 1, JF_NAMESPACE, JF_RAISE, JF_STRFTIME, JF_DICT };
+jv jfilter(jrender *r, jframe *f, const jstr *name, jv in, const jv *args, size_t n_args,
+           const jstr *kwnames, const jv *kwvals, size_t n_kw, uint32_t line);
+bool jtest(jrender *r, jframe *f, const jstr *name, const jv *in, const jv *args, size_t n_args,
+           uint32_t line);
+jv jattr(jrender *r, const jv *obj, jstr name, uint32_t line);
+jv jcall_method(jrender *r, const jv *self, jstr name, const jv *args, size_t n_args,
+                const jstr *kwnames, const jv *kwvals, size_t n_kw, uint32_t line);
+jv jcall_func(jrender *r, int func, const jv *args, size_t n_args, const jstr *kwnames,
+              const jv *kwvals, size_t n_kw, uint32_t line);
+
+/* Iteration: lists as they are, dicts by key, strings by character. */
+jlist *jv_iterable(jrender *r, const jv *v, uint32_t line);
+
+#endif
