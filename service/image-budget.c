@@ -82,3 +82,8 @@ void npd_image_budget_usage(NpdImageBudget *b, guint *images, guint64 *bytes)
     *bytes = b->bytes;
     g_mutex_unlock(&b->lock);
 }
+
+guint64 npd_image_budget_max_bytes(NpdImageBudget *b)
+{
+    return b->max_bytes; /* fixed at creation: no lock needed */
+}

@@ -24,6 +24,9 @@ void npd_image_budget_give_slot(NpdImageBudget *b);
 gboolean npd_image_budget_take_bytes(NpdImageBudget *b, guint64 n, GError **error);
 void npd_image_budget_give_bytes(NpdImageBudget *b, guint64 n);
 
+/* The bound itself: work needing more can never be done. */
+guint64 npd_image_budget_max_bytes(NpdImageBudget *b);
+
 /* Slots and bytes in use (tests and logs). */
 void npd_image_budget_usage(NpdImageBudget *b, guint *images, guint64 *bytes);
 

@@ -258,8 +258,8 @@ static GByteArray *read_all(ReadJob *j, GCancellable *cancellable, GError **erro
 
 static GError *image_error(npl_status st, const npl_error *err)
 {
-    return g_error_new(NPD_ERROR, st == NPL_ERR_NOMEM ? NPD_ERROR_INTERNAL : NPD_ERROR_INVALID_ARGUMENT, "image: %s",
-                       err->message);
+    return g_error_new(NPD_ERROR, st == NPL_ERR_NOMEM ? NPD_ERROR_INTERNAL : NPD_ERROR_INVALID_ARGUMENT, "%s%s",
+                       g_str_has_prefix(err->message, "image:") ? "" : "image: ", err->message);
 }
 
 /* The read bytes to the projector's input: probe, decode, preprocess,
@@ -285,7 +285,17 @@ static NpdImagePixels *decode_and_preprocess(ReadJob *j, const GByteArray *bytes
         return NULL;
     }
     guint64 tensor_bytes = npl_vision_pixel_count(pp) * sizeof(float);
-    if (!take_bytes(j, info.decode_bytes + tensor_bytes, error))
+    guint64 need = info.decode_bytes + tensor_bytes;
+    if (need + bytes->len > npd_image_budget_max_bytes(j->budget)) {
+        /* not Busy: this image never fits, however long one waits */
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                    "image: decoding this %u x %u %s needs about %" G_GUINT64_FORMAT
+                    " MiB, more than the image memory of %" G_GUINT64_FORMAT " MiB",
+                    info.width, info.height, npl_image_format_name(info.format), (need + bytes->len) >> 20,
+                    npd_image_budget_max_bytes(j->budget) >> 20);
+        return NULL;
+    }
+    if (!take_bytes(j, need, error))
         return NULL;
     npl_image img;
     st = npl_image_decode(bytes->data, bytes->len, &lim, &img, &err);
