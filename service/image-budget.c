@@ -23,8 +23,15 @@ void npd_image_budget_free(NpdImageBudget *b)
 {
     if (b == NULL)
         return;
-    if (b->images != 0 || b->bytes != 0)
-        g_warning("image budget freed with %u images and %" G_GUINT64_FORMAT " bytes in use", b->images, b->bytes);
+    g_mutex_lock(&b->lock);
+    gboolean busy = b->images != 0 || b->bytes != 0;
+    g_mutex_unlock(&b->lock);
+    if (busy) {
+        /* A read still running in a worker thread gives its bytes back
+         * here: leave the budget to the process exit. */
+        g_message("exiting with %u images still being read", b->images);
+        return;
+    }
     g_mutex_clear(&b->lock);
     g_free(b);
 }
