@@ -71,6 +71,7 @@ static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv)
 
 static void pending_free(PendingCall *p)
 {
+    pending_free_image(p);
     p->client->pending_calls--;
     npd_client_release_if_idle(p->daemon, p->client);
     npd_client_unref(p->client);
@@ -80,7 +81,6 @@ static void pending_free(PendingCall *p)
     g_free(p->prompt);
     g_free(p->model_name);
     g_free(p->model_path);
-    pending_free_image(p);
     g_free(p);
 }
 
