@@ -9,6 +9,7 @@ Environment (tests/vision/meson.build): as test_vision.py, plus
 NPULLM_VISION_TOOL (to write a JPEG of many scans)."""
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -227,6 +228,28 @@ class AttackTest(VisionDaemonCase):
         finally:
             a.close()
             b.close()
+        self.assert_still_serving()
+
+    def test_fuse_file(self):
+        """A file on FUSE (whose server can stall any read, and even
+        fstat, forever) is refused before the daemon touches it."""
+        bindfs = shutil.which("bindfs")
+        if bindfs is None or not os.path.exists("/dev/fuse"):
+            self.skipTest("no bindfs or /dev/fuse")
+        src = os.path.join(self.workdir, "fuse-src")
+        mnt = os.path.join(self.workdir, "fuse-mnt")
+        os.makedirs(src, exist_ok=True)
+        os.makedirs(mnt, exist_ok=True)
+        shutil.copy(self.image("rose.png"), src)
+        if subprocess.run([bindfs, src, mnt], capture_output=True, timeout=30).returncode != 0:
+            self.skipTest("cannot mount FUSE here")
+        try:
+            c = self.client()
+            msg = self.assertDBusError("org.npullm.Error.InvalidArgument", self.describe_path, c,
+                                       os.path.join(mnt, "rose.png"))
+            self.assertIn("files on fuse filesystems are not accepted", msg)
+        finally:
+            subprocess.run(["umount", mnt], timeout=30)
         self.assert_still_serving()
 
     # ---- 5: decoding off the engine thread ------------------------------------
