@@ -17,6 +17,7 @@
 #endif
 
 typedef enum {
+    /* the operations that make a request come first */
     OP_GENERATE,
     OP_CHAT,
     OP_DESCRIBE_IMAGE,
@@ -254,8 +255,10 @@ static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall
     if (p->client->pending_calls >= d->cfg->max_per_client)
         g_set_error_literal(&error, NPD_ERROR, NPD_ERROR_BUSY,
                             "too many calls from this client waiting for authorization");
-    else
-        npd_user_admit_call(d, p->client, &error);
+    else if (npd_user_admit_call(d, p->client, &error) && p->op <= OP_COMPLETE)
+        /* checked again when the request is made; failing early spares
+         * polkit and the image read */
+        npd_user_admit_request(d, p->client, &error);
     p->client->pending_calls++;
     if (error != NULL) {
         g_dbus_method_invocation_return_gerror(inv, error);
