@@ -75,6 +75,23 @@ npl_status npl_image_decode(const void *data, size_t size, const npl_image_limit
                             npl_error *err);
 void npl_image_free(npl_image *img);
 
+/* What decoding an image will take, from its header alone (cheap, bounded
+ * work): so that a caller can account for the memory before it decodes.
+ * decode_bytes is an upper estimate of the decoder's peak allocation
+ * (pixels, plus what the format's decoder keeps: a progressive JPEG's
+ * coefficients, a lossless WebP's ARGB plane). Same errors as
+ * npl_image_decode for an unknown format, a damaged header or (lim not
+ * NULL) dimensions over a limit. */
+typedef struct npl_image_info {
+    npl_image_format format;
+    uint32_t width;
+    uint32_t height;
+    uint64_t decode_bytes;
+} npl_image_info;
+
+npl_status npl_image_probe(const void *data, size_t size, const npl_image_limits *lim, npl_image_info *out,
+                           npl_error *err);
+
 /* ---- the vision tower ---------------------------------------------------- */
 
 typedef struct npl_vision npl_vision;
@@ -116,11 +133,34 @@ const npl_vision_info *npl_vision_get_info(const npl_vision *v);
  * to bottom. This is llama.cpp's preprocessing for this projector. */
 npl_status npl_vision_preprocess(const npl_vision *v, const npl_image *img, float *out, npl_error *err);
 
+/* What preprocessing needs of a projector, and nothing else: so that a
+ * caller can decode and preprocess an image on a thread of its own, before
+ * the tower is even loaded, and hand the encoder only the result. */
+typedef struct npl_vision_pixel_params {
+    uint32_t image_size;
+    float image_mean[3];
+    float image_std[3];
+} npl_vision_pixel_params;
+
+/* From an mmproj file's metadata alone (the same checks as
+ * npl_vision_load makes of these keys; no weight is read). */
+npl_status npl_vision_read_pixel_params(const char *mmproj_path, npl_vision_pixel_params *out, npl_error *err);
+void npl_vision_get_pixel_params(const npl_vision *v, npl_vision_pixel_params *out);
+/* Floats in a preprocessed image: 3 * image_size^2. */
+size_t npl_vision_pixel_count(const npl_vision_pixel_params *p);
+/* npl_vision_preprocess with the parameters given instead of a tower. */
+npl_status npl_image_preprocess(const npl_vision_pixel_params *p, const npl_image *img, float *out, npl_error *err);
+
 /* One encoding in progress. Owns its activations (a few hundred MB for a
  * real Gemma 3 tower), freed with npl_vision_encoding_free. */
 typedef struct npl_vision_encoding npl_vision_encoding;
 
 npl_vision_encoding *npl_vision_encoding_create(npl_vision *v, const npl_image *img, npl_error *err);
+/* The same from an image already preprocessed with p (npl_vision_pixel_count
+ * floats, copied): NPL_ERR_INVALID_ARG when p is not this tower's (the
+ * projector file changed in between). */
+npl_vision_encoding *npl_vision_encoding_create_from_pixels(npl_vision *v, const npl_vision_pixel_params *p,
+                                                            const float *pixels, npl_error *err);
 void npl_vision_encoding_free(npl_vision_encoding *e);
 /* Runs the next stage (patch embedding, one encoder block, or the
  * projector); *done becomes true after the last. */

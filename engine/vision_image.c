@@ -103,3 +103,28 @@ npl_status npl_image_decode(const void *data, size_t size, const npl_image_limit
         npl_image_free(out);
     return st;
 }
+
+npl_status npl_image_probe(const void *data, size_t size, const npl_image_limits *lim, npl_image_info *out,
+                           npl_error *err)
+{
+    if (!out)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "image: no output given");
+    memset(out, 0, sizeof *out);
+    if (!data || size == 0)
+        return npl_error_set(err, NPL_ERR_FORMAT, "image: no data");
+    if (lim && size > lim->max_bytes)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "image: %zu bytes exceeds the limit of %zu", size,
+                             lim->max_bytes);
+    out->format = npl_image_sniff(data, size);
+    npl_status st;
+    switch (out->format) {
+    case NPL_IMAGE_PNG: st = npl_png_probe(data, size, out, err); break;
+    case NPL_IMAGE_JPEG: st = npl_jpeg_probe(data, size, out, err); break;
+    case NPL_IMAGE_WEBP: st = npl_webp_probe(data, size, out, err); break;
+    default:
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "image: not a PNG, JPEG or WebP file");
+    }
+    if (st == NPL_OK && lim)
+        st = npl_image_check_dims(npl_image_format_name(out->format), out->width, out->height, lim, err);
+    return st;
+}

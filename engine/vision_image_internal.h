@@ -26,4 +26,9 @@ npl_status npl_jpeg_decode(const uint8_t *data, size_t size, const npl_image_lim
 npl_status npl_webp_decode(const uint8_t *data, size_t size, const npl_image_limits *lim, npl_image *out,
                            npl_error *err);
 
+/* Per format: the header's dimensions and decode_bytes (npl_image_probe). */
+npl_status npl_png_probe(const uint8_t *data, size_t size, npl_image_info *out, npl_error *err);
+npl_status npl_jpeg_probe(const uint8_t *data, size_t size, npl_image_info *out, npl_error *err);
+npl_status npl_webp_probe(const uint8_t *data, size_t size, npl_image_info *out, npl_error *err);
+
 #endif

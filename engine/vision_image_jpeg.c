@@ -8,8 +8,8 @@
  * so a truncated or corrupt file fails instead of yielding a half image.
  * Limits: dimensions checked from the frame header before decompressing,
  * a cap on the decoder's working memory (progressive files keep every
- * coefficient) and on the number of scans (a file of thousands of tiny
- * progressive scans is a CPU bomb). */
+ * coefficient), on the number of scans and on scans times pixels (a file
+ * of hundreds of tiny progressive scans is a CPU bomb). */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +21,15 @@
 
 #include "vision_image_internal.h"
 
-#define JPEG_MAX_SCANS 1000
-#define JPEG_MAX_MEMORY (768L << 20)
+/* Ordinary progressive files have about ten scans; hundreds only serve
+ * to multiply the work. */
+#define JPEG_MAX_SCANS 100
+/* Scans times pixels: each scan walks the whole coefficient set, so this
+ * bounds the decode time (26 scans of a 40-megapixel image). */
+#define JPEG_MAX_WORK (1ull << 30)
+/* The decoder's own memory (a progressive file keeps every coefficient:
+ * 2 bytes per sample, 240 MB at 40 megapixels in 4:4:4). */
+#define JPEG_MAX_MEMORY (320L << 20)
 
 typedef struct jpeg_job {
     struct jpeg_decompress_struct cinfo;
@@ -67,9 +74,18 @@ static void on_message(j_common_ptr cinfo, int level)
 
 static void on_progress(j_common_ptr cinfo)
 {
-    if (cinfo->is_decompressor && ((j_decompress_ptr)cinfo)->input_scan_number > JPEG_MAX_SCANS) {
-        jpeg_job *j = (jpeg_job *)cinfo->client_data;
+    if (!cinfo->is_decompressor)
+        return;
+    j_decompress_ptr ci = (j_decompress_ptr)cinfo;
+    jpeg_job *j = (jpeg_job *)cinfo->client_data;
+    uint64_t scans = (uint64_t)(ci->input_scan_number > 0 ? ci->input_scan_number : 0);
+    if (scans > JPEG_MAX_SCANS) {
         snprintf(j->message, sizeof j->message, "more than %d scans", JPEG_MAX_SCANS);
+        longjmp(j->landing, 1);
+    }
+    if (scans * ci->image_width * ci->image_height > JPEG_MAX_WORK) {
+        snprintf(j->message, sizeof j->message, "%llu scans of %u x %u pixels are too much work",
+                 (unsigned long long)scans, ci->image_width, ci->image_height);
         longjmp(j->landing, 1);
     }
 }
@@ -101,6 +117,8 @@ static int run_libjpeg(jpeg_job *j, const uint8_t *data, size_t size, const npl_
     ci->mem->max_memory_to_use = JPEG_MAX_MEMORY;
     jpeg_mem_src(ci, data, (unsigned long)size);
     jpeg_read_header(ci, TRUE);
+    if (lim == NULL) /* probing: the header is all we wanted */
+        return 0;
     *st = npl_image_check_dims("jpeg", ci->image_width, ci->image_height, lim, err);
     if (*st != NPL_OK)
         return 2;
@@ -138,8 +156,9 @@ static int run_libjpeg(jpeg_job *j, const uint8_t *data, size_t size, const npl_
     return 0;
 }
 
-npl_status npl_jpeg_decode(const uint8_t *data, size_t size, const npl_image_limits *lim, npl_image *out,
-                           npl_error *err)
+/* Decodes into out, or with lim NULL only reads the header into info. */
+static npl_status jpeg_run(const uint8_t *data, size_t size, const npl_image_limits *lim, npl_image *out,
+                           npl_image_info *info, npl_error *err)
 {
     jpeg_job *j = calloc(1, sizeof *j);
     if (!j)
@@ -153,13 +172,35 @@ npl_status npl_jpeg_decode(const uint8_t *data, size_t size, const npl_image_lim
     npl_status st = NPL_OK;
     if (run_libjpeg(j, data, size, lim, &st, err) == 1)
         st = npl_error_set(err, NPL_ERR_FORMAT, "jpeg: %s", j->message);
+    if (st == NPL_OK && info != NULL) {
+        const struct jpeg_decompress_struct *ci = &j->cinfo;
+        uint64_t px = (uint64_t)ci->image_width * ci->image_height;
+        uint64_t coefs = ci->progressive_mode ? px * 2 * (uint64_t)ci->num_components : 0;
+        info->width = ci->image_width;
+        info->height = ci->image_height;
+        /* RGB pixels, the coefficients a progressive file keeps (the
+         * decoder stops at JPEG_MAX_MEMORY), a few rows of buffers */
+        info->decode_bytes = px * 3 + (coefs < (uint64_t)JPEG_MAX_MEMORY ? coefs : (uint64_t)JPEG_MAX_MEMORY) +
+                             (uint64_t)ci->image_width * 64 * (uint64_t)ci->num_components;
+    }
     if (j->created)
         jpeg_destroy_decompress(&j->cinfo);
     free(j->cmyk_row);
-    if (st == NPL_OK)
+    if (st == NPL_OK && out != NULL)
         *out = j->img;
     else
         npl_image_free(&j->img);
     free(j);
     return st;
+}
+
+npl_status npl_jpeg_decode(const uint8_t *data, size_t size, const npl_image_limits *lim, npl_image *out,
+                           npl_error *err)
+{
+    return jpeg_run(data, size, lim, out, NULL, err);
+}
+
+npl_status npl_jpeg_probe(const uint8_t *data, size_t size, npl_image_info *out, npl_error *err)
+{
+    return jpeg_run(data, size, NULL, NULL, out, err);
 }

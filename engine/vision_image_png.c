@@ -5,8 +5,8 @@
  *
  * Limits: the dimensions are read from the IHDR chunk (which the format
  * requires to come first) and checked before libpng is even set up;
- * libpng's own user limits and chunk-memory cap guard the rest
- * (compressed text / ICC chunks). libpng sizes some reads by a chunk's
+ * ancillary chunks are skipped without being decompressed or kept, and
+ * libpng's own user limits and chunk-memory cap guard the rest. libpng sizes some reads by a chunk's
  * declared length before reading it (a 75-byte file made it allocate
  * 233 MB), so every chunk up to IEND must first fit in the bytes given. Conversions follow llama.cpp's loader:
  * palette and grey expanded to RGB, 16-bit samples keep their high byte,
@@ -110,6 +110,19 @@ static npl_status check_chunk_lengths(const uint8_t *data, size_t size, npl_erro
     return NPL_OK;
 }
 
+npl_status npl_png_probe(const uint8_t *data, size_t size, npl_image_info *out, npl_error *err)
+{
+    if (size < 8 + 8 + 13 + 4 || be32(data + 8) != 13 || memcmp(data + 12, "IHDR", 4) != 0)
+        return npl_error_set(err, NPL_ERR_FORMAT, "png: no IHDR chunk after the signature");
+    out->width = be32(data + 16);
+    out->height = be32(data + 20);
+    /* the RGB pixels, a row pointer each, libpng's two row buffers (up
+     * to 8 bytes a pixel) */
+    uint64_t w = out->width, h = out->height;
+    out->decode_bytes = w * h * 3 + h * sizeof(png_bytep) + 2 * (w * 8 + 1);
+    return NPL_OK;
+}
+
 npl_status npl_png_decode(const uint8_t *data, size_t size, const npl_image_limits *lim, npl_image *out,
                           npl_error *err)
 {
@@ -138,6 +151,12 @@ npl_status npl_png_decode(const uint8_t *data, size_t size, const npl_image_limi
         png_set_user_limits(j->png, lim->max_width, lim->max_height);
         png_set_chunk_malloc_max(j->png, PNG_CHUNK_MEMORY_MAX);
         png_set_chunk_cache_max(j->png, PNG_CHUNK_CACHE_MAX);
+        /* Only the pixels matter: text, ICC profiles and every other
+         * ancillary chunk (known or not) are skipped unread, never
+         * decompressed or kept (hundreds of large zTXt chunks once made a
+         * 2 MB file cost gigabytes). tRNS, which libpng needs to expand a
+         * palette, is not among the chunks this drops. */
+        png_set_keep_unknown_chunks(j->png, PNG_HANDLE_CHUNK_NEVER, NULL, -1);
         if (run_libpng(j))
             st = npl_error_set(err, NPL_ERR_FORMAT, "png: %s", j->message);
     }

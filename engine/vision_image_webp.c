@@ -57,3 +57,19 @@ npl_status npl_webp_decode(const uint8_t *data, size_t size, const npl_image_lim
     *out = img;
     return NPL_OK;
 }
+
+npl_status npl_webp_probe(const uint8_t *data, size_t size, npl_image_info *out, npl_error *err)
+{
+    WebPBitstreamFeatures f;
+    VP8StatusCode s = WebPGetFeatures(data, size, &f);
+    if (s != VP8_STATUS_OK)
+        return npl_error_set(err, s == VP8_STATUS_OUT_OF_MEMORY ? NPL_ERR_NOMEM : NPL_ERR_FORMAT, "webp: %s",
+                             status_text(s));
+    if (f.width <= 0 || f.height <= 0)
+        return npl_error_set(err, NPL_ERR_FORMAT, "webp: bad dimensions %d x %d", f.width, f.height);
+    out->width = (uint32_t)f.width;
+    out->height = (uint32_t)f.height;
+    /* the RGB pixels plus, for a lossless image, libwebp's ARGB plane */
+    out->decode_bytes = (uint64_t)out->width * out->height * (3 + 4);
+    return NPL_OK;
+}

@@ -111,6 +111,38 @@ static npl_status check_projector(loader *L)
     return NPL_OK;
 }
 
+/* The keys preprocessing needs (npl_vision_read_pixel_params reads only
+ * these). */
+static npl_status read_pixel_params(const loader *L, npl_vision_pixel_params *out)
+{
+    npl_status st = get_range(L, "clip.vision.image_size", true, 0, 1, NPL_VISION_MAX_IMAGE, &out->image_size);
+    if (st == NPL_OK)
+        st = get_rgb(L, "clip.vision.image_mean", 0.5f, false, out->image_mean);
+    if (st == NPL_OK)
+        st = get_rgb(L, "clip.vision.image_std", 0.5f, true, out->image_std);
+    return st;
+}
+
+npl_status npl_vision_read_pixel_params(const char *mmproj_path, npl_vision_pixel_params *out, npl_error *err)
+{
+    if (!mmproj_path || !out)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: no projector path or output");
+    npl_error local;
+    if (!err)
+        err = &local;
+    npl_vision tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.gguf = npl_gguf_open(mmproj_path, err);
+    if (!tmp.gguf)
+        return err->code != NPL_OK ? err->code : NPL_ERR_FORMAT;
+    loader L = {.v = &tmp, .path = mmproj_path, .err = err};
+    npl_status st = check_projector(&L);
+    if (st == NPL_OK)
+        st = read_pixel_params(&L, out);
+    npl_gguf_close(tmp.gguf);
+    return st;
+}
+
 static npl_status read_hparams(loader *L)
 {
     npl_vision *v = L->v;
@@ -121,7 +153,6 @@ static npl_status read_hparams(loader *L)
     TRY(get_range(L, "clip.vision.feed_forward_length", true, 0, 1, NPL_VISION_MAX_FF, &in->n_ff));
     TRY(get_range(L, "clip.vision.block_count", true, 0, 1, NPL_VISION_MAX_LAYERS, &in->n_layer));
     TRY(get_range(L, "clip.vision.attention.head_count", true, 0, 1, NPL_VISION_MAX_EMBD, &in->n_head));
-    TRY(get_range(L, "clip.vision.image_size", true, 0, 1, NPL_VISION_MAX_IMAGE, &in->image_size));
     TRY(get_range(L, "clip.vision.patch_size", true, 0, 1, NPL_VISION_MAX_IMAGE, &in->patch_size));
     TRY(get_range(L, "clip.vision.projector.scale_factor", false, 4, 1, NPL_VISION_MAX_IMAGE, &in->pool));
     if (!npl_gguf_get_f32(v->gguf, "clip.vision.attention.layer_norm_epsilon", &v->eps))
@@ -130,8 +161,11 @@ static npl_status read_hparams(loader *L)
     if (!(v->eps > 0.0f) || !(v->eps < 1.0f))
         return npl_error_set(L->err, NPL_ERR_FORMAT, "%s: layer_norm_epsilon = %g is out of range (0, 1)", L->path,
                              (double)v->eps);
-    TRY(get_rgb(L, "clip.vision.image_mean", 0.5f, false, in->image_mean));
-    TRY(get_rgb(L, "clip.vision.image_std", 0.5f, true, in->image_std));
+    npl_vision_pixel_params px;
+    TRY(read_pixel_params(L, &px));
+    in->image_size = px.image_size;
+    memcpy(in->image_mean, px.image_mean, sizeof px.image_mean);
+    memcpy(in->image_std, px.image_std, sizeof px.image_std);
     bool gelu = false, silu = false;
     TRY(get_bool(L, "clip.use_gelu", &gelu));
     TRY(get_bool(L, "clip.use_silu", &silu));

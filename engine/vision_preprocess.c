@@ -64,11 +64,23 @@ static void fit_size(uint32_t w, uint32_t h, uint32_t s, uint32_t *fw, uint32_t 
     *fh = nh >= (float)s ? s : (nh < 1.0f ? 1u : (uint32_t)nh);
 }
 
-npl_status npl_vision_preprocess(const npl_vision *v, const npl_image *img, float *out, npl_error *err)
+size_t npl_vision_pixel_count(const npl_vision_pixel_params *p)
 {
-    if (!v || !img || !img->rgb || img->width == 0 || img->height == 0 || !out)
+    return (size_t)3 * p->image_size * p->image_size;
+}
+
+void npl_vision_get_pixel_params(const npl_vision *v, npl_vision_pixel_params *out)
+{
+    out->image_size = v->info.image_size;
+    memcpy(out->image_mean, v->info.image_mean, sizeof out->image_mean);
+    memcpy(out->image_std, v->info.image_std, sizeof out->image_std);
+}
+
+npl_status npl_image_preprocess(const npl_vision_pixel_params *p, const npl_image *img, float *out, npl_error *err)
+{
+    if (!p || p->image_size == 0 || !img || !img->rgb || img->width == 0 || img->height == 0 || !out)
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: no image to preprocess");
-    uint32_t s = v->info.image_size;
+    uint32_t s = p->image_size;
     size_t plane = (size_t)s * s;
     uint8_t *square = calloc(plane, 3); /* black background */
     if (!square)
@@ -80,10 +92,19 @@ npl_status npl_vision_preprocess(const npl_vision *v, const npl_image *img, floa
         fit_size(img->width, img->height, s, &fw, &fh);
         scale_bilinear(img->rgb, img->width, img->height, square, s, (s - fw) / 2, (s - fh) / 2, fw, fh);
     }
-    const float *mean = v->info.image_mean, *std = v->info.image_std;
+    const float *mean = p->image_mean, *std = p->image_std;
     for (size_t i = 0; i < plane; i++)
         for (int c = 0; c < 3; c++)
             out[(size_t)c * plane + i] = ((float)square[3 * i + c] / 255.0f - mean[c]) / std[c];
     free(square);
     return NPL_OK;
+}
+
+npl_status npl_vision_preprocess(const npl_vision *v, const npl_image *img, float *out, npl_error *err)
+{
+    if (!v)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: no tower");
+    npl_vision_pixel_params p;
+    npl_vision_get_pixel_params(v, &p);
+    return npl_image_preprocess(&p, img, out, err);
 }

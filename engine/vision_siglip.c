@@ -303,11 +303,10 @@ static void stage_project(npl_vision_encoding *e)
 
 /* ---- public ------------------------------------------------------------------ */
 
-static npl_status encoding_create(npl_vision *v, const npl_image *img, npl_vision_encoding **out, npl_error *err)
+/* The activations of one encoding; its pixels are filled by the caller. */
+static npl_status encoding_alloc(npl_vision *v, npl_vision_encoding **out, npl_error *err)
 {
     *out = NULL;
-    if (!v || !img)
-        return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: missing tower or image");
     npl_vision_encoding *e = calloc(1, sizeof *e);
     if (!e)
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
@@ -325,14 +324,9 @@ static npl_status encoding_create(npl_vision *v, const npl_image *img, npl_visio
     e->hidden = malloc(NPL_VISION_ROW_CHUNK * hidden * sizeof(float));
     e->scores = malloc(NPL_VISION_ROW_CHUNK * N * sizeof(float));
     e->out = malloc((size_t)in->n_tokens * in->n_embd_out * sizeof(float));
-    npl_status st = NPL_OK;
-    if (!e->pixels || !e->x || !e->xn || !e->q || !e->kh || !e->vt || !e->tmp || !e->hidden || !e->scores || !e->out)
-        st = npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the vision encoder's activations (%zu patches)", N);
-    else
-        st = npl_vision_preprocess(v, img, e->pixels, err);
-    if (st != NPL_OK) {
+    if (!e->pixels || !e->x || !e->xn || !e->q || !e->kh || !e->vt || !e->tmp || !e->hidden || !e->scores || !e->out) {
         npl_vision_encoding_free(e);
-        return st;
+        return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the vision encoder's activations (%zu patches)", N);
     }
     *out = e;
     return NPL_OK;
@@ -340,8 +334,39 @@ static npl_status encoding_create(npl_vision *v, const npl_image *img, npl_visio
 
 npl_vision_encoding *npl_vision_encoding_create(npl_vision *v, const npl_image *img, npl_error *err)
 {
+    if (!v || !img) {
+        npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: missing tower or image");
+        return NULL;
+    }
     npl_vision_encoding *e;
-    encoding_create(v, img, &e, err);
+    if (encoding_alloc(v, &e, err) != NPL_OK)
+        return NULL;
+    if (npl_vision_preprocess(v, img, e->pixels, err) != NPL_OK) {
+        npl_vision_encoding_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+npl_vision_encoding *npl_vision_encoding_create_from_pixels(npl_vision *v, const npl_vision_pixel_params *p,
+                                                            const float *pixels, npl_error *err)
+{
+    if (!v || !p || !pixels) {
+        npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: missing tower or pixels");
+        return NULL;
+    }
+    npl_vision_pixel_params mine;
+    npl_vision_get_pixel_params(v, &mine);
+    if (memcmp(&mine, p, sizeof mine) != 0) {
+        npl_error_set(err, NPL_ERR_INVALID_ARG,
+                      "vision: the image was preprocessed for another projector (%u pixels wide, this one takes %u)",
+                      p->image_size, mine.image_size);
+        return NULL;
+    }
+    npl_vision_encoding *e;
+    if (encoding_alloc(v, &e, err) != NPL_OK)
+        return NULL;
+    memcpy(e->pixels, pixels, npl_vision_pixel_count(p) * sizeof(float));
     return e;
 }
 
@@ -403,10 +428,15 @@ npl_status npl_vision_encode(npl_vision *v, const npl_image *img, float *out, np
 {
     if (!out)
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: no output buffer");
-    npl_vision_encoding *e;
-    npl_status st = encoding_create(v, img, &e, err);
-    if (st != NPL_OK)
-        return st;
+    npl_error local;
+    if (!err) {
+        npl_error_clear(&local);
+        err = &local;
+    }
+    npl_vision_encoding *e = npl_vision_encoding_create(v, img, err);
+    if (!e)
+        return err->code != NPL_OK ? err->code : NPL_ERR_INTERNAL;
+    npl_status st = NPL_OK;
     bool done = false;
     while (!done && st == NPL_OK)
         st = npl_vision_encoding_step(e, &done, err);

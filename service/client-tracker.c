@@ -1,5 +1,6 @@
-/* Bus peers with requests: their per-client limits and what happens when
- * one disconnects (every request it owns is cancelled and freed). */
+/* Bus peers with requests: who they are (their Unix user, for the
+ * per-user limits) and what happens when one disconnects (every request
+ * it owns is cancelled and freed, its image reads stop). */
 #include "daemon.h"
 
 NpdClient *npd_client_ref(NpdClient *c)
@@ -13,8 +14,27 @@ void npd_client_unref(NpdClient *c)
     if (c == NULL || !g_atomic_int_dec_and_test(&c->refs))
         return;
     g_list_free(c->requests);
+    g_clear_object(&c->cancellable);
     g_free(c->name);
     g_free(c);
+}
+
+/* Limits are per user: the bus daemon says whose a connection is. It is
+ * asked once per client, synchronously: it is trusted, local and quick,
+ * and a call must not be admitted before its user is known. */
+static guint32 lookup_uid(NpdDaemon *d, const char *name)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GVariant) ret = g_dbus_connection_call_sync(
+        d->bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixUser",
+        g_variant_new("(s)", name), G_VARIANT_TYPE("(u)"), G_DBUS_CALL_FLAGS_NONE, 5000, NULL, &error);
+    if (ret == NULL) {
+        g_message("cannot learn the user of %s (%s): counted as an unknown user", name, error->message);
+        return NPD_UID_UNKNOWN;
+    }
+    guint32 uid;
+    g_variant_get(ret, "(u)", &uid);
+    return uid;
 }
 
 NpdClient *npd_client_get(NpdDaemon *d, const char *name)
@@ -24,6 +44,8 @@ NpdClient *npd_client_get(NpdDaemon *d, const char *name)
         c = g_new0(NpdClient, 1);
         c->refs = 1;
         c->name = g_strdup(name);
+        c->uid = lookup_uid(d, name);
+        c->cancellable = g_cancellable_new();
         g_hash_table_insert(d->clients, c->name, c);
     }
     return c;
@@ -31,7 +53,7 @@ NpdClient *npd_client_get(NpdDaemon *d, const char *name)
 
 void npd_client_release_if_idle(NpdDaemon *d, NpdClient *c)
 {
-    if (c->gone || c->outstanding > 0 || c->pending_calls > 0 || c->requests != NULL)
+    if (c->gone || c->outstanding > 0 || c->pending_calls > 0 || c->images > 0 || c->requests != NULL)
         return;
     if (g_hash_table_lookup(d->clients, c->name) == c)
         g_hash_table_remove(d->clients, c->name);
@@ -41,6 +63,7 @@ static void client_vanished(NpdDaemon *d, NpdClient *c)
 {
     npd_client_ref(c);
     c->gone = TRUE;
+    g_cancellable_cancel(c->cancellable);
     g_hash_table_remove(d->clients, c->name);
     guint n = g_list_length(c->requests);
     if (c->outstanding > 0)

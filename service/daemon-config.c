@@ -37,6 +37,11 @@ static void config_set_defaults(NpdConfig *cfg)
     cfg->max_prompt_bytes = 1024 * 1024;
     cfg->max_messages = 256;
     cfg->max_image_bytes = 32 * 1024 * 1024;
+    cfg->max_per_user = 16;
+    cfg->max_calls_per_user = 16;
+    cfg->max_images_per_user = 2;
+    cfg->max_images_in_flight = 4;
+    cfg->max_image_memory = 512 * 1024 * 1024;
     cfg->auth_timeout = 30;
 }
 
@@ -127,6 +132,11 @@ static gboolean config_read_file(NpdConfig *cfg, const char *path, gboolean must
     READ_UINT(kf, "Limits", "MaxPromptBytes", 1, 64u * 1024 * 1024, cfg->max_prompt_bytes);
     READ_UINT(kf, "Limits", "MaxMessages", 1, 65536, cfg->max_messages);
     READ_UINT(kf, "Limits", "MaxImageBytes", 1, G_MAXINT32, cfg->max_image_bytes);
+    READ_UINT(kf, "Limits", "MaxPerUser", 1, 65536, cfg->max_per_user);
+    READ_UINT(kf, "Limits", "MaxCallsPerUser", 1, 65536, cfg->max_calls_per_user);
+    READ_UINT(kf, "Limits", "MaxImagesPerUser", 1, 1024, cfg->max_images_per_user);
+    READ_UINT(kf, "Limits", "MaxImagesInFlight", 1, 1024, cfg->max_images_in_flight);
+    READ_UINT(kf, "Limits", "MaxImageMemory", 1024 * 1024, G_MAXUINT64, cfg->max_image_memory);
     READ_UINT(kf, "Authorization", "Timeout", 1, 3600, cfg->auth_timeout);
     return TRUE;
 }

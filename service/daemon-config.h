@@ -31,6 +31,14 @@ typedef struct {
     gsize max_prompt_bytes;
     guint max_messages;
     gsize max_image_bytes;
+    /* per Unix user, over all of its connections */
+    guint max_per_user;        /* unfinished requests (running + queued) */
+    guint max_calls_per_user;  /* calls waiting for polkit or their image */
+    guint max_images_per_user; /* images being read and decoded */
+    /* all users together: images being read and decoded, and the bytes
+     * they hold (encoded, decoding, preprocessed) */
+    guint max_images_in_flight;
+    guint64 max_image_memory;
     guint auth_timeout;      /* seconds */
 } NpdConfig;
 

@@ -9,6 +9,7 @@
 #include "authorization.h"
 #include "daemon-config.h"
 #include "engine-worker.h"
+#include "image-budget.h"
 #include "model-catalog.h"
 #include "request-options.h"
 #include "request-path.h"
@@ -23,11 +24,16 @@
 typedef struct {
     gint refs;
     gchar *name;
+    guint32 uid;         /* its Unix user (NPD_UID_UNKNOWN when the bus would not say) */
     gboolean gone;       /* its unique name vanished from the bus */
     guint outstanding;   /* requests not finished yet */
-    guint pending_calls; /* calls waiting for polkit */
+    guint pending_calls; /* calls waiting for polkit (or their image) */
+    guint images;        /* images being read and decoded for it */
+    GCancellable *cancellable; /* cancelled when it leaves: its image reads stop */
     GList *requests;     /* NpdRequest*, including finished ones kept for reading */
 } NpdClient;
+
+#define NPD_UID_UNKNOWN G_MAXUINT32
 
 typedef struct NpdDaemon NpdDaemon;
 
@@ -72,6 +78,7 @@ struct NpdDaemon {
     NpdModelCatalog *catalog;
     NpdWorker *worker;
     NpdAuthorizer *authorizer;
+    NpdImageBudget *image_budget;
 
     GHashTable *clients;       /* unique name -> NpdClient* (ref) */
     GHashTable *requests;      /* &id -> NpdRequest* (owned) */
@@ -93,6 +100,18 @@ void npd_client_unref(NpdClient *c);
 /* Drops the daemon's entry when the client has nothing left. */
 void npd_client_release_if_idle(NpdDaemon *d, NpdClient *c);
 gboolean npd_clients_watch(NpdDaemon *d, GError **error);
+
+/* ---- per-user limits (user-limits.c) ----
+ * Counted over all connections of one Unix user, so that opening more
+ * connections buys no more share. Each fails with NPD_ERROR_BUSY. */
+/* A call about to wait for polkit: the user's calls in flight. */
+gboolean npd_user_admit_call(NpdDaemon *d, NpdClient *c, GError **error);
+/* A request about to be queued: the user's unfinished requests. */
+gboolean npd_user_admit_request(NpdDaemon *d, NpdClient *c, GError **error);
+/* An image about to be read (before polkit, before reading): the user's
+ * images in flight and a slot of the global image budget. */
+gboolean npd_user_admit_image(NpdDaemon *d, NpdClient *c, GError **error);
+void npd_user_release_image(NpdDaemon *d, NpdClient *c);
 
 /* ---- requests (request-objects.c) ---- */
 gboolean npd_requests_register(NpdDaemon *d, GError **error);

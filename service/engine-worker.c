@@ -51,9 +51,24 @@ void npd_job_free(NpdJob *job)
     if (job->messages != NULL)
         g_ptr_array_unref(job->messages);
     g_strfreev(job->stop);
-    if (job->image != NULL)
-        g_bytes_unref(job->image);
+    npd_image_pixels_free(job->image);
     g_free(job);
+}
+
+void npd_image_pixels_free(NpdImagePixels *px)
+{
+    if (px == NULL)
+        return;
+    g_free(px->pixels);
+    g_free(px);
+}
+
+gchar *npd_model_projector_path(const char *model_path)
+{
+    if (!g_str_has_suffix(model_path, ".gguf"))
+        return NULL;
+    g_autofree gchar *base = g_strndup(model_path, strlen(model_path) - strlen(".gguf"));
+    return g_strconcat(base, MMPROJ_SUFFIX, NULL);
 }
 
 /* ---- worker state ------------------------------------------------------ */
@@ -72,6 +87,7 @@ typedef struct {
     NpdJob *job;
     gint64 t_submit;
     guint reported_position; /* last QueuePosition sent, 0 = none yet */
+    guint64 tag;             /* fair-queueing order (enqueue) */
 } QueuedJob;
 
 typedef enum {
@@ -140,6 +156,9 @@ struct NpdWorker {
     GPtrArray *running; /* ActiveJob*, in admission order */
     GHashTable *models; /* name -> LoadedModel* */
     guint64 admit_counter;
+    /* fair queueing, per class (interactive, background) */
+    GHashTable *user_tags[2]; /* uid -> guint64* last tag given */
+    guint64 admitted_tag[2];
 };
 
 static void command_free(Command *cmd)
@@ -281,11 +300,8 @@ static NpdError error_from_status(npl_status st)
  * image requests will be told. */
 static npl_vision *load_vision(NpdWorker *w, const char *name, const char *path, gchar **why)
 {
-    if (!g_str_has_suffix(path, ".gguf"))
-        return NULL;
-    g_autofree gchar *base = g_strndup(path, strlen(path) - strlen(".gguf"));
-    g_autofree gchar *mmproj = g_strconcat(base, MMPROJ_SUFFIX, NULL);
-    if (!g_file_test(mmproj, G_FILE_TEST_IS_REGULAR))
+    g_autofree gchar *mmproj = npd_model_projector_path(path);
+    if (mmproj == NULL || !g_file_test(mmproj, G_FILE_TEST_IS_REGULAR))
         return NULL;
     npl_vision_params vp;
     npl_vision_params_default(&vp);
@@ -479,22 +495,77 @@ static void post_queue_positions(NpdWorker *w)
     }
 }
 
+/* Fair queueing: each job gets a tag one past its user's previous one,
+ * and never below the tag last admitted in its class; the queue is kept
+ * sorted by (class, tag), FIFO among equal tags. So whatever one user
+ * floods in, another user's new job waits for at most one job of each
+ * other user: round-robin between users, FIFO within each. */
 static void enqueue(NpdWorker *w, NpdJob *job, gint64 t_submit)
 {
     QueuedJob *qj = g_new0(QueuedJob, 1);
     qj->job = job;
     qj->t_submit = t_submit;
-    if (job->priority == NPD_PRIORITY_BACKGROUND) {
-        g_queue_push_tail(&w->queue, qj);
-        return;
-    }
+    guint cls = job->priority == NPD_PRIORITY_BACKGROUND ? 1 : 0;
+    gpointer key = GUINT_TO_POINTER(job->uid);
+    guint64 last = 0;
+    gpointer value;
+    if (g_hash_table_lookup_extended(w->user_tags[cls], key, NULL, &value))
+        last = *(guint64 *)value;
+    qj->tag = MAX(last, w->admitted_tag[cls]) + 1;
+    guint64 *stored = g_new(guint64, 1);
+    *stored = qj->tag;
+    g_hash_table_replace(w->user_tags[cls], key, stored);
     GList *l = w->queue.head;
-    while (l != NULL && ((QueuedJob *)l->data)->job->priority == NPD_PRIORITY_INTERACTIVE)
+    while (l != NULL) {
+        const QueuedJob *o = l->data;
+        guint ocls = o->job->priority == NPD_PRIORITY_BACKGROUND ? 1 : 0;
+        if (ocls > cls || (ocls == cls && o->tag > qj->tag))
+            break;
         l = l->next;
+    }
     if (l == NULL)
         g_queue_push_tail(&w->queue, qj);
     else
         g_queue_insert_before(&w->queue, l, qj);
+}
+
+/* A queued job was cancelled: its user's last tag becomes that of its
+ * last job still queued, so that cancelling does not push the user's next
+ * job back. */
+static void forget_tag(NpdWorker *w, const QueuedJob *gone)
+{
+    guint cls = gone->job->priority == NPD_PRIORITY_BACKGROUND ? 1 : 0;
+    guint64 last = 0;
+    for (GList *l = w->queue.head; l != NULL; l = l->next) {
+        const QueuedJob *o = l->data;
+        if (o->job->uid == gone->job->uid && (o->job->priority == NPD_PRIORITY_BACKGROUND ? 1u : 0u) == cls)
+            last = MAX(last, o->tag);
+    }
+    gpointer key = GUINT_TO_POINTER(gone->job->uid);
+    if (last <= w->admitted_tag[cls]) {
+        g_hash_table_remove(w->user_tags[cls], key);
+        return;
+    }
+    guint64 *stored = g_new(guint64, 1);
+    *stored = last;
+    g_hash_table_replace(w->user_tags[cls], key, stored);
+}
+
+/* The head of the queue is leaving it: its class moves on to its tag, and
+ * users whose last tag is behind that are forgotten (the MAX in enqueue
+ * would ignore them anyway). */
+static QueuedJob *dequeue_next(NpdWorker *w)
+{
+    QueuedJob *qj = g_queue_pop_head(&w->queue);
+    guint cls = qj->job->priority == NPD_PRIORITY_BACKGROUND ? 1 : 0;
+    w->admitted_tag[cls] = MAX(w->admitted_tag[cls], qj->tag);
+    GHashTableIter it;
+    gpointer value;
+    g_hash_table_iter_init(&it, w->user_tags[cls]);
+    while (g_hash_table_iter_next(&it, NULL, &value))
+        if (*(guint64 *)value <= w->admitted_tag[cls])
+            g_hash_table_iter_remove(&it);
+    return qj;
 }
 
 static npl_status tokenize_job(const ActiveJob *aj, npl_tokens *out, npl_error *err)
@@ -516,10 +587,9 @@ static npl_status tokenize_job(const ActiveJob *aj, npl_tokens *out, npl_error *
     return st;
 }
 
-/* An image job: the model's projector must fit it; the image is decoded
- * (it was checked when the call came in) and preprocessed into a new
- * encoding, and the prompt becomes the tokens before and after the image.
- * FALSE when the job failed (and was finished). */
+/* An image job: the model's projector must fit it; the image, decoded
+ * and preprocessed when the call came in, becomes a new encoding, and the
+ * prompt becomes the tokens before and after the image. FALSE when the job failed (and was finished). */
 static gboolean start_image(NpdWorker *w, ActiveJob *aj)
 {
     LoadedModel *lm = aj->lm;
@@ -562,24 +632,14 @@ static gboolean start_image(NpdWorker *w, ActiveJob *aj)
         return FALSE;
     }
 
-    npl_image_limits lim;
-    npl_image_limits_default(&lim);
-    gsize size = 0;
-    const void *data = g_bytes_get_data(aj->job->image, &size);
-    lim.max_bytes = MAX(lim.max_bytes, size);
-    npl_image img;
-    st = npl_image_decode(data, size, &lim, &img, &err);
-    if (st != NPL_OK) {
-        fail_active(w, aj, st == NPL_ERR_NOMEM ? st : NPL_ERR_INVALID_ARG, "image", &err);
-        return FALSE;
-    }
-    aj->encoding = npl_vision_encoding_create(lm->vision, &img, &err);
-    npl_image_free(&img);
+    /* decoded and preprocessed already (image-input.c): a copy, no more */
+    aj->encoding = npl_vision_encoding_create_from_pixels(lm->vision, &aj->job->image->params,
+                                                          aj->job->image->pixels, &err);
     if (aj->encoding == NULL) {
         fail_active(w, aj, err.code, "preparing the image", &err);
         return FALSE;
     }
-    g_clear_pointer(&aj->job->image, g_bytes_unref);
+    g_clear_pointer(&aj->job->image, npd_image_pixels_free);
     aj->n_image = npl_vision_get_info(lm->vision)->n_tokens;
     return TRUE;
 }
@@ -673,7 +733,7 @@ static void admit_jobs(NpdWorker *w)
 {
     gboolean changed = FALSE;
     while (w->running->len < w->cfg.max_running && !g_queue_is_empty(&w->queue)) {
-        start_job(w, g_queue_pop_head(&w->queue));
+        start_job(w, dequeue_next(w));
         changed = TRUE;
     }
     if (changed)
@@ -858,6 +918,7 @@ static void cancel_job(NpdWorker *w, guint64 job_id)
         QueuedJob *qj = l->data;
         if (qj->job->id == job_id) {
             g_queue_delete_link(&w->queue, l);
+            forget_tag(w, qj);
             finish_queued(w, qj, NPD_FINISH_CANCELLED, NULL);
             post_queue_positions(w);
             return;
@@ -982,6 +1043,8 @@ NpdWorker *npd_worker_new(const NpdWorkerConfig *cfg, GMainContext *main_context
     g_queue_init(&w->queue);
     w->running = g_ptr_array_new();
     w->models = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)loaded_model_free);
+    for (int i = 0; i < 2; i++)
+        w->user_tags[i] = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
     w->thread = g_thread_new("npullm-engine", worker_main, w);
     return w;
 }
@@ -1014,6 +1077,8 @@ void npd_worker_free(NpdWorker *w)
 
     g_ptr_array_unref(w->running);
     g_hash_table_destroy(w->models);
+    for (int i = 0; i < 2; i++)
+        g_hash_table_destroy(w->user_tags[i]);
     g_main_context_unref(w->main_context);
     g_free(w);
 }

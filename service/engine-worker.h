@@ -5,8 +5,9 @@
  * coalesced (never dropped or reordered).
  *
  * Scheduling, one iteration: drain commands (cancels take effect here),
- * admit queued jobs into free slots (interactive before background, FIFO
- * within a class; loading the model first if needed), feed one prefill
+ * admit queued jobs into free slots (interactive before background; within
+ * a class round-robin between users, FIFO for each user; loading the model
+ * first if needed), feed one prefill
  * chunk of one prompt, then run ONE batched decode step for all sequences
  * that are generating. So a long prompt only delays other streams by one
  * chunk per token. */
@@ -18,6 +19,7 @@
 #include "dbus-errors.h"
 #include "npullm.h"
 #include "request-options.h"
+#include "vision.h"
 
 typedef enum {
     NPD_JOB_QUEUED,
@@ -37,6 +39,15 @@ typedef enum {
 
 const char *npd_finish_reason_name(NpdFinishReason reason);
 
+/* An image decoded and preprocessed for one projector, off the engine
+ * thread (image-input.c): the engine only copies it into an encoding. */
+typedef struct {
+    npl_vision_pixel_params params;
+    float *pixels; /* npl_vision_pixel_count(&params) floats */
+} NpdImagePixels;
+
+void npd_image_pixels_free(NpdImagePixels *px);
+
 /* What to generate; immutable once submitted (the worker owns it). */
 typedef struct {
     guint64 id;
@@ -49,8 +60,9 @@ typedef struct {
     guint32 max_tokens;     /* 0: the configured default, capped by context */
     gchar **stop;
     NpdPriority priority;
-    GBytes *image;          /* DescribeImage: the encoded image (checked), shown to
-                             * the model before the user turn's text; else NULL */
+    NpdImagePixels *image;  /* DescribeImage: the preprocessed image, shown to the
+                             * model before the user turn's text; else NULL */
+    guint32 uid;            /* the caller's user: the queue is fair between users */
 } NpdJob;
 
 void npd_job_free(NpdJob *job);
@@ -114,5 +126,9 @@ void npd_worker_cancel(NpdWorker *w, guint64 job_id);
 void npd_worker_load(NpdWorker *w, const char *name, const char *path, gpointer tag);
 void npd_worker_unload(NpdWorker *w, const char *name, gpointer tag);
 void npd_worker_set_idle_timeout(NpdWorker *w, guint seconds);
+
+/* The vision projector of a model file (NAME.mmproj.gguf beside
+ * NAME.gguf), NULL when the name does not end in .gguf. */
+gchar *npd_model_projector_path(const char *model_path);
 
 #endif

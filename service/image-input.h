@@ -1,19 +1,43 @@
-/* The image of a DescribeImage call: read from the file descriptor the
- * caller passed (the daemon never opens a client's path), with a size cap
- * and a deadline, then decoded once to check it, all in a GIO worker
- * thread: the main loop never blocks on a slow pipe or a large file, and a
- * corrupt, truncated or enormous image is refused before any request
- * exists. */
+/* The image of a DescribeImage call, from the descriptor the caller passed
+ * (the daemon never opens a client's path) to the preprocessed tensor the
+ * engine encodes.
+ *
+ * On arrival (main thread, before polkit): the descriptor must be a
+ * readable regular file of sane size or a pipe, and not on FUSE or a
+ * network filesystem (whose reads a user process can stall forever). The
+ * daemon then reads from a description of its own: a regular file is
+ * reopened through /proc/self/fd (non-blocking; when the daemon may not
+ * open the file itself, positional reads on the caller's description,
+ * which never depend on its offset or flags), a pipe is drained with
+ * non-blocking splice() into a private pipe. Nothing ever waits on the
+ * caller's shared description.
+ *
+ * Then in a worker thread: read to the end (size cap, deadline, and
+ * cancellation checked at least every 100 ms), probe the header, decode,
+ * preprocess for the model's projector. Memory is taken from the global
+ * image budget as it is needed (Busy beyond it). The engine thread never
+ * decodes. */
 #ifndef NPD_IMAGE_INPUT_H
 #define NPD_IMAGE_INPUT_H
 
 #include <gio/gio.h>
 
-/* Takes ownership of fd (closed when done). The result is the encoded
- * image (1..max_bytes bytes), or NPD_ERROR_INVALID_ARGUMENT saying what is
- * wrong with it, or NPD_ERROR_CANCELLED. */
-void npd_image_input_read_async(int fd, gsize max_bytes, guint timeout_seconds, GCancellable *cancellable,
-                                GAsyncReadyCallback callback, gpointer user_data);
-GBytes *npd_image_input_read_finish(GAsyncResult *result, GError **error);
+#include "engine-worker.h"
+#include "image-budget.h"
+
+typedef struct NpdImageSource NpdImageSource;
+
+/* Checks fd and takes it (closed on every path). NULL with
+ * NPD_ERROR_INVALID_ARGUMENT saying what is wrong. */
+NpdImageSource *npd_image_source_new(int fd, gsize max_bytes, GError **error);
+void npd_image_source_free(NpdImageSource *src);
+
+/* Takes src. The result is the preprocessed image for the projector at
+ * mmproj_path, or NPD_ERROR_INVALID_ARGUMENT (the image), BUSY (the
+ * budget), MODEL_LOAD_FAILED (the projector), CANCELLED, INTERNAL. */
+void npd_image_input_read_async(NpdImageSource *src, const char *mmproj_path, NpdImageBudget *budget,
+                                guint timeout_seconds, GCancellable *cancellable, GAsyncReadyCallback callback,
+                                gpointer user_data);
+NpdImagePixels *npd_image_input_read_finish(GAsyncResult *result, GError **error);
 
 #endif

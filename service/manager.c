@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "call-fds.h"
 #include "image-input.h"
 
 #ifndef NPD_VERSION
@@ -16,6 +17,7 @@
 #endif
 
 typedef enum {
+    /* the operations that make a request come first */
     OP_GENERATE,
     OP_CHAT,
     OP_DESCRIBE_IMAGE,
@@ -37,8 +39,10 @@ typedef struct {
     gchar *model_name;
     gchar *model_path;
     guint idle_timeout;
-    int image_fd;  /* DescribeImage: the caller's descriptor until read, else -1 */
-    GBytes *image; /* DescribeImage: the encoded image, checked */
+    gboolean image_slot;    /* DescribeImage: holds an image slot (npd_user_admit_image) */
+    NpdImageSource *image_src; /* DescribeImage: the caller's image until read */
+    gchar *mmproj_path;     /* DescribeImage: the projector it is prepared for */
+    NpdImagePixels *image;  /* DescribeImage: the image, preprocessed */
 } PendingCall;
 
 /* DescribeImage: how long the image descriptor may take to reach its end
@@ -47,8 +51,28 @@ typedef struct {
 /* DescribeImage with an empty prompt. */
 #define DEFAULT_IMAGE_PROMPT "Describe this image."
 
+static void pending_free_image(PendingCall *p)
+{
+    if (p->image_slot)
+        npd_user_release_image(p->daemon, p->client);
+    p->image_slot = FALSE;
+    g_clear_pointer(&p->image_src, npd_image_source_free);
+    g_clear_pointer(&p->mmproj_path, g_free);
+    g_clear_pointer(&p->image, npd_image_pixels_free);
+}
+
+static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv)
+{
+    PendingCall *p = g_new0(PendingCall, 1);
+    p->daemon = d;
+    p->client = npd_client_ref(npd_client_get(d, g_dbus_method_invocation_get_sender(inv)));
+    p->client->pending_calls++;
+    return p;
+}
+
 static void pending_free(PendingCall *p)
 {
+    pending_free_image(p);
     p->client->pending_calls--;
     npd_client_release_if_idle(p->daemon, p->client);
     npd_client_unref(p->client);
@@ -58,18 +82,7 @@ static void pending_free(PendingCall *p)
     g_free(p->prompt);
     g_free(p->model_name);
     g_free(p->model_path);
-    if (p->image_fd >= 0)
-        close(p->image_fd);
-    if (p->image != NULL)
-        g_bytes_unref(p->image);
     g_free(p);
-}
-
-static PendingCall *pending_new(void)
-{
-    PendingCall *p = g_new0(PendingCall, 1);
-    p->image_fd = -1;
-    return p;
 }
 
 static const char *default_model_name(NpdDaemon *d)
@@ -105,7 +118,7 @@ static gboolean check_capacity(NpdDaemon *d, NpdClient *c, GError **error)
                     d->cfg->max_per_client);
         return FALSE;
     }
-    return TRUE;
+    return npd_user_admit_request(d, c, error);
 }
 
 static void submit_request(PendingCall *p)
@@ -142,6 +155,7 @@ static void submit_request(PendingCall *p)
     job->stop = g_steal_pointer(&p->opts.stop);
     job->priority = p->opts.priority;
     job->image = g_steal_pointer(&p->image);
+    job->uid = p->client->uid;
     g_debug("request %" G_GUINT64_FORMAT " from %s: model %s, %s", r->id, p->client->name, p->model_name,
             r->path ? r->path : "Complete");
     npd_worker_submit(d->worker, job);
@@ -168,7 +182,11 @@ static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
     GError *error = NULL;
     p->image = npd_image_input_read_finish(res, &error);
     if (p->image == NULL) {
-        g_dbus_method_invocation_return_gerror(p->invocation, error);
+        if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+            g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
+                                                          "caller disconnected");
+        else
+            g_dbus_method_invocation_return_gerror(p->invocation, error);
         g_error_free(error);
     } else if (p->client->gone) {
         g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
@@ -179,12 +197,12 @@ static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
     pending_free(p);
 }
 
-/* Reads and checks the image off the main loop, then submits. */
+/* Reads, decodes and preprocesses the image off the main loop and the
+ * engine thread, then submits; the read stops when the caller leaves. */
 static void read_image(PendingCall *p)
 {
-    int fd = p->image_fd;
-    p->image_fd = -1;
-    npd_image_input_read_async(fd, p->daemon->cfg->max_image_bytes, IMAGE_READ_TIMEOUT_S, NULL, image_read_cb, p);
+    npd_image_input_read_async(g_steal_pointer(&p->image_src), p->mmproj_path, p->daemon->image_budget,
+                               IMAGE_READ_TIMEOUT_S, p->client->cancellable, image_read_cb, p);
 }
 
 static void authorized_cb(GError *error, gpointer data)
@@ -227,20 +245,26 @@ static void authorized_cb(GError *error, gpointer data)
     pending_free(p);
 }
 
-/* Takes ownership of the invocation on every path. */
+/* Takes ownership of the invocation and of p on every path. */
 static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, const char *action)
 {
-    p->daemon = d;
     p->invocation = inv;
-    p->client = npd_client_ref(npd_client_get(d, g_dbus_method_invocation_get_sender(inv)));
-    if (p->client->pending_calls >= d->cfg->max_per_client) {
-        p->client->pending_calls++;
-        g_dbus_method_invocation_return_error_literal(inv, NPD_ERROR, NPD_ERROR_BUSY,
-                                                      "too many calls from this client waiting for authorization");
+    /* p counts itself: the limits compare what was there before it */
+    p->client->pending_calls--;
+    g_autoptr(GError) error = NULL;
+    if (p->client->pending_calls >= d->cfg->max_per_client)
+        g_set_error_literal(&error, NPD_ERROR, NPD_ERROR_BUSY,
+                            "too many calls from this client waiting for authorization");
+    else if (npd_user_admit_call(d, p->client, &error) && p->op <= OP_COMPLETE)
+        /* checked again when the request is made; failing early spares
+         * polkit and the image read */
+        npd_user_admit_request(d, p->client, &error);
+    p->client->pending_calls++;
+    if (error != NULL) {
+        g_dbus_method_invocation_return_gerror(inv, error);
         pending_free(p);
         return;
     }
-    p->client->pending_calls++;
     npd_authorizer_check(d->authorizer, inv, action, authorized_cb, p);
 }
 
@@ -332,45 +356,22 @@ static gboolean prepare_chat(NpdDaemon *d, PendingCall *p, GVariant *params, GEr
     return resolve_model(d, p, error);
 }
 
-/* The image must come as a readable regular file of sane size or a pipe;
- * the daemon never opens a path itself. Keeps the descriptor in p. */
-static gboolean check_image_fd(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
-                               GError **error)
+/* The image: a slot of the image budget first (Busy when the user or
+ * everyone has too many images in flight), then the one descriptor of the
+ * call, checked and made the daemon's own (image-input.c). */
+static gboolean take_image(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
+                           GError **error)
 {
-    gint32 index = 0;
-    g_variant_get_child(params, 0, "h", &index);
-    GUnixFDList *fds = g_dbus_message_get_unix_fd_list(g_dbus_method_invocation_get_message(inv));
-    if (fds == NULL || index < 0 || index >= g_unix_fd_list_get_length(fds)) {
-        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                            "image: no file descriptor was passed with the call");
+    if (!npd_user_admit_image(d, p->client, error))
         return FALSE;
-    }
-    g_autoptr(GError) local = NULL;
-    int fd = g_unix_fd_list_get(fds, index, &local);
-    if (fd < 0) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "image: %s", local->message);
+    p->image_slot = TRUE;
+    gint32 handle = -1;
+    g_variant_get_child(params, 0, "h", &handle);
+    int fd = npd_call_fds_take(inv, handle, error);
+    if (fd < 0)
         return FALSE;
-    }
-    struct stat st;
-    int flags = fcntl(fd, F_GETFL);
-    gboolean ok = FALSE;
-    if (fstat(fd, &st) != 0 || flags < 0)
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "image: unusable descriptor: %s",
-                    g_strerror(errno));
-    else if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
-        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "image: not a regular file or a pipe");
-    else if ((flags & O_ACCMODE) == O_WRONLY)
-        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "image: descriptor is not readable");
-    else if (S_ISREG(st.st_mode) && (st.st_size <= 0 || (guint64)st.st_size > d->cfg->max_image_bytes))
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "image: %lld bytes, expected 1 to %zu",
-                    (long long)st.st_size, d->cfg->max_image_bytes);
-    else
-        ok = TRUE;
-    if (ok)
-        p->image_fd = fd;
-    else
-        close(fd);
-    return ok;
+    p->image_src = npd_image_source_new(fd, d->cfg->max_image_bytes, error);
+    return p->image_src != NULL;
 }
 
 /* The model must have a vision projector beside it (NAME.mmproj.gguf). */
@@ -384,7 +385,8 @@ static gboolean check_vision(NpdDaemon *d, PendingCall *p, GError **error)
                     "model '%s' has no vision projector (%s.mmproj.gguf beside it)", e->name, e->name);
         return FALSE;
     }
-    return TRUE;
+    p->mmproj_path = npd_model_projector_path(e->path);
+    return p->mmproj_path != NULL;
 }
 
 /* One user turn: the image, then the prompt (a default one when empty). */
@@ -395,7 +397,7 @@ static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv,
     g_autoptr(GVariant) prompt_v = g_variant_get_child_value(params, 1);
     g_autoptr(GVariant) options = g_variant_get_child_value(params, 2);
     const char *prompt = g_variant_get_string(prompt_v, &len);
-    if (!check_image_fd(d, inv, p, params, error) || !check_prompt(d, prompt, len, error) ||
+    if (!take_image(d, inv, p, params, error) || !check_prompt(d, prompt, len, error) ||
         !npd_request_options_parse(options, NPD_CALL_DESCRIBE_IMAGE, d->cfg, &p->opts, error) ||
         !resolve_model(d, p, error) || !check_vision(d, p, error))
         return FALSE;
@@ -490,7 +492,7 @@ static void handle_set_property(NpdDaemon *d, GDBusMethodInvocation *inv, GVaria
                                                       "IdleTimeout: expected a uint32 number of seconds");
         return;
     }
-    PendingCall *p = pending_new();
+    PendingCall *p = pending_new(d, inv);
     p->op = OP_SET_IDLE_TIMEOUT;
     p->idle_timeout = g_variant_get_uint32(value);
     authorize_then(d, inv, p, NPD_ACTION_MANAGE);
@@ -500,6 +502,11 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
                                 const char *method, GVariant *params, GDBusMethodInvocation *inv, gpointer data)
 {
     NpdDaemon *d = data;
+    g_autoptr(GError) error = NULL;
+    if (!npd_call_fds_check(inv, &error)) {
+        g_dbus_method_invocation_return_gerror(inv, error);
+        return;
+    }
     if (g_strcmp0(iface, "org.freedesktop.DBus.Properties") == 0) {
         if (g_strcmp0(method, "Set") == 0)
             handle_set_property(d, inv, params);
@@ -513,8 +520,7 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
         return;
     }
 
-    g_autoptr(GError) error = NULL;
-    PendingCall *p = pending_new();
+    PendingCall *p = pending_new(d, inv);
     gboolean ok = FALSE;
     const char *action = NPD_ACTION_GENERATE;
     if (g_strcmp0(method, "Generate") == 0) {
@@ -539,16 +545,7 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
     }
     if (!ok) {
         g_dbus_method_invocation_return_gerror(inv, error);
-        /* pending_free expects a counted client */
-        npd_request_options_clear(&p->opts);
-        if (p->messages != NULL)
-            g_ptr_array_unref(p->messages);
-        g_free(p->prompt);
-        g_free(p->model_name);
-        g_free(p->model_path);
-        if (p->image_fd >= 0)
-            close(p->image_fd);
-        g_free(p);
+        pending_free(p);
         return;
     }
     authorize_then(d, inv, p, action);

@@ -187,6 +187,7 @@ static int run(NpdDaemon *d)
     d->request_nodes = g_hash_table_new(g_str_hash, g_str_equal);
     d->idle_timeout = d->cfg->idle_timeout;
     d->authorizer = npd_authorizer_new(!d->cfg->session_bus, d->cfg->auth_timeout);
+    d->image_budget = npd_image_budget_new(d->cfg->max_images_in_flight, d->cfg->max_image_memory);
     /* systemd may list several directories, colon-separated: the first. */
     const gchar *cache_env = g_getenv("CACHE_DIRECTORY");
     d->npu_cache_dir = cache_env != NULL && cache_env[0] == '/' ? g_strndup(cache_env, strcspn(cache_env, ":"))
@@ -237,6 +238,7 @@ static int run(NpdDaemon *d)
         g_dbus_connection_signal_unsubscribe(d->bus, d->name_owner_sub_id);
     npd_worker_free(d->worker);
     npd_authorizer_free(d->authorizer);
+    npd_image_budget_free(d->image_budget);
     if (!g_dbus_connection_is_closed(d->bus))
         g_dbus_connection_flush_sync(d->bus, NULL, NULL);
 

@@ -4,6 +4,8 @@
  * the owner may call Cancel or read the properties. */
 #include "daemon.h"
 
+#include "call-fds.h"
+
 #include <string.h>
 
 /* Finished requests stay readable (State "finished") this long. */
@@ -279,6 +281,11 @@ static void request_method_call(GDBusConnection *bus, const char *sender, const 
                                 gpointer data)
 {
     NpdDaemon *d = data;
+    g_autoptr(GError) error = NULL;
+    if (!npd_call_fds_check(inv, &error)) {
+        g_dbus_method_invocation_return_gerror(inv, error);
+        return;
+    }
     const char *node = strrchr(path, '/') + 1;
     NpdRequest *r = request_for(d, sender, node);
     if (r == NULL) {

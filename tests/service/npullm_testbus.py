@@ -400,7 +400,7 @@ class ServiceTestCase(unittest.TestCase):
         cls.workdir = tempfile.mkdtemp(prefix="npullm-test-")
         cls.bus = cls.polkit = cls.daemon = None
         try:
-            cls.model_dir = make_model_dir(cls.workdir)
+            cls.model_dir = cls.make_model_dir(cls.workdir)
             cls.bus = PrivateBus(cls.workdir)
             cls.polkit = MockPolkit(cls.bus) if cls.POLKIT == "mock" else None
             cls.daemon = Npullmd(cls.bus, cls.npullmd_path, [cls.model_dir], cls.CONFIG, cls.ARGS)
@@ -411,6 +411,11 @@ class ServiceTestCase(unittest.TestCase):
                     part.stop()
             shutil.rmtree(cls.workdir, ignore_errors=True)
             raise
+
+    @staticmethod
+    def make_model_dir(workdir):
+        """The models served (subclasses may serve others)."""
+        return make_model_dir(workdir)
 
     @classmethod
     def tearDownClass(cls):

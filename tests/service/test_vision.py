@@ -3,7 +3,7 @@
 projector beside it streams a description like Generate (npullm-client
 describe-image, from a file or a pipe); text-only models say NotSupported;
 corrupt, truncated, enormous or oversized images give InvalidArgument and
-the daemon keeps serving; a broken projector fails the image request, not
+the daemon keeps serving; a broken projector fails the image call, not
 the model.
 
 Environment (set by tests/vision/meson.build): NPULLMD, NPULLM_CLIENT,
@@ -12,11 +12,9 @@ NPULLM_TEST_MMPROJ (its projector), NPULLM_TEST_IMAGES (a folder of
 images)."""
 
 import os
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import npullm_testbus as tb  # noqa: E402
@@ -40,28 +38,16 @@ def vision_model_dir(workdir):
     return d
 
 
-class VisionTest(ServiceTestCase):
-    CONFIG = {"Limits": {"MaxImageBytes": str(MAX_IMAGE_BYTES)}, "Models": {"MaxContext": "512"}}
+class VisionServiceCase(ServiceTestCase):
+    """npullmd serving vision_model_dir(), vision by default; the test
+    images at hand."""
     ARGS = ("--default-model", "vision")
+    make_model_dir = staticmethod(vision_model_dir)
 
     @classmethod
     def setUpClass(cls):
-        cls.npullmd_path = tb.env_path("NPULLMD")
-        cls.client_path = tb.env_path("NPULLM_CLIENT")
         cls.images = tb.env_path("NPULLM_TEST_IMAGES")
-        cls.workdir = tempfile.mkdtemp(prefix="npullm-vision-test-")
-        cls.bus = cls.polkit = cls.daemon = None
-        try:
-            cls.model_dir = vision_model_dir(cls.workdir)
-            cls.bus = tb.PrivateBus(cls.workdir)
-            cls.polkit = tb.MockPolkit(cls.bus)
-            cls.daemon = tb.Npullmd(cls.bus, cls.npullmd_path, [cls.model_dir], cls.CONFIG, cls.ARGS)
-        except BaseException:
-            for part in (cls.polkit, cls.bus):
-                if part is not None:
-                    part.stop()
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-            raise
+        super().setUpClass()
 
     def image(self, name):
         return os.path.join(self.images, name)
@@ -71,6 +57,10 @@ class VisionTest(ServiceTestCase):
         with open(path, "wb") as f:
             f.write(data)
         return path
+
+
+class VisionTest(VisionServiceCase):
+    CONFIG = {"Limits": {"MaxImageBytes": str(MAX_IMAGE_BYTES)}, "Models": {"MaxContext": "512"}}
 
     def describe(self, c, fd, prompt="What is this?", options=None):
         fds = Gio.UnixFDList.new()
@@ -234,11 +224,11 @@ class VisionTest(ServiceTestCase):
 
     def test_broken_projector(self):
         c = self.client()
-        path = self.describe_file(c, self.image("rose.png"), options=dict(GREEDY, model=("s", "badproj")))
-        text, reason, stats = self.finish(c, path)
-        self.assertEqual(reason, "error")
-        self.assertEqual(stats["error_name"], "org.npullm.Error.ModelLoadFailed")
-        self.assertIn("vision projector", stats["error"])
+        # the image is preprocessed for the projector before any request
+        # exists: the call itself fails (a good image, a bad projector)
+        msg = self.assertDBusError("org.npullm.Error.ModelLoadFailed", self.describe_file, c,
+                                   self.image("rose.png"), options=dict(GREEDY, model=("s", "badproj")))
+        self.assertIn("vision projector", msg)
         # the model itself serves text
         text, reason, stats = c.run("Hello", variant_dict(dict(GREEDY, model=("s", "badproj"))))
         self.assertEqual(reason, "length", stats)

@@ -338,6 +338,43 @@ static void case_formats(void)
     free(png.data);
 }
 
+/* npl_image_probe: the header's dimensions equal the decoded ones, the
+ * estimate covers at least the pixels, the limits are applied, and every
+ * prefix either probes or fails cleanly (never reads past the end). */
+static void case_probe(void)
+{
+    for (size_t i = 0; i < sizeof all_images / sizeof *all_images; i++) {
+        blob b = load(all_images[i]);
+        npl_image_info info;
+        npl_image img;
+        npl_error err;
+        npl_status st = npl_image_probe(b.data, b.size, NULL, &info, &err);
+        CHECK(st == NPL_OK, "%s: %s", all_images[i], err.message);
+        if (st == NPL_OK && npl_image_decode(b.data, b.size, NULL, &img, &err) == NPL_OK) {
+            CHECK(info.width == img.width && info.height == img.height, "%s: probe %ux%u, decode %ux%u",
+                  all_images[i], info.width, info.height, img.width, img.height);
+            CHECK(info.decode_bytes >= (uint64_t)img.width * img.height * 3, "%s: estimate %llu too small",
+                  all_images[i], (unsigned long long)info.decode_bytes);
+            CHECK(info.format == npl_image_sniff(b.data, b.size), "%s: format", all_images[i]);
+            npl_image_limits lim;
+            npl_image_limits_default(&lim);
+            lim.max_pixels = (uint64_t)img.width * img.height - 1;
+            CHECK(npl_image_probe(b.data, b.size, &lim, &info, &err) == NPL_ERR_INVALID_ARG,
+                  "%s: pixel limit not applied", all_images[i]);
+            npl_image_free(&img);
+        }
+        for (size_t n = 0; n < b.size && n < 4096; n++) {
+            unsigned char *copy = malloc(n ? n : 1); /* exact size: ASan sees overreads */
+            memcpy(copy, b.data, n);
+            st = npl_image_probe(copy, n, NULL, &info, &err);
+            CHECK(st == NPL_OK || st == NPL_ERR_FORMAT || st == NPL_ERR_UNSUPPORTED, "%s[:%zu]: %s",
+                  all_images[i], n, npl_status_name(st));
+            free(copy);
+        }
+        free(b.data);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -356,6 +393,8 @@ int main(int argc, char **argv)
         case_limits();
     else if (!strcmp(c, "formats"))
         case_formats();
+    else if (!strcmp(c, "probe"))
+        case_probe();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

@@ -261,6 +261,50 @@ static void case_bad_args(void)
     npl_vision_encoding_free(NULL);
 }
 
+/* An image preprocessed without the tower (parameters read from the file's
+ * metadata alone, as npullmd does off its engine thread) encodes exactly
+ * like one the tower preprocesses; parameters of another projector are
+ * refused; a file that is no projector has none. */
+static void case_from_pixels(void)
+{
+    npl_image img = load_image();
+    npl_vision *v = load_vision(mmproj_path, 2);
+    const npl_vision_info *in = npl_vision_get_info(v);
+    size_t n = (size_t)in->n_tokens * in->n_embd_out;
+    float *want = encode_all(v, &img);
+    npl_error err;
+    npl_vision_pixel_params pp, mine;
+    CHECK(npl_vision_read_pixel_params(mmproj_path, &pp, &err) == NPL_OK, "%s", err.message);
+    npl_vision_get_pixel_params(v, &mine);
+    CHECK(memcmp(&pp, &mine, sizeof pp) == 0, "metadata and loaded tower disagree");
+    CHECK(npl_vision_pixel_count(&pp) == (size_t)3 * in->image_size * in->image_size, "pixel count");
+    float *px = malloc(npl_vision_pixel_count(&pp) * sizeof *px);
+    CHECK(npl_image_preprocess(&pp, &img, px, &err) == NPL_OK, "%s", err.message);
+    npl_vision_encoding *e = npl_vision_encoding_create_from_pixels(v, &pp, px, &err);
+    CHECK(e != NULL, "%s", err.message);
+    bool done = false;
+    while (e && !done)
+        if (npl_vision_encoding_step(e, &done, &err))
+            die("encoding step", &err);
+    if (e)
+        CHECK(memcmp(npl_vision_encoding_output(e), want, n * sizeof *want) == 0, "differs from npl_vision_encode");
+    npl_vision_encoding_free(e);
+
+    npl_vision_pixel_params other = pp;
+    other.image_size += 14;
+    CHECK(npl_vision_encoding_create_from_pixels(v, &other, px, &err) == NULL && err.code == NPL_ERR_INVALID_ARG,
+          "another projector's pixels accepted");
+    other = pp;
+    other.image_mean[1] += 0.25f;
+    CHECK(npl_vision_encoding_create_from_pixels(v, &other, px, &err) == NULL, "another mean accepted");
+    CHECK(npl_vision_read_pixel_params(model_path, &pp, &err) != NPL_OK, "a text model has pixel parameters");
+    CHECK(npl_vision_read_pixel_params("/nonexistent.gguf", &pp, &err) != NPL_OK, "a missing file");
+    free(px);
+    free(want);
+    npl_vision_free(v);
+    npl_image_free(&img);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 5) {
@@ -282,6 +326,8 @@ int main(int argc, char **argv)
         case_fit();
     else if (!strcmp(c, "bad_args"))
         case_bad_args();
+    else if (!strcmp(c, "from_pixels"))
+        case_from_pixels();
     else {
         fprintf(stderr, "unknown case %s (or missing OTHER_MMPROJ)\n", c);
         return 2;

@@ -13,12 +13,17 @@
  *   vision-tool chat MODEL MMPROJ IMAGE TEXT N  greedy reply to TEXT about the image
  *   vision-tool prompt MODEL TEXT [SYSTEM]      {"before": [ids], "after": [ids]} of the
  *                                               chat prompt with an image
+ *   vision-tool probe IMAGE                     "WIDTH HEIGHT FORMAT DECODE_BYTES" from the header
+ *   vision-tool scans-jpeg OUT WIDTH HEIGHT     a valid progressive JPEG of 192 scans (one per
+ *                                               component and coefficient): a decoder's worst case
  *
  * Errors: message on stderr, exit status 2 for bad usage, 1 otherwise,
  * 3 when the image was refused (with the status name on stderr). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jpeglib.h>
 
 #include "npullm.h"
 #include "vision.h"
@@ -31,7 +36,7 @@ static int fail(const char *what, const npl_error *err)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: vision-tool decode|info|preprocess|embed|generate|chat|prompt ...\n");
+    fprintf(stderr, "usage: vision-tool decode|info|preprocess|embed|generate|chat|prompt|probe|scans-jpeg ...\n");
     return 2;
 }
 
@@ -310,6 +315,80 @@ static int cmd_prompt(int argc, char **argv)
     return rc;
 }
 
+static int cmd_probe(int argc, char **argv)
+{
+    if (argc < 1)
+        return usage();
+    size_t size = 0;
+    unsigned char *data = read_file(argv[0], &size);
+    if (!data)
+        return 1;
+    npl_image_info info;
+    npl_error err;
+    npl_image_limits lim;
+    npl_image_limits_default(&lim);
+    npl_status st = npl_image_probe(data, size, &lim, &info, &err);
+    free(data);
+    if (st) {
+        fprintf(stderr, "vision-tool: %s (%s)\n", err.message, npl_status_name(st));
+        return 3;
+    }
+    printf("%u %u %s %llu\n", info.width, info.height, npl_image_format_name(info.format),
+           (unsigned long long)info.decode_bytes);
+    return 0;
+}
+
+/* One scan for each DC coefficient, then one per component and AC
+ * coefficient: the most scans a valid progressive file can have without
+ * successive approximation. */
+static int cmd_scans_jpeg(int argc, char **argv)
+{
+    if (argc < 3)
+        return usage();
+    int w = atoi(argv[1]), h = atoi(argv[2]);
+    if (w < 1 || h < 1 || w > 8192 || h > 8192)
+        return usage();
+    struct jpeg_compress_struct ci;
+    struct jpeg_error_mgr jerr;
+    ci.err = jpeg_std_error(&jerr);
+    jpeg_create_compress(&ci);
+    FILE *f = fopen(argv[0], "wb");
+    if (!f) {
+        perror(argv[0]);
+        return 1;
+    }
+    jpeg_stdio_dest(&ci, f);
+    ci.image_width = (JDIMENSION)w;
+    ci.image_height = (JDIMENSION)h;
+    ci.input_components = 3;
+    ci.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&ci);
+    static jpeg_scan_info scans[3 + 3 * 63];
+    int n = 0;
+    for (int c = 0; c < 3; c++)
+        scans[n++] = (jpeg_scan_info){.comps_in_scan = 1, .component_index = {c}, .Ss = 0, .Se = 0};
+    for (int c = 0; c < 3; c++)
+        for (int k = 1; k < 64; k++)
+            scans[n++] = (jpeg_scan_info){.comps_in_scan = 1, .component_index = {c}, .Ss = k, .Se = k};
+    ci.scan_info = scans;
+    ci.num_scans = n;
+    jpeg_start_compress(&ci, TRUE);
+    unsigned char *row = malloc((size_t)w * 3);
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            row[3 * x] = (unsigned char)(x * 7 + y);
+            row[3 * x + 1] = (unsigned char)(y * 5);
+            row[3 * x + 2] = (unsigned char)(x ^ y);
+        }
+        JSAMPROW r = row;
+        jpeg_write_scanlines(&ci, &r, 1);
+    }
+    jpeg_finish_compress(&ci);
+    jpeg_destroy_compress(&ci);
+    free(row);
+    return fclose(f) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -331,5 +410,9 @@ int main(int argc, char **argv)
         return cmd_generate(argc, argv, true);
     if (!strcmp(cmd, "prompt"))
         return cmd_prompt(argc, argv);
+    if (!strcmp(cmd, "probe"))
+        return cmd_probe(argc, argv);
+    if (!strcmp(cmd, "scans-jpeg"))
+        return cmd_scans_jpeg(argc, argv);
     return usage();
 }
