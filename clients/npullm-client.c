@@ -17,12 +17,12 @@
 #include "client-events.h"
 #include "client-options.h"
 #include "dbus-errors.h"
-#include "request-path.h"
+#include "npullm-protocol.h"
 
-#define BUS_NAME "org.npullm"
-#define MANAGER_PATH "/org/npullm"
-#define MANAGER_IFACE "org.npullm.Manager"
-#define REQUEST_IFACE "org.npullm.Request"
+#define BUS_NAME NPP_BUS_NAME
+#define MANAGER_PATH NPP_MANAGER_PATH
+#define MANAGER_IFACE NPP_MANAGER_IFACE
+#define REQUEST_IFACE NPP_REQUEST_IFACE
 
 typedef struct Client Client;
 
@@ -195,7 +195,7 @@ static void stream_request(Client *c, const char *method, GVariantBuilder *args,
                            StreamDone done)
 {
     g_autofree gchar *token = g_strdup_printf("npc%u_%u", (unsigned)getpid(), ++c->token_counter);
-    c->request_path = npd_request_path_for_token(g_dbus_connection_get_unique_name(c->bus), token);
+    c->request_path = npp_request_path_for_token(g_dbus_connection_get_unique_name(c->bus), token);
     c->streaming = TRUE;
     c->replied = FALSE;
     c->cancel_requested = FALSE;

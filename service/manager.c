@@ -10,36 +10,11 @@
 #include <unistd.h>
 
 #include "image-input.h"
+#include "manager-call.h"
 
 #ifndef NPD_VERSION
 #define NPD_VERSION "unknown"
 #endif
-
-typedef enum {
-    OP_GENERATE,
-    OP_CHAT,
-    OP_DESCRIBE_IMAGE,
-    OP_COMPLETE,
-    OP_LOAD,
-    OP_UNLOAD,
-    OP_SET_IDLE_TIMEOUT,
-} Operation;
-
-/* A call waiting for polkit. */
-typedef struct {
-    NpdDaemon *daemon;
-    NpdClient *client; /* reference */
-    GDBusMethodInvocation *invocation;
-    Operation op;
-    NpdRequestOptions opts;
-    GPtrArray *messages; /* NpdChatMessage*, chat operations */
-    gchar *prompt;       /* raw prompt */
-    gchar *model_name;
-    gchar *model_path;
-    guint idle_timeout;
-    int image_fd;  /* DescribeImage: the caller's descriptor until read, else -1 */
-    GBytes *image; /* DescribeImage: the encoded image, checked */
-} PendingCall;
 
 /* DescribeImage: how long the image descriptor may take to reach its end
  * (a pipe whose writer stalls). */
@@ -47,11 +22,9 @@ typedef struct {
 /* DescribeImage with an empty prompt. */
 #define DEFAULT_IMAGE_PROMPT "Describe this image."
 
-static void pending_free(PendingCall *p)
+/* Frees what validation collected (also for calls never authorized). */
+static void pending_clear(NpdPendingCall *p)
 {
-    p->client->pending_calls--;
-    npd_client_release_if_idle(p->daemon, p->client);
-    npd_client_unref(p->client);
     npd_request_options_clear(&p->opts);
     if (p->messages != NULL)
         g_ptr_array_unref(p->messages);
@@ -65,9 +38,18 @@ static void pending_free(PendingCall *p)
     g_free(p);
 }
 
-static PendingCall *pending_new(void)
+void npd_pending_call_free(NpdPendingCall *p)
 {
-    PendingCall *p = g_new0(PendingCall, 1);
+    p->client->pending_calls--;
+    npd_client_release_if_idle(p->daemon, p->client);
+    npd_client_unref(p->client);
+    pending_clear(p);
+}
+
+static NpdPendingCall *pending_new(const NpdManagerMethod *method)
+{
+    NpdPendingCall *p = g_new0(NpdPendingCall, 1);
+    p->method = method;
     p->image_fd = -1;
     return p;
 }
@@ -108,7 +90,7 @@ static gboolean check_capacity(NpdDaemon *d, NpdClient *c, GError **error)
     return TRUE;
 }
 
-static void submit_request(PendingCall *p)
+static void submit_request(NpdPendingCall *p)
 {
     NpdDaemon *d = p->daemon;
     g_autoptr(GError) error = NULL;
@@ -118,14 +100,14 @@ static void submit_request(PendingCall *p)
     }
     g_autofree gchar *node = NULL;
     if (p->opts.handle_token != NULL) {
-        node = npd_request_node_for_token(p->client->name, p->opts.handle_token);
+        node = npp_request_node_for_token(p->client->name, p->opts.handle_token);
         if (g_hash_table_contains(d->request_nodes, node)) {
             g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
                                                           "handle_token: already in use by another request");
             return;
         }
     }
-    gboolean complete = p->op == OP_COMPLETE;
+    gboolean complete = p->complete;
     NpdRequest *r = npd_request_new(d, p->client, node, p->model_name, complete ? p->invocation : NULL);
 
     NpdJob *job = g_new0(NpdJob, 1);
@@ -148,23 +130,13 @@ static void submit_request(PendingCall *p)
 
     if (!complete)
         g_dbus_method_invocation_return_value(p->invocation, g_variant_new("(o)", r->path));
-    npd_manager_announce(d, FALSE);
+    npd_manager_announce(d);
     npd_daemon_activity_changed(d);
-}
-
-static void emit_idle_timeout_changed(NpdDaemon *d)
-{
-    GVariantBuilder changed;
-    g_variant_builder_init(&changed, G_VARIANT_TYPE_VARDICT);
-    g_variant_builder_add(&changed, "{sv}", "IdleTimeout", g_variant_new_uint32(d->idle_timeout));
-    g_dbus_connection_emit_signal(d->bus, NULL, NPD_MANAGER_PATH, "org.freedesktop.DBus.Properties",
-                                  "PropertiesChanged",
-                                  g_variant_new("(sa{sv}as)", NPD_MANAGER_IFACE, &changed, NULL), NULL);
 }
 
 static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
 {
-    PendingCall *p = data;
+    NpdPendingCall *p = data;
     GError *error = NULL;
     p->image = npd_image_input_read_finish(res, &error);
     if (p->image == NULL) {
@@ -176,59 +148,66 @@ static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
     } else {
         submit_request(p);
     }
-    pending_free(p);
+    npd_pending_call_free(p);
 }
 
-/* Reads and checks the image off the main loop, then submits. */
-static void read_image(PendingCall *p)
+/* DescribeImage once authorized: reads and checks the image off the main
+ * loop, then submits (answered from image_read_cb). */
+static gboolean run_describe_image(NpdPendingCall *p)
 {
     int fd = p->image_fd;
     p->image_fd = -1;
     npd_image_input_read_async(fd, p->daemon->cfg->max_image_bytes, IMAGE_READ_TIMEOUT_S, NULL, image_read_cb, p);
+    return TRUE;
+}
+
+static gboolean run_submit(NpdPendingCall *p)
+{
+    submit_request(p);
+    return FALSE;
+}
+
+/* LoadModel, UnloadModel: answered from npd_manager_handle_command_done. */
+static gboolean run_load(NpdPendingCall *p)
+{
+    npd_worker_load(p->daemon->worker, p->model_name, p->model_path, p->invocation);
+    return FALSE;
+}
+
+static gboolean run_unload(NpdPendingCall *p)
+{
+    npd_worker_unload(p->daemon->worker, p->model_name, p->invocation);
+    return FALSE;
+}
+
+static gboolean run_set_idle_timeout(NpdPendingCall *p)
+{
+    NpdDaemon *d = p->daemon;
+    d->idle_timeout = p->idle_timeout;
+    npd_worker_set_idle_timeout(d->worker, p->idle_timeout);
+    g_message("IdleTimeout set to %u s by %s", p->idle_timeout, p->client->name);
+    g_dbus_method_invocation_return_value(p->invocation, NULL);
+    npd_manager_announce(d);
+    return FALSE;
 }
 
 static void authorized_cb(GError *error, gpointer data)
 {
-    PendingCall *p = data;
-    NpdDaemon *d = p->daemon;
+    NpdPendingCall *p = data;
     if (error != NULL) {
         g_dbus_method_invocation_return_gerror(p->invocation, error);
     } else if (p->client->gone) {
         /* The caller left while polkit was thinking: nothing to run. */
         g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
                                                       "caller disconnected");
-    } else {
-        switch (p->op) {
-        case OP_GENERATE:
-        case OP_CHAT:
-        case OP_COMPLETE:
-            submit_request(p);
-            break;
-        case OP_DESCRIBE_IMAGE:
-            /* Answered once the image is read and checked. */
-            read_image(p);
-            return;
-        case OP_LOAD:
-            /* Answered from npd_manager_handle_command_done. */
-            npd_worker_load(d->worker, p->model_name, p->model_path, p->invocation);
-            break;
-        case OP_UNLOAD:
-            npd_worker_unload(d->worker, p->model_name, p->invocation);
-            break;
-        case OP_SET_IDLE_TIMEOUT:
-            d->idle_timeout = p->idle_timeout;
-            npd_worker_set_idle_timeout(d->worker, p->idle_timeout);
-            g_message("IdleTimeout set to %u s by %s", p->idle_timeout, p->client->name);
-            g_dbus_method_invocation_return_value(p->invocation, NULL);
-            emit_idle_timeout_changed(d);
-            break;
-        }
+    } else if (p->method->run(p)) {
+        return; /* kept */
     }
-    pending_free(p);
+    npd_pending_call_free(p);
 }
 
 /* Takes ownership of the invocation on every path. */
-static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, const char *action)
+static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p)
 {
     p->daemon = d;
     p->invocation = inv;
@@ -237,16 +216,16 @@ static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall
         p->client->pending_calls++;
         g_dbus_method_invocation_return_error_literal(inv, NPD_ERROR, NPD_ERROR_BUSY,
                                                       "too many calls from this client waiting for authorization");
-        pending_free(p);
+        npd_pending_call_free(p);
         return;
     }
     p->client->pending_calls++;
-    npd_authorizer_check(d->authorizer, inv, action, authorized_cb, p);
+    npd_authorizer_check(d->authorizer, inv, p->method->action, authorized_cb, p);
 }
 
 /* Resolves the model (option or default) and checks max_tokens against
  * its context length. */
-static gboolean resolve_model(NpdDaemon *d, PendingCall *p, GError **error)
+static gboolean resolve_model(NpdDaemon *d, NpdPendingCall *p, GError **error)
 {
     const char *name = p->opts.model != NULL ? p->opts.model : default_model_name(d);
     if (name == NULL) {
@@ -268,11 +247,14 @@ static gboolean resolve_model(NpdDaemon *d, PendingCall *p, GError **error)
     return TRUE;
 }
 
-static gboolean check_prompt(NpdDaemon *d, const char *prompt, gsize len, GError **error)
+/* The system option becomes a message of the same prompt: it counts. */
+static gboolean check_prompt(NpdDaemon *d, gsize len, const NpdRequestOptions *opts, GError **error)
 {
-    if (len > d->cfg->max_prompt_bytes) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "prompt: %zu bytes exceeds the limit of %zu",
-                    len, d->cfg->max_prompt_bytes);
+    gsize total = len + (opts->system != NULL ? strlen(opts->system) : 0);
+    if (total > d->cfg->max_prompt_bytes) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                    "prompt: %zu bytes (with the system option) exceeds the limit of %zu", total,
+                    d->cfg->max_prompt_bytes);
         return FALSE;
     }
     return TRUE;
@@ -287,7 +269,7 @@ static NpdChatMessage *chat_message_new(const char *role, const char *content)
 }
 
 /* Generate and Complete: one user turn (or a raw prompt). */
-static gboolean prepare_single_turn(NpdDaemon *d, PendingCall *p, GVariant *params, NpdCallKind kind,
+static gboolean prepare_single_turn(NpdDaemon *d, NpdPendingCall *p, GVariant *params, NpdCallKind kind,
                                     GError **error)
 {
     const char *prompt = NULL;
@@ -296,7 +278,7 @@ static gboolean prepare_single_turn(NpdDaemon *d, PendingCall *p, GVariant *para
     g_autoptr(GVariant) prompt_v = g_variant_get_child_value(params, 0);
     prompt = g_variant_get_string(prompt_v, &len);
     options = g_variant_get_child_value(params, 1);
-    if (!check_prompt(d, prompt, len, error) || !npd_request_options_parse(options, kind, d->cfg, &p->opts, error))
+    if (!npd_request_options_parse(options, kind, d->cfg, &p->opts, error) || !check_prompt(d, len, &p->opts, error))
         return FALSE;
     if (!resolve_model(d, p, error))
         return FALSE;
@@ -311,13 +293,28 @@ static gboolean prepare_single_turn(NpdDaemon *d, PendingCall *p, GVariant *para
     return TRUE;
 }
 
-static gboolean prepare_chat(NpdDaemon *d, PendingCall *p, GVariant *params, GError **error)
+static gboolean prepare_generate(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+                                 GError **error)
+{
+    return prepare_single_turn(d, p, params, NPD_CALL_GENERATE, error);
+}
+
+static gboolean prepare_complete(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+                                 GError **error)
+{
+    p->complete = TRUE;
+    return prepare_single_turn(d, p, params, NPD_CALL_COMPLETE, error);
+}
+
+static gboolean prepare_chat(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+                             GError **error)
 {
     g_autoptr(GVariant) messages = g_variant_get_child_value(params, 0);
     g_autoptr(GVariant) options = g_variant_get_child_value(params, 1);
     if (!npd_request_options_parse(options, NPD_CALL_CHAT, d->cfg, &p->opts, error))
         return FALSE;
-    p->messages = npd_chat_messages_parse(messages, d->cfg, error);
+    gsize system_bytes = p->opts.system != NULL ? strlen(p->opts.system) : 0;
+    p->messages = npd_chat_messages_parse(messages, system_bytes, d->cfg, error);
     if (p->messages == NULL)
         return FALSE;
     if (p->opts.system != NULL) {
@@ -334,7 +331,7 @@ static gboolean prepare_chat(NpdDaemon *d, PendingCall *p, GVariant *params, GEr
 
 /* The image must come as a readable regular file of sane size or a pipe;
  * the daemon never opens a path itself. Keeps the descriptor in p. */
-static gboolean check_image_fd(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
+static gboolean check_image_fd(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
                                GError **error)
 {
     gint32 index = 0;
@@ -374,7 +371,7 @@ static gboolean check_image_fd(NpdDaemon *d, GDBusMethodInvocation *inv, Pending
 }
 
 /* The model must have a vision projector beside it (NAME.mmproj.gguf). */
-static gboolean check_vision(NpdDaemon *d, PendingCall *p, GError **error)
+static gboolean check_vision(NpdDaemon *d, NpdPendingCall *p, GError **error)
 {
     const NpdModelEntry *e = npd_model_catalog_lookup(d->catalog, p->model_name, error);
     if (e == NULL)
@@ -388,15 +385,16 @@ static gboolean check_vision(NpdDaemon *d, PendingCall *p, GError **error)
 }
 
 /* One user turn: the image, then the prompt (a default one when empty). */
-static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p,
+static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p,
                                        GVariant *params, GError **error)
 {
     gsize len = 0;
     g_autoptr(GVariant) prompt_v = g_variant_get_child_value(params, 1);
     g_autoptr(GVariant) options = g_variant_get_child_value(params, 2);
     const char *prompt = g_variant_get_string(prompt_v, &len);
-    if (!check_image_fd(d, inv, p, params, error) || !check_prompt(d, prompt, len, error) ||
+    if (!check_image_fd(d, inv, p, params, error) ||
         !npd_request_options_parse(options, NPD_CALL_DESCRIBE_IMAGE, d->cfg, &p->opts, error) ||
+        !check_prompt(d, len, &p->opts, error) ||
         !resolve_model(d, p, error) || !check_vision(d, p, error))
         return FALSE;
     p->messages = g_ptr_array_new_with_free_func((GDestroyNotify)npd_chat_message_free);
@@ -431,7 +429,8 @@ static GVariant *list_models(NpdDaemon *d)
     return g_variant_new("(aa{sv})", &b);
 }
 
-static gboolean prepare_model_op(NpdDaemon *d, PendingCall *p, GVariant *params, GError **error)
+static gboolean prepare_model_op(NpdDaemon *d, NpdPendingCall *p, GVariant *params, gboolean unload,
+                                 GError **error)
 {
     const char *name = NULL;
     g_variant_get(params, "(&s)", &name);
@@ -440,7 +439,7 @@ static gboolean prepare_model_op(NpdDaemon *d, PendingCall *p, GVariant *params,
         return FALSE;
     }
     const NpdModelEntry *e = npd_model_catalog_lookup(d->catalog, name, error);
-    if (e == NULL && !(p->op == OP_UNLOAD && model_is_loaded(d, name)))
+    if (e == NULL && !(unload && model_is_loaded(d, name)))
         return FALSE;
     g_clear_error(error);
     p->model_name = g_strdup(name);
@@ -448,52 +447,159 @@ static gboolean prepare_model_op(NpdDaemon *d, PendingCall *p, GVariant *params,
     return TRUE;
 }
 
-static GVariant *manager_property(NpdDaemon *d, const char *prop)
+static gboolean prepare_load(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+                             GError **error)
 {
-    if (g_strcmp0(prop, "Version") == 0)
-        return g_variant_new_string(NPD_VERSION);
-    if (g_strcmp0(prop, "Device") == 0)
-        return g_variant_new_string(d->device);
-    if (g_strcmp0(prop, "DeviceStatus") == 0)
-        return g_variant_new_string(d->device_status);
-    if (g_strcmp0(prop, "DefaultModel") == 0) {
-        const char *name = default_model_name(d);
-        return g_variant_new_string(name != NULL ? name : "");
-    }
-    if (g_strcmp0(prop, "LoadedModels") == 0) {
-        const gchar *const empty[] = {NULL};
-        return g_variant_new_strv(d->loaded_models ? (const gchar *const *)d->loaded_models : empty, -1);
-    }
+    return prepare_model_op(d, p, params, FALSE, error);
+}
+
+static gboolean prepare_unload(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+                               GError **error)
+{
+    return prepare_model_op(d, p, params, TRUE, error);
+}
+
+/* ---- the method table: method -> polkit action -> handlers -------------- */
+
+static const NpdManagerMethod manager_methods[] = {
+    {"Generate", NPD_ACTION_GENERATE, prepare_generate, run_submit, NULL},
+    {"Chat", NPD_ACTION_GENERATE, prepare_chat, run_submit, NULL},
+    {"Complete", NPD_ACTION_GENERATE, prepare_complete, run_submit, NULL},
+    {"DescribeImage", NPD_ACTION_DESCRIBE_IMAGE, prepare_describe_image, run_describe_image, NULL},
+    {"ListModels", NULL, NULL, NULL, list_models},
+    {"LoadModel", NPD_ACTION_MANAGE, prepare_load, run_load, NULL},
+    {"UnloadModel", NPD_ACTION_MANAGE, prepare_unload, run_unload, NULL},
+};
+
+/* ---- the property table: property -> getter -> emits-changed ------------ */
+
+static GVariant *get_version(NpdDaemon *d)
+{
+    return g_variant_new_string(NPD_VERSION);
+}
+
+static GVariant *get_device(NpdDaemon *d)
+{
+    return g_variant_new_string(d->device);
+}
+
+static GVariant *get_device_status(NpdDaemon *d)
+{
+    return g_variant_new_string(d->device_status);
+}
+
+static GVariant *get_default_model(NpdDaemon *d)
+{
+    const char *name = default_model_name(d);
+    return g_variant_new_string(name != NULL ? name : "");
+}
+
+static GVariant *get_loaded_models(NpdDaemon *d)
+{
+    const gchar *const empty[] = {NULL};
+    return g_variant_new_strv(d->loaded_models ? (const gchar *const *)d->loaded_models : empty, -1);
+}
+
+static GVariant *get_active_requests(NpdDaemon *d)
+{
     guint active = 0, queued = 0;
     npd_requests_count(d, &active, &queued);
-    if (g_strcmp0(prop, "ActiveRequests") == 0)
-        return g_variant_new_uint32(active);
-    if (g_strcmp0(prop, "QueuedRequests") == 0)
-        return g_variant_new_uint32(queued);
-    if (g_strcmp0(prop, "IdleTimeout") == 0)
-        return g_variant_new_uint32(d->idle_timeout);
+    return g_variant_new_uint32(active);
+}
+
+static GVariant *get_queued_requests(NpdDaemon *d)
+{
+    guint active = 0, queued = 0;
+    npd_requests_count(d, &active, &queued);
+    return g_variant_new_uint32(queued);
+}
+
+static GVariant *get_idle_timeout(NpdDaemon *d)
+{
+    return g_variant_new_uint32(d->idle_timeout);
+}
+
+static gboolean prepare_set_idle_timeout(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p,
+                                         GVariant *value, GError **error)
+{
+    if (!g_variant_is_of_type(value, G_VARIANT_TYPE_UINT32) || g_variant_get_uint32(value) > G_MAXINT32) {
+        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                            "IdleTimeout: expected a uint32 number of seconds");
+        return FALSE;
+    }
+    p->idle_timeout = g_variant_get_uint32(value);
+    return TRUE;
+}
+
+typedef struct {
+    const char *name;
+    GVariant *(*get)(NpdDaemon *d);
+    gboolean emits_changed; /* announced through PropertiesChanged */
+    /* writable: setting is a method call (Properties.Set) of its own */
+    NpdManagerMethod set;
+} ManagerProperty;
+
+static const ManagerProperty manager_properties[] = {
+    {"Version", get_version, FALSE, {NULL}},
+    {"Device", get_device, FALSE, {NULL}},
+    {"DeviceStatus", get_device_status, FALSE, {NULL}},
+    {"DefaultModel", get_default_model, TRUE, {NULL}},
+    {"LoadedModels", get_loaded_models, TRUE, {NULL}},
+    {"ActiveRequests", get_active_requests, TRUE, {NULL}},
+    {"QueuedRequests", get_queued_requests, TRUE, {NULL}},
+    {"IdleTimeout", get_idle_timeout, TRUE,
+     {"IdleTimeout", NPD_ACTION_MANAGE, prepare_set_idle_timeout, run_set_idle_timeout, NULL}},
+};
+
+G_STATIC_ASSERT(G_N_ELEMENTS(manager_properties) <= NPD_MANAGER_MAX_PROPERTIES);
+
+static const ManagerProperty *find_property(const char *name)
+{
+    for (guint i = 0; i < G_N_ELEMENTS(manager_properties); i++)
+        if (g_strcmp0(manager_properties[i].name, name) == 0)
+            return &manager_properties[i];
     return NULL;
+}
+
+static const NpdManagerMethod *find_method(const char *name)
+{
+    for (guint i = 0; i < G_N_ELEMENTS(manager_methods); i++)
+        if (g_strcmp0(manager_methods[i].name, name) == 0)
+            return &manager_methods[i];
+    return NULL;
+}
+
+/* Validates (prepare), then polkit, then run; or reply for the methods
+ * that need no authorization. */
+static void dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m, GVariant *params)
+{
+    if (m->action == NULL) {
+        g_dbus_method_invocation_return_value(inv, m->reply(d));
+        return;
+    }
+    g_autoptr(GError) error = NULL;
+    NpdPendingCall *p = pending_new(m);
+    if (!m->prepare(d, inv, p, params, &error)) {
+        g_dbus_method_invocation_return_gerror(inv, error);
+        pending_clear(p); /* no client counted yet */
+        return;
+    }
+    authorize_then(d, inv, p);
 }
 
 static void handle_set_property(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *params)
 {
-    const char *iface = NULL, *prop = NULL;
+    const char *iface = NULL, *name = NULL;
     g_autoptr(GVariant) value = NULL;
-    g_variant_get(params, "(&s&sv)", &iface, &prop, &value);
-    if (g_strcmp0(prop, "IdleTimeout") != 0) {
+    g_variant_get(params, "(&s&sv)", &iface, &name, &value);
+    const ManagerProperty *prop = find_property(name);
+    if (prop == NULL || prop->set.name == NULL) {
         g_dbus_method_invocation_return_error(inv, G_DBUS_ERROR, G_DBUS_ERROR_PROPERTY_READ_ONLY,
-                                              "property %s is read-only", prop);
+                                              "property %s is read-only", name);
         return;
     }
-    if (!g_variant_is_of_type(value, G_VARIANT_TYPE_UINT32) || g_variant_get_uint32(value) > G_MAXINT32) {
-        g_dbus_method_invocation_return_error_literal(inv, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                                                      "IdleTimeout: expected a uint32 number of seconds");
-        return;
-    }
-    PendingCall *p = pending_new();
-    p->op = OP_SET_IDLE_TIMEOUT;
-    p->idle_timeout = g_variant_get_uint32(value);
-    authorize_then(d, inv, p, NPD_ACTION_MANAGE);
+    /* the value is the parameter the setter's prepare sees */
+    dispatch(d, inv, &prop->set, value);
 }
 
 static void manager_method_call(GDBusConnection *bus, const char *sender, const char *path, const char *iface,
@@ -508,59 +614,24 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
                                                   method);
         return;
     }
-    if (g_strcmp0(method, "ListModels") == 0) {
-        g_dbus_method_invocation_return_value(inv, list_models(d));
+    const NpdManagerMethod *m = find_method(method);
+    if (m == NULL) {
+        g_dbus_method_invocation_return_error(inv, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD, "no method %s",
+                                              method);
         return;
     }
-
-    g_autoptr(GError) error = NULL;
-    PendingCall *p = pending_new();
-    gboolean ok = FALSE;
-    const char *action = NPD_ACTION_GENERATE;
-    if (g_strcmp0(method, "Generate") == 0) {
-        p->op = OP_GENERATE;
-        ok = prepare_single_turn(d, p, params, NPD_CALL_GENERATE, &error);
-    } else if (g_strcmp0(method, "Complete") == 0) {
-        p->op = OP_COMPLETE;
-        ok = prepare_single_turn(d, p, params, NPD_CALL_COMPLETE, &error);
-    } else if (g_strcmp0(method, "Chat") == 0) {
-        p->op = OP_CHAT;
-        ok = prepare_chat(d, p, params, &error);
-    } else if (g_strcmp0(method, "DescribeImage") == 0) {
-        p->op = OP_DESCRIBE_IMAGE;
-        action = NPD_ACTION_DESCRIBE_IMAGE;
-        ok = prepare_describe_image(d, inv, p, params, &error);
-    } else if (g_strcmp0(method, "LoadModel") == 0 || g_strcmp0(method, "UnloadModel") == 0) {
-        p->op = method[0] == 'L' ? OP_LOAD : OP_UNLOAD;
-        action = NPD_ACTION_MANAGE;
-        ok = prepare_model_op(d, p, params, &error);
-    } else {
-        g_set_error(&error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD, "no method %s", method);
-    }
-    if (!ok) {
-        g_dbus_method_invocation_return_gerror(inv, error);
-        /* pending_free expects a counted client */
-        npd_request_options_clear(&p->opts);
-        if (p->messages != NULL)
-            g_ptr_array_unref(p->messages);
-        g_free(p->prompt);
-        g_free(p->model_name);
-        g_free(p->model_path);
-        if (p->image_fd >= 0)
-            close(p->image_fd);
-        g_free(p);
-        return;
-    }
-    authorize_then(d, inv, p, action);
+    dispatch(d, inv, m, params);
 }
 
 static GVariant *manager_get_property(GDBusConnection *bus, const char *sender, const char *path,
-                                      const char *iface, const char *prop, GError **error, gpointer data)
+                                      const char *iface, const char *name, GError **error, gpointer data)
 {
-    GVariant *v = manager_property(data, prop);
-    if (v == NULL)
-        g_set_error(error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
-    return v;
+    const ManagerProperty *prop = find_property(name);
+    if (prop == NULL) {
+        g_set_error(error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", name);
+        return NULL;
+    }
+    return prop->get(data);
 }
 
 /* set_property is NULL so that Properties.Set reaches method_call, where
@@ -580,25 +651,22 @@ void npd_manager_handle_command_done(NpdDaemon *d, const NpdEvent *ev)
         g_dbus_method_invocation_return_value(inv, NULL);
 }
 
-void npd_manager_announce(NpdDaemon *d, gboolean models_changed)
+void npd_manager_announce(NpdDaemon *d)
 {
-    guint active = 0, queued = 0;
-    npd_requests_count(d, &active, &queued);
     GVariantBuilder changed;
     g_variant_builder_init(&changed, G_VARIANT_TYPE_VARDICT);
     gboolean any = FALSE;
-    if (active != d->announced_active) {
-        g_variant_builder_add(&changed, "{sv}", "ActiveRequests", g_variant_new_uint32(active));
-        d->announced_active = active;
-        any = TRUE;
-    }
-    if (queued != d->announced_queued) {
-        g_variant_builder_add(&changed, "{sv}", "QueuedRequests", g_variant_new_uint32(queued));
-        d->announced_queued = queued;
-        any = TRUE;
-    }
-    if (models_changed) {
-        g_variant_builder_add(&changed, "{sv}", "LoadedModels", manager_property(d, "LoadedModels"));
+    for (guint i = 0; i < G_N_ELEMENTS(manager_properties); i++) {
+        const ManagerProperty *prop = &manager_properties[i];
+        if (!prop->emits_changed)
+            continue;
+        g_autoptr(GVariant) value = g_variant_ref_sink(prop->get(d));
+        GVariant **last = &d->announced[i];
+        if (*last != NULL && g_variant_equal(*last, value))
+            continue;
+        g_clear_pointer(last, g_variant_unref);
+        *last = g_variant_ref(value);
+        g_variant_builder_add(&changed, "{sv}", prop->name, value);
         any = TRUE;
     }
     if (!any) {
@@ -612,7 +680,20 @@ void npd_manager_announce(NpdDaemon *d, gboolean models_changed)
 
 gboolean npd_manager_register(NpdDaemon *d, GError **error)
 {
+    /* Start from the values clients read: only changes are announced. */
+    for (guint i = 0; i < G_N_ELEMENTS(manager_properties); i++)
+        if (manager_properties[i].emits_changed)
+            d->announced[i] = g_variant_ref_sink(manager_properties[i].get(d));
     d->manager_reg_id = g_dbus_connection_register_object(d->bus, NPD_MANAGER_PATH, d->manager_info,
                                                           &manager_vtable, d, NULL, error);
     return d->manager_reg_id != 0;
+}
+
+void npd_manager_unregister(NpdDaemon *d)
+{
+    if (d->manager_reg_id != 0)
+        g_dbus_connection_unregister_object(d->bus, d->manager_reg_id);
+    d->manager_reg_id = 0;
+    for (guint i = 0; i < G_N_ELEMENTS(d->announced); i++)
+        g_clear_pointer(&d->announced[i], g_variant_unref);
 }
