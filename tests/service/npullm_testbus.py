@@ -392,6 +392,7 @@ class ServiceTestCase(unittest.TestCase):
     CONFIG = {}
     ARGS = ("--default-model", "tiny")
     POLKIT = "mock"
+    make_models = staticmethod(make_model_dir)  # (workdir) -> the model folder
 
     @classmethod
     def setUpClass(cls):
@@ -400,7 +401,7 @@ class ServiceTestCase(unittest.TestCase):
         cls.workdir = tempfile.mkdtemp(prefix="npullm-test-")
         cls.bus = cls.polkit = cls.daemon = None
         try:
-            cls.model_dir = make_model_dir(cls.workdir)
+            cls.model_dir = cls.make_models(cls.workdir)
             cls.bus = PrivateBus(cls.workdir)
             cls.polkit = MockPolkit(cls.bus) if cls.POLKIT == "mock" else None
             cls.daemon = Npullmd(cls.bus, cls.npullmd_path, [cls.model_dir], cls.CONFIG, cls.ARGS)
