@@ -15,7 +15,7 @@
 
 #include "npullm-client-private.h"
 #include "npullm-conversation-private.h"
-#include "npullm-error.h"
+#include "npullm-error-private.h"
 #include "npullm-options-private.h"
 #include "npullm-protocol.h"
 #include "npullm-request-private.h"
@@ -57,7 +57,7 @@ static void add_arg(StartData *s, GVariant *v)
 
 static void fail(GTask *task, GError *error)
 {
-    g_dbus_error_strip_remote_error(error);
+    _npullm_error_strip_remote(error);
     g_task_return_error(task, error);
     g_object_unref(task);
 }

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "npullm-conversation-private.h"
-#include "npullm-error.h"
+#include "npullm-error-private.h"
 #include "npullm-options-private.h"
 #include "npullm-protocol.h"
 #include "npullm-request-private.h"
@@ -595,7 +595,7 @@ static void manager_call_cb(GObject *source, GAsyncResult *res, gpointer data)
     GError *error = NULL;
     GVariant *ret = g_dbus_connection_call_finish(G_DBUS_CONNECTION(source), res, &error);
     if (ret == NULL) {
-        g_dbus_error_strip_remote_error(error);
+        _npullm_error_strip_remote(error);
         g_task_return_error(task, error);
         return;
     }

@@ -1,4 +1,4 @@
-#include "npullm-error.h"
+#include "npullm-error-private.h"
 
 #include <gio/gio.h>
 
@@ -52,4 +52,12 @@ GQuark npullm_error_quark(void)
 const char *npullm_error_to_dbus_name(NpullmError code)
 {
     return npp_error_name(code);
+}
+
+void _npullm_error_strip_remote(GError *error)
+{
+    /* An org.npullm.Error arrives as NPULLM_ERROR: its message needs no
+     * "GDBus.Error:name: " prefix. Others keep it, it holds their name. */
+    if (error->domain == NPULLM_ERROR)
+        g_dbus_error_strip_remote_error(error);
 }

@@ -29,10 +29,13 @@ static GParamSpec *pspec_for(const NppOption *opt)
     /* the name is built here: GLib interns it (no G_PARAM_STATIC_NAME) */
     GParamFlags flags = G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_NICK | G_PARAM_STATIC_BLURB;
     const char *nick = opt->key;
+    /* Numbers take any value of their type: the service checks the
+     * protocol's range and names the option in its InvalidArgument error,
+     * where a narrower GParamSpec would only warn and drop the value. */
     if (strcmp(opt->type, "u") == 0)
-        return g_param_spec_uint(name, nick, opt->summary, (guint)opt->min, (guint)opt->max, (guint)opt->min, flags);
+        return g_param_spec_uint(name, nick, opt->summary, 0, G_MAXUINT32, 0, flags);
     if (strcmp(opt->type, "d") == 0)
-        return g_param_spec_double(name, nick, opt->summary, opt->min, opt->max, opt->max, flags);
+        return g_param_spec_double(name, nick, opt->summary, -G_MAXDOUBLE, G_MAXDOUBLE, 0, flags);
     if (strcmp(opt->type, "t") == 0)
         return g_param_spec_uint64(name, nick, opt->summary, 0, G_MAXUINT64, 0, flags);
     if (strcmp(opt->type, "b") == 0)

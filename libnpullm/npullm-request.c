@@ -76,6 +76,7 @@ static void emit_pending(NpullmRequest *self)
         const char *piece = self->text->str + self->pending_from;
         self->pending_from = self->text->len;
         g_signal_emit(self, signals[SIGNAL_TOKEN], 0, piece);
+        g_object_notify_by_pspec(G_OBJECT(self), props[PROP_TEXT]);
     }
 }
 
@@ -345,9 +346,14 @@ static gboolean deliver_cb(gpointer data)
 {
     NpullmRequest *self = data;
     self->live = TRUE;
+    /* what changed while nobody could listen, in the order it happened
+     * as far as it matters: the state first, then the text */
+    g_object_freeze_notify(G_OBJECT(self));
+    g_object_notify_by_pspec(G_OBJECT(self), props[PROP_STATE]);
+    g_object_notify_by_pspec(G_OBJECT(self), props[PROP_QUEUE_POSITION]);
+    g_object_thaw_notify(G_OBJECT(self));
     emit_pending(self);
     if (self->finish_reason != NULL) {
-        g_object_notify_by_pspec(G_OBJECT(self), props[PROP_STATE]);
         g_object_notify_by_pspec(G_OBJECT(self), props[PROP_FINISH_REASON]);
         g_signal_emit(self, signals[SIGNAL_FINISHED], 0, self->finish_reason, self->stats);
     }
