@@ -21,6 +21,7 @@ import npullm_testbus as tb  # noqa: E402
 from npullm_testbus import ServiceTestCase, run_tap  # noqa: E402
 
 SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
+EXAMPLES = os.path.join(SOURCE_ROOT, "docs", "examples")
 
 
 def model_dir(workdir):
@@ -43,8 +44,20 @@ class LibraryTest(ServiceTestCase):
         env["LD_LIBRARY_PATH"] = libdir + os.pathsep + env.get("LD_LIBRARY_PATH", "")
         return env
 
-    def run_checked(self, cmd, timeout=200):
-        p = subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=timeout)
+    def interpreter_env(self):
+        """For python3 and gjs: in a sanitized build they load an
+        instrumented library, so the sanitizer runtimes come first, and
+        the interpreters' own allocations are not leak-checked."""
+        env = self.env()
+        preload = os.environ.get("LIBNPULLM_PRELOAD", "")
+        if preload:
+            env["LD_PRELOAD"] = preload
+            env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+        return env
+
+    def run_checked(self, cmd, timeout=200, interpreter=False):
+        env = self.interpreter_env() if interpreter else self.env()
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
         self.assertEqual(p.returncode, 0, "%s:\n%s%s" % (cmd, p.stdout, p.stderr))
         return p.stdout
 
@@ -98,7 +111,7 @@ class LibraryTest(ServiceTestCase):
     def test_pygobject(self):
         if not os.environ.get("GJS"):
             self.skipTest("introspection is off")
-        out = self.run_checked([sys.executable, os.path.join(HERE, "gi_client.py")])
+        out = self.run_checked([sys.executable, os.path.join(HERE, "gi_client.py")], interpreter=True)
         self.assertIn("ok stream", out)
         self.assertIn("ok cancel", out)
         self.assertIn("ok list models", out)
@@ -106,10 +119,28 @@ class LibraryTest(ServiceTestCase):
     def test_gjs(self):
         if not os.environ.get("GJS"):
             self.skipTest("introspection is off")
-        out = self.run_checked([os.environ["GJS"], os.path.join(HERE, "gi_client.js")])
+        out = self.run_checked([os.environ["GJS"], os.path.join(HERE, "gi_client.js")], interpreter=True)
         self.assertIn("ok stream", out)
         self.assertIn("ok cancel", out)
         self.assertIn("ok list models", out)
+
+    def test_documented_examples(self):
+        # docs/libnpullm.md shows the examples exactly as they are here...
+        with open(os.path.join(SOURCE_ROOT, "docs", "libnpullm.md")) as f:
+            doc = f.read()
+        for ext in ("c", "js", "py"):
+            with open(os.path.join(EXAMPLES, "libnpullm-example." + ext)) as f:
+                code = f.read()
+            indented = "".join(("    " + line if line.strip() else line) for line in code.splitlines(True))
+            self.assertIn(indented, doc, "docs/libnpullm.md shows another libnpullm-example.%s" % ext)
+        # ... and each of them streams a generation to its end.
+        runs = [([os.environ["LIBNPULLM_EXAMPLE_C"]], False)]
+        if os.environ.get("GJS"):
+            runs += [([os.environ["GJS"], os.path.join(EXAMPLES, "libnpullm-example.js")], True),
+                     ([sys.executable, os.path.join(EXAMPLES, "libnpullm-example.py")], True)]
+        for cmd, interpreter in runs:
+            out = self.run_checked(cmd, interpreter=interpreter)
+            self.assertRegex(out, r"\[(length|stop)\]", cmd)
 
 
 if __name__ == "__main__":
