@@ -218,6 +218,8 @@ void npullm_client_generate_async(NpullmClient *self, const char *prompt, Npullm
  * @result: the result given to the callback
  * @error: return location for an error
  *
+ * Finishes npullm_client_generate_async().
+ *
  * Returns: (transfer full) (nullable): the running request, or %NULL with
  *   @error set. Text that arrived before this returned is emitted as one
  *   #NpullmRequest::token from an idle callback, so connect right away.
@@ -258,6 +260,8 @@ void npullm_client_chat_async(NpullmClient *self, NpullmConversation *conversati
  * @self: the client
  * @result: the result given to the callback
  * @error: return location for an error
+ *
+ * Finishes npullm_client_chat_async().
  *
  * Returns: (transfer full) (nullable): the running request, or %NULL with
  *   @error set
@@ -387,6 +391,8 @@ void npullm_client_describe_image_stream_async(NpullmClient *self, GInputStream 
  * @result: the result given to the callback
  * @error: return location for an error
  *
+ * Finishes npullm_client_describe_image_stream_async().
+ *
  * Returns: (transfer full) (nullable): the running request, or %NULL with
  *   @error set
  *
@@ -435,6 +441,8 @@ void npullm_client_describe_image_fd_async(NpullmClient *self, int fd, const cha
  * @self: the client
  * @result: the result given to the callback
  * @error: return location for an error
+ *
+ * Finishes npullm_client_describe_image_fd_async().
  *
  * Returns: (transfer full) (nullable): the running request, or %NULL with
  *   @error set
@@ -524,6 +532,8 @@ void npullm_client_describe_image_async(NpullmClient *self, GFile *image, const 
  * @result: the result given to the callback
  * @error: return location for an error
  *
+ * Finishes npullm_client_describe_image_async().
+ *
  * Returns: (transfer full) (nullable): the running request, or %NULL with
  *   @error set
  *
@@ -594,6 +604,8 @@ void npullm_client_complete_async(NpullmClient *self, const char *prompt, Npullm
  * @self: the client
  * @result: the result given to the callback
  * @error: return location for an error
+ *
+ * Finishes npullm_client_complete_async().
  *
  * Returns: (transfer full) (nullable): the generated text, or %NULL with
  *   @error set (%NPULLM_ERROR_CANCELLED when cancelled)

@@ -16,6 +16,14 @@
 #include "npullm-protocol.h"
 #include "npullm-request-private.h"
 
+/**
+ * NpullmClient:
+ *
+ * The connection to npullmd: its properties, its models, and the requests
+ * that stream generated text (#NpullmRequest).
+ *
+ * Since: 1.0
+ */
 struct _NpullmClient {
     GObject parent;
     GDBusConnection *bus;
@@ -431,6 +439,8 @@ void npullm_client_new_async(GDBusConnection *connection, GCancellable *cancella
  * @result: the result given to the callback
  * @error: return location for an error
  *
+ * Finishes npullm_client_new_async().
+ *
  * Returns: (transfer full) (nullable): the client, or %NULL with @error set
  *
  * Since: 1.0
@@ -464,6 +474,8 @@ NpullmClient *npullm_client_new_sync(GDBusConnection *connection, GCancellable *
  * npullm_client_get_connection:
  * @self: the client
  *
+ * Gets the bus connection of the client.
+ *
  * Returns: (transfer none): the bus connection
  *
  * Since: 1.0
@@ -477,6 +489,8 @@ GDBusConnection *npullm_client_get_connection(NpullmClient *self)
 /**
  * npullm_client_get_version:
  * @self: the client
+ *
+ * Gets #NpullmClient:version.
  *
  * Returns: (transfer none): #NpullmClient:version
  *
@@ -492,6 +506,8 @@ const char *npullm_client_get_version(NpullmClient *self)
  * npullm_client_get_device:
  * @self: the client
  *
+ * Gets #NpullmClient:device.
+ *
  * Returns: (transfer none): #NpullmClient:device
  *
  * Since: 1.0
@@ -505,6 +521,8 @@ const char *npullm_client_get_device(NpullmClient *self)
 /**
  * npullm_client_get_device_status:
  * @self: the client
+ *
+ * Gets #NpullmClient:device-status.
  *
  * Returns: (transfer none): #NpullmClient:device-status
  *
@@ -520,6 +538,8 @@ const char *npullm_client_get_device_status(NpullmClient *self)
  * npullm_client_get_default_model:
  * @self: the client
  *
+ * Gets #NpullmClient:default-model.
+ *
  * Returns: (transfer none): #NpullmClient:default-model
  *
  * Since: 1.0
@@ -533,6 +553,8 @@ const char *npullm_client_get_default_model(NpullmClient *self)
 /**
  * npullm_client_get_loaded_models:
  * @self: the client
+ *
+ * Gets #NpullmClient:loaded-models.
  *
  * Returns: (transfer none) (array zero-terminated=1) (nullable):
  *   #NpullmClient:loaded-models
@@ -549,6 +571,8 @@ const char *const *npullm_client_get_loaded_models(NpullmClient *self)
  * npullm_client_get_active_requests:
  * @self: the client
  *
+ * Gets #NpullmClient:active-requests.
+ *
  * Returns: #NpullmClient:active-requests
  *
  * Since: 1.0
@@ -563,6 +587,8 @@ guint npullm_client_get_active_requests(NpullmClient *self)
  * npullm_client_get_queued_requests:
  * @self: the client
  *
+ * Gets #NpullmClient:queued-requests.
+ *
  * Returns: #NpullmClient:queued-requests
  *
  * Since: 1.0
@@ -576,6 +602,8 @@ guint npullm_client_get_queued_requests(NpullmClient *self)
 /**
  * npullm_client_get_idle_timeout:
  * @self: the client
+ *
+ * Gets #NpullmClient:idle-timeout.
  *
  * Returns: #NpullmClient:idle-timeout
  *
@@ -647,6 +675,8 @@ void npullm_client_list_models_async(NpullmClient *self, GCancellable *cancellab
  * @result: the result given to the callback
  * @error: return location for an error
  *
+ * Finishes npullm_client_list_models_async().
+ *
  * Returns: (transfer full) (nullable): an aa{sv} with one dictionary per
  *   model (name, architecture, parameters, quantization, context_length,
  *   vision, loaded, file_size), or %NULL with @error set
@@ -687,6 +717,8 @@ void npullm_client_load_model_async(NpullmClient *self, const char *name, GCance
  * @result: the result given to the callback
  * @error: return location for an error
  *
+ * Finishes npullm_client_load_model_async().
+ *
  * Returns: %TRUE when loaded
  *
  * Since: 1.0
@@ -721,6 +753,8 @@ void npullm_client_unload_model_async(NpullmClient *self, const char *name, GCan
  * @self: the client
  * @result: the result given to the callback
  * @error: return location for an error
+ *
+ * Finishes npullm_client_unload_model_async().
  *
  * Returns: %TRUE when unloaded
  *
@@ -758,6 +792,8 @@ void npullm_client_set_idle_timeout_async(NpullmClient *self, guint seconds, GCa
  * @self: the client
  * @result: the result given to the callback
  * @error: return location for an error
+ *
+ * Finishes npullm_client_set_idle_timeout_async().
  *
  * Returns: %TRUE when set
  *

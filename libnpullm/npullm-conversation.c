@@ -8,6 +8,13 @@ typedef struct {
     GString *content;
 } Message;
 
+/**
+ * NpullmConversation:
+ *
+ * The messages of a chat, each with a role (system, user or assistant).
+ *
+ * Since: 1.0
+ */
 struct _NpullmConversation {
     GObject parent;
     GPtrArray *messages; /* Message* */
@@ -118,6 +125,8 @@ void npullm_conversation_add_message(NpullmConversation *self, const char *role,
  * npullm_conversation_get_n_messages:
  * @self: the conversation
  *
+ * Counts the messages.
+ *
  * Returns: how many messages it holds
  *
  * Since: 1.0
@@ -138,6 +147,8 @@ static Message *message_at(NpullmConversation *self, guint index)
  * @self: the conversation
  * @index: a message index
  *
+ * Gets the role of a message.
+ *
  * Returns: (transfer none) (nullable): the role of message @index, %NULL
  *   when there is no such message
  *
@@ -154,6 +165,8 @@ const char *npullm_conversation_get_role(NpullmConversation *self, guint index)
  * npullm_conversation_get_content:
  * @self: the conversation
  * @index: a message index
+ *
+ * Gets the text of a message.
  *
  * Returns: (transfer none) (nullable): the text of message @index, %NULL
  *   when there is no such message

@@ -8,6 +8,14 @@
 
 #include "npullm-protocol.h"
 
+/**
+ * NpullmOptions:
+ *
+ * The options of a request. Set them as properties; only those that were
+ * set are sent, the service's defaults apply to the others.
+ *
+ * Since: 1.0
+ */
 struct _NpullmOptions {
     GObject parent;
     GVariant *values[NPP_N_OPTIONS]; /* NULL: not set */
@@ -108,6 +116,92 @@ static void npullm_options_finalize(GObject *object)
         g_clear_pointer(&self->values[i], g_variant_unref);
     G_OBJECT_CLASS(npullm_options_parent_class)->finalize(object);
 }
+
+/* The properties are installed from the protocol table; their docs: */
+/**
+ * NpullmOptions:model:
+ *
+ * The model to use (default: #NpullmClient:default-model).
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:max-tokens:
+ *
+ * The most tokens to generate (1 .. context length - 1).
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:temperature:
+ *
+ * Sampling temperature, 0 .. 10; 0 is greedy.
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:top-p:
+ *
+ * Nucleus sampling mass, (0, 1]; 1 is off.
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:top-k:
+ *
+ * Sample among the k likeliest tokens, 0 .. 1000000; 0 is off.
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:min-p:
+ *
+ * Drop tokens below this share of the likeliest one, 0 .. 1.
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:repeat-penalty:
+ *
+ * Repetition penalty, (0, 10]; 1 is off.
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:seed:
+ *
+ * Sampler seed; random when not set (the finished stats say which).
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:stop:
+ *
+ * Stop strings (at most 16 of 1 .. 256 bytes), never part of the output.
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:system:
+ *
+ * A system prompt (not with #NpullmOptions:raw).
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:raw:
+ *
+ * Generate only: use the prompt as it is, without the chat template.
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:priority:
+ *
+ * "interactive" (the default) or "background".
+ *
+ * Since: 1.0
+ */
 
 static void npullm_options_class_init(NpullmOptionsClass *klass)
 {

@@ -11,6 +11,15 @@
 #include "npullm-error.h"
 #include "npullm-protocol.h"
 
+/**
+ * NpullmRequest:
+ *
+ * One generation in npullmd: #NpullmRequest::token signals stream its text,
+ * #NpullmRequest::finished ends it. Dropping the last reference to an
+ * unfinished request cancels it.
+ *
+ * Since: 1.0
+ */
 struct _NpullmRequest {
     GObject parent;
     GDBusConnection *bus;
@@ -392,6 +401,8 @@ gboolean _npullm_request_is_finished(NpullmRequest *self)
  * npullm_request_get_state:
  * @self: the request
  *
+ * Gets #NpullmRequest:state.
+ *
  * Returns: where the request is
  *
  * Since: 1.0
@@ -405,6 +416,8 @@ NpullmRequestState npullm_request_get_state(NpullmRequest *self)
 /**
  * npullm_request_get_queue_position:
  * @self: the request
+ *
+ * Gets #NpullmRequest:queue-position.
  *
  * Returns: 0 when not queued, else 1 for the next request to start
  *
@@ -420,6 +433,8 @@ guint npullm_request_get_queue_position(NpullmRequest *self)
  * npullm_request_get_text:
  * @self: the request
  *
+ * Gets #NpullmRequest:text.
+ *
  * Returns: (transfer none): all the text generated so far
  *
  * Since: 1.0
@@ -433,6 +448,8 @@ const char *npullm_request_get_text(NpullmRequest *self)
 /**
  * npullm_request_get_finish_reason:
  * @self: the request
+ *
+ * Gets #NpullmRequest:finish-reason.
  *
  * Returns: (transfer none) (nullable): stop, length, cancelled or error;
  *   %NULL while not finished
@@ -449,6 +466,8 @@ const char *npullm_request_get_finish_reason(NpullmRequest *self)
  * npullm_request_get_stats:
  * @self: the request
  *
+ * Gets #NpullmRequest:stats.
+ *
  * Returns: (transfer none) (nullable): the a{sv} statistics of the
  *   finished request, %NULL while not finished
  *
@@ -463,6 +482,8 @@ GVariant *npullm_request_get_stats(NpullmRequest *self)
 /**
  * npullm_request_get_object_path:
  * @self: the request
+ *
+ * Gets #NpullmRequest:object-path.
  *
  * Returns: (transfer none): the D-Bus object path of the request
  *
