@@ -470,13 +470,29 @@ static int case_restart(int argc, char **argv)
     g_autofree gchar *first = g_strdup(s->tokens->str);
     stream_free(s);
 
+    /* a request running when the daemon dies */
+    g_autoptr(NpullmOptions) long_opts = greedy(3000);
+    NpullmRequest *r = generate("Tell a long story", long_opts, NULL, NULL);
+    CHECK(r != NULL);
+    Stream *running = stream_new(r);
+    while (running->tokens->len == 0)
+        g_main_context_iteration(NULL, TRUE);
+
     int notified = 0;
     g_signal_connect(client, "notify::idle-timeout", G_CALLBACK(on_owner_props), &notified);
     printf("RESTART\n");
     fflush(stdout);
     char line[64];
     CHECK(fgets(line, sizeof line, stdin) != NULL);
-    /* the harness restarted npullmd (new unique name, IdleTimeout 77) */
+    /* the harness killed npullmd and started another (new unique name,
+     * IdleTimeout 77): the running request ends with an error */
+    stream_wait(running);
+    CHECK(strcmp(running->reason, "error") == 0);
+    g_autoptr(GError) error = NULL;
+    CHECK(!npullm_request_propagate_error(r, &error));
+    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INTERNAL));
+    stream_free(running);
+    /* and the next request goes to the new daemon */
     s = run("Hello", opts);
     CHECK(strcmp(s->reason, "length") == 0);
     CHECK(strcmp(s->tokens->str, first) == 0);

@@ -34,7 +34,7 @@ def model_dir(workdir):
 
 
 class LibraryTest(ServiceTestCase):
-    CONFIG = {"Models": {"MaxContext": "512"}}
+    CONFIG = {"Models": {"MaxContext": "4096"}}
     make_models = staticmethod(model_dir)
 
     def env(self):
@@ -98,8 +98,9 @@ class LibraryTest(ServiceTestCase):
         try:
             line = p.stdout.readline()
             self.assertEqual(line.strip(), "RESTART", p.stderr.read() if p.poll() is not None else line)
+            cls.daemon.proc.kill()  # a crash: no Finished from it
             cls.daemon.stop()
-            config = {"Models": {"MaxContext": "512", "IdleTimeout": "77"}}
+            config = dict(cls.CONFIG, Models=dict(cls.CONFIG["Models"], IdleTimeout="77"))
             cls.daemon = tb.Npullmd(cls.bus, cls.npullmd_path, [cls.model_dir], config, cls.ARGS)
             out, err = p.communicate("go\n", timeout=200)
         finally:
