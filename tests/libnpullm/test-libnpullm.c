@@ -170,6 +170,35 @@ static int case_stream(int argc, char **argv)
     g_autoptr(GVariant) models = npullm_client_list_models_finish(client, wait_result(&res), NULL);
     g_object_unref(res);
     CHECK(models != NULL && g_variant_n_children(models) >= 2);
+
+    /* manage: load, unload, IdleTimeout (the polkit mock allows them) */
+    g_autoptr(GError) error = NULL;
+    res = NULL;
+    npullm_client_load_model_async(client, "tiny2", NULL, store_result, &res);
+    CHECK(npullm_client_load_model_finish(client, wait_result(&res), &error));
+    g_clear_object(&res);
+    while (npullm_client_get_loaded_models(client) == NULL ||
+           !g_strv_contains(npullm_client_get_loaded_models(client), "tiny2"))
+        g_main_context_iteration(NULL, TRUE);
+    npullm_client_unload_model_async(client, "tiny2", NULL, store_result, &res);
+    CHECK(npullm_client_unload_model_finish(client, wait_result(&res), &error));
+    g_clear_object(&res);
+    while (g_strv_contains(npullm_client_get_loaded_models(client), "tiny2"))
+        g_main_context_iteration(NULL, TRUE);
+    npullm_client_load_model_async(client, "nonexistent", NULL, store_result, &res);
+    CHECK(!npullm_client_load_model_finish(client, wait_result(&res), &error));
+    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NO_SUCH_MODEL));
+    g_clear_error(&error);
+    g_clear_object(&res);
+    guint before = npullm_client_get_idle_timeout(client);
+    npullm_client_set_idle_timeout_async(client, before + 1, NULL, store_result, &res);
+    CHECK(npullm_client_set_idle_timeout_finish(client, wait_result(&res), &error));
+    g_clear_object(&res);
+    while (npullm_client_get_idle_timeout(client) != before + 1) /* PropertiesChanged */
+        g_main_context_iteration(NULL, TRUE);
+    npullm_client_set_idle_timeout_async(client, before, NULL, store_result, &res);
+    CHECK(npullm_client_set_idle_timeout_finish(client, wait_result(&res), &error));
+    g_clear_object(&res);
     return 0;
 }
 
