@@ -34,7 +34,9 @@ def model_dir(workdir):
 
 
 class LibraryTest(ServiceTestCase):
-    CONFIG = {"Models": {"MaxContext": "4096"}}
+    # room for a long request to be running when the daemon is killed;
+    # requests without max_tokens (the documented examples) stay short
+    CONFIG = {"Models": {"MaxContext": "4096", "DefaultMaxTokens": "24"}}
     make_models = staticmethod(model_dir)
 
     def env(self):
