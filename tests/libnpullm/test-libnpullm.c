@@ -1,6 +1,6 @@
 /* libnpullm-1 against a real dbus-daemon and npullmd (started by
  * test_libnpullm.py, which runs one case per process):
- *   stream, cancel, dispose, errors, image-pipe IMAGE, image-file IMAGE,
+ *   objects, stream, cancel, dispose, errors, image-pipe IMAGE, image-file IMAGE,
  *   concurrent, forged, restart (waits for a line on stdin between its two
  *   requests while the harness restarts the daemon).
  * The bus is the one in DBUS_SYSTEM_BUS_ADDRESS. Exit status 0: passed. */
@@ -533,10 +533,47 @@ static int case_restart(int argc, char **argv)
     return 0;
 }
 
+static void count_changed(NpullmConversation *conv, guint index, guint *count)
+{
+    (*count)++;
+}
+
+/* The value objects, without the service. */
+static int case_objects(int argc, char **argv)
+{
+    g_autoptr(NpullmOptions) o = npullm_options_new();
+    CHECK(!npullm_options_is_set(o, "temperature"));
+    g_object_set(o, "temperature", 0.5, "top-k", 7u, "stop", (const char *const[]){"x", NULL}, NULL);
+    CHECK(npullm_options_is_set(o, "temperature") && npullm_options_is_set(o, "top_k"));
+    double t = 0;
+    g_auto(GStrv) stop = NULL;
+    g_object_get(o, "temperature", &t, "stop", &stop, NULL);
+    CHECK(t == 0.5 && stop != NULL && g_strv_length(stop) == 1 && strcmp(stop[0], "x") == 0);
+    npullm_options_unset(o, "temperature");
+    CHECK(!npullm_options_is_set(o, "temperature"));
+    g_object_set(o, "stop", NULL, NULL); /* NULL unsets too */
+    CHECK(!npullm_options_is_set(o, "stop"));
+    /* handle_token is the library's, not an option for callers */
+    CHECK(g_object_class_find_property(G_OBJECT_GET_CLASS(o), "handle-token") == NULL);
+
+    g_autoptr(NpullmConversation) conv = npullm_conversation_new();
+    guint changed = 0;
+    g_signal_connect(conv, "changed", G_CALLBACK(count_changed), &changed);
+    npullm_conversation_add_message(conv, "system", "Be brief.");
+    npullm_conversation_add_message(conv, "user", "Hi");
+    CHECK(changed == 2 && npullm_conversation_get_n_messages(conv) == 2);
+    CHECK(strcmp(npullm_conversation_get_role(conv, 0), "system") == 0);
+    CHECK(npullm_conversation_get_content(conv, 2) == NULL);
+    npullm_conversation_clear(conv);
+    CHECK(npullm_conversation_get_n_messages(conv) == 0);
+    return 0;
+}
+
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
 } cases[] = {
+    {"objects", case_objects},
     {"stream", case_stream},       {"cancel", case_cancel},         {"dispose", case_dispose},
     {"errors", case_errors},       {"image-pipe", case_image_pipe}, {"image-file", case_image_file},
     {"concurrent", case_concurrent}, {"forged", case_forged},       {"restart", case_restart},

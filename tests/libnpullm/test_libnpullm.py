@@ -69,6 +69,9 @@ class LibraryTest(ServiceTestCase):
     def image(self):
         return os.path.join(tb.env_path("NPULLM_TEST_IMAGES"), "rose.png")
 
+    def test_c_objects(self):
+        self.c_case("objects")
+
     def test_c_stream(self):
         self.c_case("stream")
 
