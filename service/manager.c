@@ -22,8 +22,10 @@
 /* DescribeImage with an empty prompt. */
 #define DEFAULT_IMAGE_PROMPT "Describe this image."
 
+typedef NpdPendingCall PendingCall;
+
 /* Frees what validation collected (also for calls never authorized). */
-static void pending_clear(NpdPendingCall *p)
+static void pending_clear(PendingCall *p)
 {
     npd_request_options_clear(&p->opts);
     if (p->messages != NULL)
@@ -38,7 +40,7 @@ static void pending_clear(NpdPendingCall *p)
     g_free(p);
 }
 
-void npd_pending_call_free(NpdPendingCall *p)
+static void pending_free(PendingCall *p)
 {
     p->client->pending_calls--;
     npd_client_release_if_idle(p->daemon, p->client);
@@ -46,9 +48,14 @@ void npd_pending_call_free(NpdPendingCall *p)
     pending_clear(p);
 }
 
-static NpdPendingCall *pending_new(const NpdManagerMethod *method)
+void npd_pending_call_free(NpdPendingCall *p)
 {
-    NpdPendingCall *p = g_new0(NpdPendingCall, 1);
+    pending_free(p);
+}
+
+static PendingCall *pending_new(const NpdManagerMethod *method)
+{
+    PendingCall *p = g_new0(PendingCall, 1);
     p->method = method;
     p->image_fd = -1;
     return p;
@@ -90,7 +97,7 @@ static gboolean check_capacity(NpdDaemon *d, NpdClient *c, GError **error)
     return TRUE;
 }
 
-static void submit_request(NpdPendingCall *p)
+static void submit_request(PendingCall *p)
 {
     NpdDaemon *d = p->daemon;
     g_autoptr(GError) error = NULL;
@@ -136,7 +143,7 @@ static void submit_request(NpdPendingCall *p)
 
 static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
 {
-    NpdPendingCall *p = data;
+    PendingCall *p = data;
     GError *error = NULL;
     p->image = npd_image_input_read_finish(res, &error);
     if (p->image == NULL) {
@@ -148,12 +155,12 @@ static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
     } else {
         submit_request(p);
     }
-    npd_pending_call_free(p);
+    pending_free(p);
 }
 
 /* DescribeImage once authorized: reads and checks the image off the main
  * loop, then submits (answered from image_read_cb). */
-static gboolean run_describe_image(NpdPendingCall *p)
+static gboolean run_describe_image(PendingCall *p)
 {
     int fd = p->image_fd;
     p->image_fd = -1;
@@ -161,26 +168,26 @@ static gboolean run_describe_image(NpdPendingCall *p)
     return TRUE;
 }
 
-static gboolean run_submit(NpdPendingCall *p)
+static gboolean run_submit(PendingCall *p)
 {
     submit_request(p);
     return FALSE;
 }
 
 /* LoadModel, UnloadModel: answered from npd_manager_handle_command_done. */
-static gboolean run_load(NpdPendingCall *p)
+static gboolean run_load(PendingCall *p)
 {
     npd_worker_load(p->daemon->worker, p->model_name, p->model_path, p->invocation);
     return FALSE;
 }
 
-static gboolean run_unload(NpdPendingCall *p)
+static gboolean run_unload(PendingCall *p)
 {
     npd_worker_unload(p->daemon->worker, p->model_name, p->invocation);
     return FALSE;
 }
 
-static gboolean run_set_idle_timeout(NpdPendingCall *p)
+static gboolean run_set_idle_timeout(PendingCall *p)
 {
     NpdDaemon *d = p->daemon;
     d->idle_timeout = p->idle_timeout;
@@ -193,7 +200,7 @@ static gboolean run_set_idle_timeout(NpdPendingCall *p)
 
 static void authorized_cb(GError *error, gpointer data)
 {
-    NpdPendingCall *p = data;
+    PendingCall *p = data;
     if (error != NULL) {
         g_dbus_method_invocation_return_gerror(p->invocation, error);
     } else if (p->client->gone) {
@@ -203,11 +210,11 @@ static void authorized_cb(GError *error, gpointer data)
     } else if (p->method->run(p)) {
         return; /* kept */
     }
-    npd_pending_call_free(p);
+    pending_free(p);
 }
 
 /* Takes ownership of the invocation on every path. */
-static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p)
+static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p)
 {
     p->daemon = d;
     p->invocation = inv;
@@ -216,7 +223,7 @@ static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingC
         p->client->pending_calls++;
         g_dbus_method_invocation_return_error_literal(inv, NPD_ERROR, NPD_ERROR_BUSY,
                                                       "too many calls from this client waiting for authorization");
-        npd_pending_call_free(p);
+        pending_free(p);
         return;
     }
     p->client->pending_calls++;
@@ -225,7 +232,7 @@ static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingC
 
 /* Resolves the model (option or default) and checks max_tokens against
  * its context length. */
-static gboolean resolve_model(NpdDaemon *d, NpdPendingCall *p, GError **error)
+static gboolean resolve_model(NpdDaemon *d, PendingCall *p, GError **error)
 {
     const char *name = p->opts.model != NULL ? p->opts.model : default_model_name(d);
     if (name == NULL) {
@@ -269,7 +276,7 @@ static NpdChatMessage *chat_message_new(const char *role, const char *content)
 }
 
 /* Generate and Complete: one user turn (or a raw prompt). */
-static gboolean prepare_single_turn(NpdDaemon *d, NpdPendingCall *p, GVariant *params, NpdCallKind kind,
+static gboolean prepare_single_turn(NpdDaemon *d, PendingCall *p, GVariant *params, NpdCallKind kind,
                                     GError **error)
 {
     const char *prompt = NULL;
@@ -293,20 +300,20 @@ static gboolean prepare_single_turn(NpdDaemon *d, NpdPendingCall *p, GVariant *p
     return TRUE;
 }
 
-static gboolean prepare_generate(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+static gboolean prepare_generate(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
                                  GError **error)
 {
     return prepare_single_turn(d, p, params, NPD_CALL_GENERATE, error);
 }
 
-static gboolean prepare_complete(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+static gboolean prepare_complete(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
                                  GError **error)
 {
     p->complete = TRUE;
     return prepare_single_turn(d, p, params, NPD_CALL_COMPLETE, error);
 }
 
-static gboolean prepare_chat(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+static gboolean prepare_chat(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
                              GError **error)
 {
     g_autoptr(GVariant) messages = g_variant_get_child_value(params, 0);
@@ -331,7 +338,7 @@ static gboolean prepare_chat(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendin
 
 /* The image must come as a readable regular file of sane size or a pipe;
  * the daemon never opens a path itself. Keeps the descriptor in p. */
-static gboolean check_image_fd(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+static gboolean check_image_fd(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
                                GError **error)
 {
     gint32 index = 0;
@@ -371,7 +378,7 @@ static gboolean check_image_fd(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPend
 }
 
 /* The model must have a vision projector beside it (NAME.mmproj.gguf). */
-static gboolean check_vision(NpdDaemon *d, NpdPendingCall *p, GError **error)
+static gboolean check_vision(NpdDaemon *d, PendingCall *p, GError **error)
 {
     const NpdModelEntry *e = npd_model_catalog_lookup(d->catalog, p->model_name, error);
     if (e == NULL)
@@ -385,7 +392,7 @@ static gboolean check_vision(NpdDaemon *d, NpdPendingCall *p, GError **error)
 }
 
 /* One user turn: the image, then the prompt (a default one when empty). */
-static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p,
+static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p,
                                        GVariant *params, GError **error)
 {
     gsize len = 0;
@@ -429,7 +436,7 @@ static GVariant *list_models(NpdDaemon *d)
     return g_variant_new("(aa{sv})", &b);
 }
 
-static gboolean prepare_model_op(NpdDaemon *d, NpdPendingCall *p, GVariant *params, gboolean unload,
+static gboolean prepare_model_op(NpdDaemon *d, PendingCall *p, GVariant *params, gboolean unload,
                                  GError **error)
 {
     const char *name = NULL;
@@ -447,13 +454,13 @@ static gboolean prepare_model_op(NpdDaemon *d, NpdPendingCall *p, GVariant *para
     return TRUE;
 }
 
-static gboolean prepare_load(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+static gboolean prepare_load(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
                              GError **error)
 {
     return prepare_model_op(d, p, params, FALSE, error);
 }
 
-static gboolean prepare_unload(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+static gboolean prepare_unload(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
                                GError **error)
 {
     return prepare_model_op(d, p, params, TRUE, error);
@@ -519,7 +526,7 @@ static GVariant *get_idle_timeout(NpdDaemon *d)
     return g_variant_new_uint32(d->idle_timeout);
 }
 
-static gboolean prepare_set_idle_timeout(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p,
+static gboolean prepare_set_idle_timeout(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p,
                                          GVariant *value, GError **error)
 {
     if (!g_variant_is_of_type(value, G_VARIANT_TYPE_UINT32) || g_variant_get_uint32(value) > G_MAXINT32) {
@@ -578,7 +585,7 @@ static void dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerM
         return;
     }
     g_autoptr(GError) error = NULL;
-    NpdPendingCall *p = pending_new(m);
+    PendingCall *p = pending_new(m);
     if (!m->prepare(d, inv, p, params, &error)) {
         g_dbus_method_invocation_return_gerror(inv, error);
         pending_clear(p); /* no client counted yet */
