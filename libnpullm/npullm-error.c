@@ -7,15 +7,25 @@
 G_STATIC_ASSERT(NPULLM_ERROR_INTERNAL + 1 == NPP_ERROR_N_CODES);
 G_STATIC_ASSERT((int)NPULLM_ERROR_CANCELLED == (int)NPP_ERROR_CANCELLED);
 
-G_DEFINE_ENUM_TYPE(NpullmError, npullm_error, G_DEFINE_ENUM_VALUE(NPULLM_ERROR_INVALID_ARGUMENT, "invalid-argument"),
-                   G_DEFINE_ENUM_VALUE(NPULLM_ERROR_NOT_AUTHORIZED, "not-authorized"),
-                   G_DEFINE_ENUM_VALUE(NPULLM_ERROR_BUSY, "busy"),
-                   G_DEFINE_ENUM_VALUE(NPULLM_ERROR_NO_SUCH_MODEL, "no-such-model"),
-                   G_DEFINE_ENUM_VALUE(NPULLM_ERROR_NOT_SUPPORTED, "not-supported"),
-                   G_DEFINE_ENUM_VALUE(NPULLM_ERROR_MODEL_LOAD_FAILED, "model-load-failed"),
-                   G_DEFINE_ENUM_VALUE(NPULLM_ERROR_CONTEXT_OVERFLOW, "context-overflow"),
-                   G_DEFINE_ENUM_VALUE(NPULLM_ERROR_CANCELLED, "cancelled"),
-                   G_DEFINE_ENUM_VALUE(NPULLM_ERROR_INTERNAL, "internal"))
+GType npullm_error_get_type(void)
+{
+    static gsize type = 0;
+    static const GEnumValue values[] = {
+        {NPULLM_ERROR_INVALID_ARGUMENT, "NPULLM_ERROR_INVALID_ARGUMENT", "invalid-argument"},
+        {NPULLM_ERROR_NOT_AUTHORIZED, "NPULLM_ERROR_NOT_AUTHORIZED", "not-authorized"},
+        {NPULLM_ERROR_BUSY, "NPULLM_ERROR_BUSY", "busy"},
+        {NPULLM_ERROR_NO_SUCH_MODEL, "NPULLM_ERROR_NO_SUCH_MODEL", "no-such-model"},
+        {NPULLM_ERROR_NOT_SUPPORTED, "NPULLM_ERROR_NOT_SUPPORTED", "not-supported"},
+        {NPULLM_ERROR_MODEL_LOAD_FAILED, "NPULLM_ERROR_MODEL_LOAD_FAILED", "model-load-failed"},
+        {NPULLM_ERROR_CONTEXT_OVERFLOW, "NPULLM_ERROR_CONTEXT_OVERFLOW", "context-overflow"},
+        {NPULLM_ERROR_CANCELLED, "NPULLM_ERROR_CANCELLED", "cancelled"},
+        {NPULLM_ERROR_INTERNAL, "NPULLM_ERROR_INTERNAL", "internal"},
+        {0, NULL, NULL},
+    };
+    if (g_once_init_enter(&type))
+        g_once_init_leave(&type, g_enum_register_static(g_intern_static_string("NpullmError"), values));
+    return (GType)type;
+}
 
 /**
  * npullm_error_quark:

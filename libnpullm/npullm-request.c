@@ -48,11 +48,20 @@ struct _NpullmRequest {
     gulong cancelled_id;
 };
 
-G_DEFINE_ENUM_TYPE(NpullmRequestState, npullm_request_state,
-                   G_DEFINE_ENUM_VALUE(NPULLM_REQUEST_STATE_QUEUED, "queued"),
-                   G_DEFINE_ENUM_VALUE(NPULLM_REQUEST_STATE_LOADING, "loading"),
-                   G_DEFINE_ENUM_VALUE(NPULLM_REQUEST_STATE_RUNNING, "running"),
-                   G_DEFINE_ENUM_VALUE(NPULLM_REQUEST_STATE_FINISHED, "finished"))
+GType npullm_request_state_get_type(void)
+{
+    static gsize type = 0;
+    static const GEnumValue values[] = {
+        {NPULLM_REQUEST_STATE_QUEUED, "NPULLM_REQUEST_STATE_QUEUED", "queued"},
+        {NPULLM_REQUEST_STATE_LOADING, "NPULLM_REQUEST_STATE_LOADING", "loading"},
+        {NPULLM_REQUEST_STATE_RUNNING, "NPULLM_REQUEST_STATE_RUNNING", "running"},
+        {NPULLM_REQUEST_STATE_FINISHED, "NPULLM_REQUEST_STATE_FINISHED", "finished"},
+        {0, NULL, NULL},
+    };
+    if (g_once_init_enter(&type))
+        g_once_init_leave(&type, g_enum_register_static(g_intern_static_string("NpullmRequestState"), values));
+    return (GType)type;
+}
 
 G_DEFINE_FINAL_TYPE(NpullmRequest, npullm_request, G_TYPE_OBJECT)
 
