@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dbus-errors.h"
+#include <npullm.h>
 
 int npc_exit_code_for_error_name(const char *name)
 {
@@ -24,8 +24,8 @@ int npc_exit_code_for_error_name(const char *name)
 
 static gchar *error_name(const GError *error)
 {
-    if (error->domain == NPD_ERROR)
-        return g_strdup(npd_error_dbus_name((NpdError)error->code));
+    if (error->domain == NPULLM_ERROR)
+        return g_strdup(npullm_error_to_dbus_name((NpullmError)error->code));
     gchar *remote = g_dbus_error_get_remote_error(error);
     if (remote != NULL)
         return remote;

@@ -83,38 +83,35 @@ void npc_options_clear(NpcOptions *opts)
     g_free(opts->priority);
 }
 
-GVariant *npc_options_to_variant(const NpcOptions *opts, const char *handle_token)
+NpullmOptions *npc_options_to_npullm(const NpcOptions *opts)
 {
-    GVariantBuilder b;
-    g_variant_builder_init(&b, G_VARIANT_TYPE_VARDICT);
+    NpullmOptions *o = npullm_options_new();
     if (opts->model != NULL)
-        g_variant_builder_add(&b, "{sv}", "model", g_variant_new_string(opts->model));
+        g_object_set(o, "model", opts->model, NULL);
     if (opts->max_tokens > 0)
-        g_variant_builder_add(&b, "{sv}", "max_tokens", g_variant_new_uint32((guint32)opts->max_tokens));
+        g_object_set(o, "max-tokens", (guint)opts->max_tokens, NULL);
     if (!isnan(opts->temperature))
-        g_variant_builder_add(&b, "{sv}", "temperature", g_variant_new_double(opts->temperature));
+        g_object_set(o, "temperature", opts->temperature, NULL);
     if (!isnan(opts->top_p))
-        g_variant_builder_add(&b, "{sv}", "top_p", g_variant_new_double(opts->top_p));
+        g_object_set(o, "top-p", opts->top_p, NULL);
     if (opts->top_k >= 0)
-        g_variant_builder_add(&b, "{sv}", "top_k", g_variant_new_uint32((guint32)opts->top_k));
+        g_object_set(o, "top-k", (guint)opts->top_k, NULL);
     if (!isnan(opts->min_p))
-        g_variant_builder_add(&b, "{sv}", "min_p", g_variant_new_double(opts->min_p));
+        g_object_set(o, "min-p", opts->min_p, NULL);
     if (!isnan(opts->repeat_penalty))
-        g_variant_builder_add(&b, "{sv}", "repeat_penalty", g_variant_new_double(opts->repeat_penalty));
+        g_object_set(o, "repeat-penalty", opts->repeat_penalty, NULL);
     if (opts->seed != NULL) {
         guint64 seed = 0;
         g_ascii_string_to_unsigned(opts->seed, 10, 0, G_MAXUINT64, &seed, NULL);
-        g_variant_builder_add(&b, "{sv}", "seed", g_variant_new_uint64(seed));
+        g_object_set(o, "seed", seed, NULL);
     }
     if (opts->system != NULL)
-        g_variant_builder_add(&b, "{sv}", "system", g_variant_new_string(opts->system));
+        g_object_set(o, "system", opts->system, NULL);
     if (opts->stop != NULL)
-        g_variant_builder_add(&b, "{sv}", "stop", g_variant_new_strv((const gchar *const *)opts->stop, -1));
+        g_object_set(o, "stop", opts->stop, NULL);
     if (opts->raw)
-        g_variant_builder_add(&b, "{sv}", "raw", g_variant_new_boolean(TRUE));
+        g_object_set(o, "raw", TRUE, NULL);
     if (opts->priority != NULL)
-        g_variant_builder_add(&b, "{sv}", "priority", g_variant_new_string(opts->priority));
-    if (handle_token != NULL)
-        g_variant_builder_add(&b, "{sv}", "handle_token", g_variant_new_string(handle_token));
-    return g_variant_builder_end(&b);
+        g_object_set(o, "priority", opts->priority, NULL);
+    return o;
 }

@@ -4,6 +4,7 @@
 #define NPC_CLIENT_OPTIONS_H
 
 #include <glib.h>
+#include <npullm.h>
 
 typedef struct {
     /* connection and output */
@@ -31,8 +32,8 @@ typedef struct {
 gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **error);
 void npc_options_clear(NpcOptions *opts);
 
-/* The a{sv} options for Generate/Chat/DescribeImage, plus handle_token
- * when not NULL (the daemon validates the values). */
-GVariant *npc_options_to_variant(const NpcOptions *opts, const char *handle_token);
+/* The generation options that were given (the service validates the
+ * values). */
+NpullmOptions *npc_options_to_npullm(const NpcOptions *opts);
 
 #endif

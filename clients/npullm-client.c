@@ -1,54 +1,50 @@
-/* npullm-client: command-line client of npullmd (org.npullm).
- *
- * Streaming never loses a token: each request is made with a
- * handle_token, so its object path is known in advance and the client
- * subscribes to that path (from the daemon's unique name) before calling. */
+/* npullm-client: command-line client of npullmd (org.npullm), a thin
+ * program on libnpullm-1: the library does the protocol (activation, the
+ * daemon's unique name, request paths known before the call, errors), this
+ * file only turns commands into calls and events into output. */
 #include <errno.h>
 #include <fcntl.h>
 #include <gio/gio.h>
-#include <gio/gunixfdlist.h>
 #include <gio/gunixinputstream.h>
 #include <glib-unix.h>
 #include <locale.h>
+#include <npullm.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "client-events.h"
 #include "client-options.h"
-#include "dbus-errors.h"
-#include "request-path.h"
-
-#define BUS_NAME "org.npullm"
-#define MANAGER_PATH "/org/npullm"
-#define MANAGER_IFACE "org.npullm.Manager"
-#define REQUEST_IFACE "org.npullm.Request"
+#include "npullm-protocol.h"
 
 typedef struct Client Client;
 
 /* Called when a streamed request ends; exit_code is 0 on success. */
 typedef void (*StreamDone)(Client *c, int exit_code);
 
+/* The library's finish functions of the streaming calls share this shape. */
+typedef NpullmRequest *(*RequestFinish)(NpullmClient *self, GAsyncResult *result, GError **error);
+
 struct Client {
     NpcOptions opts;
     NpcOutput out;
-    GDBusConnection *bus;
-    gchar *daemon; /* unique name owning org.npullm */
+    NpullmClient *lib;
     GMainLoop *loop;
     int exit_code;
 
     /* the request being streamed */
     gboolean streaming;
-    gboolean replied;
     gboolean cancel_requested;
-    gchar *request_path;
-    guint signal_sub;
-    guint token_counter;
-    GString *reply;
+    GCancellable *cancellable; /* cancels the stream (Ctrl-C) */
+    RequestFinish finish;      /* of the call that starts it */
+    NpullmRequest *request;
+    NpullmRequestState shown_state; /* last state event printed */
+    guint shown_position;
     StreamDone done;
 
     /* chat */
-    GPtrArray *history; /* GVariant* a{sv} messages */
+    GPtrArray *history; /* gchar* role, content, role, content, ... */
+    NpullmConversation *conversation; /* the turn being streamed */
     GDataInputStream *stdin_lines;
     int last_failure;
 };
@@ -59,65 +55,32 @@ static void client_quit(Client *c, int code)
     g_main_loop_quit(c->loop);
 }
 
-static gboolean connect_bus(Client *c, GError **error)
+static GDBusConnection *connect_bus(Client *c, GError **error)
 {
+    GDBusConnection *bus;
     if (c->opts.address != NULL)
-        c->bus = g_dbus_connection_new_for_address_sync(
+        bus = g_dbus_connection_new_for_address_sync(
             c->opts.address,
             G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT | G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION, NULL,
             NULL, error);
     else
-        c->bus = g_bus_get_sync(c->opts.session_bus ? G_BUS_TYPE_SESSION : G_BUS_TYPE_SYSTEM, NULL, error);
-    if (c->bus == NULL)
-        return FALSE;
-    g_dbus_connection_set_exit_on_close(c->bus, FALSE);
-    return TRUE;
-}
-
-/* Starts npullmd if needed (D-Bus activation) and learns its unique
- * name, so that signals are accepted from it only. */
-static gboolean resolve_daemon(Client *c, GError **error)
-{
-    g_autoptr(GVariant) ping = g_dbus_connection_call_sync(c->bus, BUS_NAME, MANAGER_PATH,
-                                                           "org.freedesktop.DBus.Peer", "Ping", NULL, NULL,
-                                                           G_DBUS_CALL_FLAGS_NONE, -1, NULL, error);
-    if (ping == NULL)
-        return FALSE;
-    g_autoptr(GVariant) owner = g_dbus_connection_call_sync(
-        c->bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
-        g_variant_new("(s)", BUS_NAME), G_VARIANT_TYPE("(s)"), G_DBUS_CALL_FLAGS_NONE, -1, NULL, error);
-    if (owner == NULL)
-        return FALSE;
-    g_variant_get(owner, "(s)", &c->daemon);
-    return TRUE;
+        bus = g_bus_get_sync(c->opts.session_bus ? G_BUS_TYPE_SESSION : G_BUS_TYPE_SYSTEM, NULL, error);
+    if (bus != NULL)
+        g_dbus_connection_set_exit_on_close(bus, FALSE);
+    return bus;
 }
 
 /* ---- streaming a request ----------------------------------------------- */
 
 static void stream_end(Client *c, int code)
 {
-    if (c->signal_sub != 0) {
-        g_dbus_connection_signal_unsubscribe(c->bus, c->signal_sub);
-        c->signal_sub = 0;
+    if (c->request != NULL) {
+        g_signal_handlers_disconnect_by_data(c->request, c);
+        g_clear_object(&c->request);
     }
+    g_clear_object(&c->cancellable);
     c->streaming = FALSE;
-    g_clear_pointer(&c->request_path, g_free);
     c->done(c, code);
-}
-
-static void cancel_reply_cb(GObject *source, GAsyncResult *res, gpointer data)
-{
-    Client *c = data;
-    g_autoptr(GError) error = NULL;
-    g_autoptr(GVariant) ret = g_dbus_connection_call_finish(G_DBUS_CONNECTION(source), res, &error);
-    if (ret == NULL && c->streaming)
-        npc_output_error(&c->out, error);
-}
-
-static void send_cancel(Client *c)
-{
-    g_dbus_connection_call(c->bus, c->daemon, c->request_path, REQUEST_IFACE, "Cancel", NULL, NULL,
-                           G_DBUS_CALL_FLAGS_NONE, -1, NULL, cancel_reply_cb, c);
 }
 
 static int exit_code_for_finish(Client *c, const char *reason, GVariant *stats)
@@ -131,83 +94,67 @@ static int exit_code_for_finish(Client *c, const char *reason, GVariant *stats)
     return npc_exit_code_for_error_name(name);
 }
 
-static void request_signal_cb(GDBusConnection *bus, const char *sender, const char *path, const char *iface,
-                              const char *member, GVariant *params, gpointer data)
+static void on_token(NpullmRequest *r, const char *text, Client *c)
 {
-    Client *c = data;
-    if (!c->streaming)
+    npc_output_token(&c->out, text);
+}
+
+/* The service reports state and queue position together; print the pair
+ * when it changed, as it arrives. */
+static void on_state(NpullmRequest *r, GParamSpec *pspec, Client *c)
+{
+    NpullmRequestState state = npullm_request_get_state(r);
+    guint position = npullm_request_get_queue_position(r);
+    if (state == c->shown_state && position == c->shown_position)
         return;
-    if (g_strcmp0(iface, REQUEST_IFACE) == 0 && g_strcmp0(member, "Token") == 0 &&
-        g_variant_is_of_type(params, G_VARIANT_TYPE("(s)"))) {
-        const char *text = NULL;
-        g_variant_get(params, "(&s)", &text);
-        g_string_append(c->reply, text);
-        npc_output_token(&c->out, text);
-    } else if (g_strcmp0(iface, REQUEST_IFACE) == 0 && g_strcmp0(member, "Finished") == 0 &&
-               g_variant_is_of_type(params, G_VARIANT_TYPE("(sa{sv})"))) {
-        const char *reason = NULL;
-        g_autoptr(GVariant) stats = NULL;
-        g_variant_get(params, "(&s@a{sv})", &reason, &stats);
-        npc_output_finished(&c->out, reason, stats);
-        stream_end(c, exit_code_for_finish(c, reason, stats));
-    } else if (g_strcmp0(iface, "org.freedesktop.DBus.Properties") == 0 &&
-               g_strcmp0(member, "PropertiesChanged") == 0 &&
-               g_variant_is_of_type(params, G_VARIANT_TYPE("(sa{sv}as)"))) {
-        g_autoptr(GVariant) changed = g_variant_get_child_value(params, 1);
-        const char *state = NULL;
-        guint32 position = 0;
-        if (g_variant_lookup(changed, "State", "&s", &state)) {
-            g_variant_lookup(changed, "QueuePosition", "u", &position);
-            if (strcmp(state, "finished") != 0)
-                npc_output_state(&c->out, state, position);
-        }
+    c->shown_state = state;
+    c->shown_position = position;
+    if (state != NPULLM_REQUEST_STATE_FINISHED) {
+        g_autoptr(GEnumClass) states = g_type_class_ref(NPULLM_TYPE_REQUEST_STATE);
+        npc_output_state(&c->out, g_enum_get_value(states, state)->value_nick, position);
     }
 }
 
-static void request_reply_cb(GObject *source, GAsyncResult *res, gpointer data)
+static void on_finished(NpullmRequest *r, const char *reason, GVariant *stats, Client *c)
+{
+    npc_output_finished(&c->out, reason, stats);
+    stream_end(c, exit_code_for_finish(c, reason, stats));
+}
+
+static void request_started_cb(GObject *source, GAsyncResult *res, gpointer data)
 {
     Client *c = data;
     g_autoptr(GError) error = NULL;
-    g_autoptr(GVariant) ret =
-        g_dbus_connection_call_with_unix_fd_list_finish(G_DBUS_CONNECTION(source), NULL, res, &error);
-    if (ret == NULL) {
+    c->request = c->finish(c->lib, res, &error);
+    if (c->request == NULL) {
+        if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
+            /* Ctrl-C before the service had the request */
+            npc_output_end_line(&c->out);
+            stream_end(c, NPC_EXIT_INTERRUPTED);
+            return;
+        }
         npc_output_error(&c->out, error);
         stream_end(c, npc_exit_code_for_error(error));
         return;
     }
-    const char *path = NULL;
-    g_variant_get(ret, "(&o)", &path);
-    if (g_strcmp0(path, c->request_path) != 0) {
-        /* An older daemon ignoring handle_token: signals could be missed. */
-        npc_output_message(&c->out, "error", "the service returned an unexpected request path");
-        stream_end(c, NPC_EXIT_ERROR);
-        return;
-    }
-    c->replied = TRUE;
-    npc_output_request(&c->out, path);
-    if (c->cancel_requested)
-        send_cancel(c);
+    npc_output_request(&c->out, npullm_request_get_object_path(c->request));
+    g_signal_connect(c->request, "token", G_CALLBACK(on_token), c);
+    g_signal_connect(c->request, "notify::state", G_CALLBACK(on_state), c);
+    g_signal_connect(c->request, "notify::queue-position", G_CALLBACK(on_state), c);
+    g_signal_connect(c->request, "finished", G_CALLBACK(on_finished), c);
 }
 
-/* Calls method with (args..., options) and streams the request it
- * creates. args_builder holds the arguments before the options. */
-static void stream_request(Client *c, const char *method, GVariantBuilder *args, GUnixFDList *fds,
-                           StreamDone done)
+/* Prepares the stream state; returns the cancellable for the call. */
+static GCancellable *stream_begin(Client *c, RequestFinish finish, StreamDone done)
 {
-    g_autofree gchar *token = g_strdup_printf("npc%u_%u", (unsigned)getpid(), ++c->token_counter);
-    c->request_path = npd_request_path_for_token(g_dbus_connection_get_unique_name(c->bus), token);
     c->streaming = TRUE;
-    c->replied = FALSE;
     c->cancel_requested = FALSE;
+    c->shown_state = NPULLM_REQUEST_STATE_QUEUED;
+    c->shown_position = 0;
     c->done = done;
-    g_string_truncate(c->reply, 0);
-    c->signal_sub = g_dbus_connection_signal_subscribe(c->bus, c->daemon, NULL, NULL, c->request_path, NULL,
-                                                       G_DBUS_SIGNAL_FLAGS_NONE, request_signal_cb, c, NULL);
-    g_variant_builder_add_value(args, npc_options_to_variant(&c->opts, token));
-    g_dbus_connection_call_with_unix_fd_list(c->bus, c->daemon, MANAGER_PATH, MANAGER_IFACE, method,
-                                             g_variant_builder_end(args), G_VARIANT_TYPE("(o)"),
-                                             G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION, G_MAXINT, fds,
-                                             NULL, request_reply_cb, c);
+    c->cancellable = g_cancellable_new();
+    c->finish = finish;
+    return c->cancellable;
 }
 
 static gboolean sigint_cb(gpointer data)
@@ -219,8 +166,7 @@ static gboolean sigint_cb(gpointer data)
             npc_output_end_line(&c->out);
             g_printerr("[cancelling; press Ctrl-C again to quit]\n");
         }
-        if (c->replied)
-            send_cancel(c);
+        g_cancellable_cancel(c->cancellable);
         return G_SOURCE_CONTINUE;
     }
     npc_output_end_line(&c->out);
@@ -278,10 +224,9 @@ static int start_generate(Client *c, int argc, char **argv)
         g_printerr("npullm-client: the prompt is not valid UTF-8\n");
         return NPC_EXIT_USAGE;
     }
-    GVariantBuilder args;
-    g_variant_builder_init(&args, G_VARIANT_TYPE_TUPLE);
-    g_variant_builder_add(&args, "s", prompt);
-    stream_request(c, "Generate", &args, NULL, single_done);
+    g_autoptr(NpullmOptions) options = npc_options_to_npullm(&c->opts);
+    GCancellable *cancellable = stream_begin(c, npullm_client_generate_finish, single_done);
+    npullm_client_generate_async(c->lib, prompt, options, cancellable, request_started_cb, c);
     return -1;
 }
 
@@ -298,44 +243,39 @@ static int start_describe_image(Client *c, int argc, char **argv)
     }
     /* "-": whatever stdin is (a file or a pipe); the daemon reads it. */
     gboolean from_stdin = strcmp(argv[0], "-") == 0;
-    int fd = from_stdin ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3) : open(argv[0], O_RDONLY | O_CLOEXEC);
+    int fd = from_stdin ? STDIN_FILENO : open(argv[0], O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        g_printerr("npullm-client: %s: %s\n", from_stdin ? "stdin" : argv[0], g_strerror(errno));
+        g_printerr("npullm-client: %s: %s\n", argv[0], g_strerror(errno));
         return NPC_EXIT_ERROR;
     }
-    g_autoptr(GUnixFDList) fds = g_unix_fd_list_new_from_array(&fd, 1); /* takes fd */
-    GVariantBuilder args;
-    g_variant_builder_init(&args, G_VARIANT_TYPE_TUPLE);
-    g_variant_builder_add(&args, "h", 0);
-    g_variant_builder_add(&args, "s", prompt);
-    stream_request(c, "DescribeImage", &args, fds, single_done);
+    g_autoptr(NpullmOptions) options = npc_options_to_npullm(&c->opts);
+    GCancellable *cancellable = stream_begin(c, npullm_client_describe_image_fd_finish, single_done);
+    /* the library passes its own copy of the descriptor */
+    npullm_client_describe_image_fd_async(c->lib, fd, prompt, options, cancellable, request_started_cb, c);
+    if (!from_stdin)
+        close(fd);
     return -1;
 }
 
 /* ---- chat ---------------------------------------------------------------- */
 
-static GVariant *chat_message(const char *role, const char *content)
-{
-    GVariantBuilder b;
-    g_variant_builder_init(&b, G_VARIANT_TYPE_VARDICT);
-    g_variant_builder_add(&b, "{sv}", "role", g_variant_new_string(role));
-    g_variant_builder_add(&b, "{sv}", "content", g_variant_new_string(content));
-    return g_variant_ref_sink(g_variant_builder_end(&b));
-}
-
 static void chat_prompt(Client *c);
 
 static void chat_turn_done(Client *c, int code)
 {
+    NpullmConversation *conv = c->conversation;
     if (code == NPC_EXIT_OK) {
         npc_output_end_line(&c->out);
-        g_ptr_array_add(c->history, chat_message("assistant", c->reply->str));
+        /* the library appended the reply as the last message */
+        guint n = npullm_conversation_get_n_messages(conv);
+        g_ptr_array_add(c->history, g_strdup("assistant"));
+        g_ptr_array_add(c->history, g_strdup(npullm_conversation_get_content(conv, n - 1)));
     } else {
         /* The turn did not complete: forget the question too. */
-        if (c->history->len > 0)
-            g_ptr_array_remove_index(c->history, c->history->len - 1);
+        g_ptr_array_set_size(c->history, c->history->len - 2);
         c->last_failure = code;
     }
+    g_clear_object(&c->conversation);
     chat_prompt(c);
 }
 
@@ -356,15 +296,14 @@ static void chat_line_cb(GObject *source, GAsyncResult *res, gpointer data)
         chat_prompt(c);
         return;
     }
-    g_ptr_array_add(c->history, chat_message("user", line));
-    GVariantBuilder messages;
-    g_variant_builder_init(&messages, G_VARIANT_TYPE("aa{sv}"));
-    for (guint i = 0; i < c->history->len; i++)
-        g_variant_builder_add_value(&messages, c->history->pdata[i]);
-    GVariantBuilder args;
-    g_variant_builder_init(&args, G_VARIANT_TYPE_TUPLE);
-    g_variant_builder_add_value(&args, g_variant_builder_end(&messages));
-    stream_request(c, "Chat", &args, NULL, chat_turn_done);
+    g_ptr_array_add(c->history, g_strdup("user"));
+    g_ptr_array_add(c->history, g_strdup(line));
+    c->conversation = npullm_conversation_new();
+    for (guint i = 0; i + 1 < c->history->len; i += 2)
+        npullm_conversation_add_message(c->conversation, c->history->pdata[i], c->history->pdata[i + 1]);
+    g_autoptr(NpullmOptions) options = npc_options_to_npullm(&c->opts);
+    GCancellable *cancellable = stream_begin(c, npullm_client_chat_finish, chat_turn_done);
+    npullm_client_chat_async(c->lib, c->conversation, options, cancellable, request_started_cb, c);
 }
 
 static void chat_prompt(Client *c)
@@ -382,7 +321,7 @@ static int start_chat(Client *c, int argc, char **argv)
         g_printerr("npullm-client: chat takes no arguments; it reads one user turn per line from stdin\n");
         return NPC_EXIT_USAGE;
     }
-    c->history = g_ptr_array_new_with_free_func((GDestroyNotify)g_variant_unref);
+    c->history = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GInputStream) in = g_unix_input_stream_new(STDIN_FILENO, FALSE);
     c->stdin_lines = g_data_input_stream_new(in);
     chat_prompt(c);
@@ -391,78 +330,136 @@ static int start_chat(Client *c, int argc, char **argv)
 
 /* ---- one-shot commands ------------------------------------------------- */
 
-static int call_simple(Client *c, const char *path, const char *iface, const char *method, GVariant *args,
-                       const GVariantType *reply_type, GVariant **reply)
+static void store_result(GObject *source, GAsyncResult *res, gpointer data)
+{
+    *(GAsyncResult **)data = g_object_ref(res);
+}
+
+/* Runs the main context until an async call of the library is done. */
+static GAsyncResult *wait_result(GAsyncResult **slot)
+{
+    while (*slot == NULL)
+        g_main_context_iteration(NULL, TRUE);
+    return *slot;
+}
+
+static int report(Client *c, gboolean ok, const GError *error)
+{
+    if (ok)
+        return NPC_EXIT_OK;
+    npc_output_error(&c->out, error);
+    return npc_exit_code_for_error(error);
+}
+
+static int run_models(Client *c, int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
-    GVariant *ret = g_dbus_connection_call_sync(c->bus, c->daemon, path, iface, method, args, reply_type,
-                                                G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION, G_MAXINT, NULL,
-                                                &error);
-    if (ret == NULL) {
-        npc_output_error(&c->out, error);
-        return npc_exit_code_for_error(error);
-    }
-    if (reply != NULL)
-        *reply = ret;
-    else
-        g_variant_unref(ret);
+    GAsyncResult *res = NULL;
+    npullm_client_list_models_async(c->lib, NULL, store_result, &res);
+    g_autoptr(GVariant) models = npullm_client_list_models_finish(c->lib, wait_result(&res), &error);
+    g_object_unref(res);
+    if (models != NULL)
+        npc_output_models(&c->out, models);
+    return report(c, models != NULL, error);
+}
+
+static int run_status(Client *c, int argc, char **argv)
+{
+    /* in the order of the interface (and of Properties.GetAll) */
+    GVariantBuilder b;
+    g_variant_builder_init(&b, G_VARIANT_TYPE_VARDICT);
+    const gchar *const none[] = {NULL};
+    const char *const *loaded = npullm_client_get_loaded_models(c->lib);
+    g_variant_builder_add(&b, "{sv}", "Version", g_variant_new_string(npullm_client_get_version(c->lib)));
+    g_variant_builder_add(&b, "{sv}", "Device", g_variant_new_string(npullm_client_get_device(c->lib)));
+    g_variant_builder_add(&b, "{sv}", "DeviceStatus",
+                          g_variant_new_string(npullm_client_get_device_status(c->lib)));
+    g_variant_builder_add(&b, "{sv}", "DefaultModel",
+                          g_variant_new_string(npullm_client_get_default_model(c->lib)));
+    g_variant_builder_add(&b, "{sv}", "LoadedModels", g_variant_new_strv(loaded != NULL ? loaded : none, -1));
+    g_variant_builder_add(&b, "{sv}", "ActiveRequests",
+                          g_variant_new_uint32(npullm_client_get_active_requests(c->lib)));
+    g_variant_builder_add(&b, "{sv}", "QueuedRequests",
+                          g_variant_new_uint32(npullm_client_get_queued_requests(c->lib)));
+    g_variant_builder_add(&b, "{sv}", "IdleTimeout", g_variant_new_uint32(npullm_client_get_idle_timeout(c->lib)));
+    g_autoptr(GVariant) props = g_variant_ref_sink(g_variant_builder_end(&b));
+    npc_output_status(&c->out, props);
     return NPC_EXIT_OK;
 }
 
-static int run_models(Client *c)
+static int run_model_op(Client *c, gboolean load, int argc, char **argv)
 {
-    GVariant *reply = NULL;
-    int code = call_simple(c, MANAGER_PATH, MANAGER_IFACE, "ListModels", NULL, G_VARIANT_TYPE("(aa{sv})"), &reply);
-    if (code == NPC_EXIT_OK) {
-        g_autoptr(GVariant) models = g_variant_get_child_value(reply, 0);
-        npc_output_models(&c->out, models);
-        g_variant_unref(reply);
-    }
-    return code;
-}
-
-static int run_status(Client *c)
-{
-    GVariant *reply = NULL;
-    int code = call_simple(c, MANAGER_PATH, "org.freedesktop.DBus.Properties", "GetAll",
-                           g_variant_new("(s)", MANAGER_IFACE), G_VARIANT_TYPE("(a{sv})"), &reply);
-    if (code == NPC_EXIT_OK) {
-        g_autoptr(GVariant) props = g_variant_get_child_value(reply, 0);
-        npc_output_status(&c->out, props);
-        g_variant_unref(reply);
-    }
-    return code;
-}
-
-static int run_model_op(Client *c, const char *method, int argc, char **argv)
-{
+    const char *method = load ? "LoadModel" : "UnloadModel";
     if (argc != 1) {
-        g_printerr("npullm-client: %s NAME\n", method[0] == 'L' ? "load" : "unload");
+        g_printerr("npullm-client: %s NAME\n", load ? "load" : "unload");
         return NPC_EXIT_USAGE;
     }
-    int code = call_simple(c, MANAGER_PATH, MANAGER_IFACE, method, g_variant_new("(s)", argv[0]), NULL, NULL);
-    if (code == NPC_EXIT_OK && c->out.json)
+    g_autoptr(GError) error = NULL;
+    GAsyncResult *res = NULL;
+    gboolean ok;
+    if (load) {
+        npullm_client_load_model_async(c->lib, argv[0], NULL, store_result, &res);
+        ok = npullm_client_load_model_finish(c->lib, wait_result(&res), &error);
+    } else {
+        npullm_client_unload_model_async(c->lib, argv[0], NULL, store_result, &res);
+        ok = npullm_client_unload_model_finish(c->lib, wait_result(&res), &error);
+    }
+    g_object_unref(res);
+    if (ok && c->out.json)
         npc_output_message(&c->out, "done", method);
-    return code;
+    return report(c, ok, error);
 }
 
+static int run_load(Client *c, int argc, char **argv)
+{
+    return run_model_op(c, TRUE, argc, argv);
+}
+
+static int run_unload(Client *c, int argc, char **argv)
+{
+    return run_model_op(c, FALSE, argc, argv);
+}
+
+/* A request object by path: the service lets only its creator's
+ * connection cancel it (the library's requests cancel themselves). */
 static int run_cancel(Client *c, int argc, char **argv)
 {
     if (argc != 1 || !g_variant_is_object_path(argv[0])) {
         g_printerr("npullm-client: cancel REQUEST-PATH\n");
         return NPC_EXIT_USAGE;
     }
-    return call_simple(c, argv[0], REQUEST_IFACE, "Cancel", NULL, NULL, NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GVariant) ret = g_dbus_connection_call_sync(
+        npullm_client_get_connection(c->lib), NPP_BUS_NAME, argv[0], NPP_REQUEST_IFACE, "Cancel", NULL, NULL,
+        G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION, G_MAXINT, NULL, &error);
+    if (ret == NULL && error->domain == NPULLM_ERROR)
+        g_dbus_error_strip_remote_error(error);
+    return report(c, ret != NULL, error);
 }
 
 /* ---- main ---------------------------------------------------------------- */
+
+/* One row per command; run returns an exit status, or -1 when it started
+ * a stream and the main loop decides. */
+static const struct {
+    const char *name;
+    int (*run)(Client *c, int argc, char **argv);
+} commands[] = {
+    {"generate", start_generate},
+    {"chat", start_chat},
+    {"describe-image", start_describe_image},
+    {"models", run_models},
+    {"status", run_status},
+    {"load", run_load},
+    {"unload", run_unload},
+    {"cancel", run_cancel},
+};
 
 int main(int argc, char **argv)
 {
     setlocale(LC_ALL, "");
     Client c = {.exit_code = NPC_EXIT_OK, .out = {.at_line_start = TRUE}};
     g_autoptr(GError) error = NULL;
-    (void)NPD_ERROR; /* registers the org.npullm.Error names */
 
     if (!npc_options_parse(&c.opts, &argc, &argv, &error)) {
         g_printerr("npullm-client: %s\n", error->message);
@@ -477,61 +474,45 @@ int main(int argc, char **argv)
         return NPC_EXIT_USAGE;
     }
     const char *command = argv[1];
-    int cargc = argc - 2;
-    char **cargv = argv + 2;
-    static const char *const known[] = {"generate", "chat", "describe-image", "models", "status",
-                                        "load",     "unload", "cancel",       NULL};
-    if (!g_strv_contains(known, command)) {
+    int (*run)(Client *, int, char **) = NULL;
+    for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
+        if (strcmp(commands[i].name, command) == 0)
+            run = commands[i].run;
+    if (run == NULL) {
         g_printerr("npullm-client: unknown command '%s' (try --help)\n", command);
         npc_options_clear(&c.opts);
         return NPC_EXIT_USAGE;
     }
 
-    if (!connect_bus(&c, &error) || !resolve_daemon(&c, &error)) {
+    g_autoptr(GDBusConnection) bus = connect_bus(&c, &error);
+    c.lib = bus != NULL ? npullm_client_new_sync(bus, NULL, &error) : NULL;
+    if (c.lib == NULL) {
         npc_output_error(&c.out, error);
         int code = npc_exit_code_for_error(error);
-        g_clear_object(&c.bus);
         npc_options_clear(&c.opts);
         return code;
     }
     c.loop = g_main_loop_new(NULL, FALSE);
-    c.reply = g_string_new(NULL);
     guint sigint = g_unix_signal_add(SIGINT, sigint_cb, &c);
 
-    int code;
-    if (strcmp(command, "generate") == 0)
-        code = start_generate(&c, cargc, cargv);
-    else if (strcmp(command, "describe-image") == 0)
-        code = start_describe_image(&c, cargc, cargv);
-    else if (strcmp(command, "chat") == 0)
-        code = start_chat(&c, cargc, cargv);
-    else if (strcmp(command, "models") == 0)
-        code = run_models(&c);
-    else if (strcmp(command, "status") == 0)
-        code = run_status(&c);
-    else if (strcmp(command, "load") == 0)
-        code = run_model_op(&c, "LoadModel", cargc, cargv);
-    else if (strcmp(command, "unload") == 0)
-        code = run_model_op(&c, "UnloadModel", cargc, cargv);
-    else
-        code = run_cancel(&c, cargc, cargv);
-
+    int code = run(&c, argc - 2, argv + 2);
     if (code < 0) { /* a streaming command: the main loop decides */
         g_main_loop_run(c.loop);
         code = c.exit_code;
     }
     g_source_remove(sigint);
-    if (c.signal_sub != 0)
-        g_dbus_connection_signal_unsubscribe(c.bus, c.signal_sub);
-    g_dbus_connection_flush_sync(c.bus, NULL, NULL);
+    if (c.request != NULL) {
+        g_signal_handlers_disconnect_by_data(c.request, &c);
+        g_clear_object(&c.request); /* unfinished (second Ctrl-C): cancels it */
+    }
+    g_clear_object(&c.cancellable);
+    g_clear_object(&c.conversation);
+    g_dbus_connection_flush_sync(bus, NULL, NULL);
     g_clear_object(&c.stdin_lines);
     if (c.history != NULL)
         g_ptr_array_unref(c.history);
-    g_string_free(c.reply, TRUE);
-    g_free(c.request_path);
-    g_free(c.daemon);
     g_main_loop_unref(c.loop);
-    g_object_unref(c.bus);
+    g_object_unref(c.lib);
     npc_options_clear(&c.opts);
     return code;
 }

@@ -12,12 +12,15 @@
 #include "image-budget.h"
 #include "model-catalog.h"
 #include "request-options.h"
-#include "request-path.h"
+#include "npullm-protocol.h"
 
-#define NPD_BUS_NAME "org.npullm"
-#define NPD_MANAGER_PATH "/org/npullm"
-#define NPD_MANAGER_IFACE "org.npullm.Manager"
-#define NPD_REQUEST_IFACE "org.npullm.Request"
+#define NPD_BUS_NAME NPP_BUS_NAME
+#define NPD_MANAGER_PATH NPP_MANAGER_PATH
+#define NPD_MANAGER_IFACE NPP_MANAGER_IFACE
+#define NPD_REQUEST_IFACE NPP_REQUEST_IFACE
+#define NPD_REQUEST_ROOT NPP_REQUEST_ROOT
+
+#define NPD_MANAGER_MAX_PROPERTIES 32
 
 /* A bus peer that has called us; lives while it has requests or calls in
  * progress, or until its name vanishes. */
@@ -88,9 +91,9 @@ struct NpdDaemon {
     guint idle_timeout;
     guint exit_timer_id;
 
-    /* last values announced through PropertiesChanged / sd_notify */
-    guint announced_active;
-    guint announced_queued;
+    /* last values announced through PropertiesChanged, per row of
+     * manager.c's property table */
+    GVariant *announced[NPD_MANAGER_MAX_PROPERTIES];
 };
 
 /* ---- clients (client-tracker.c) ---- */
@@ -125,9 +128,11 @@ void npd_requests_count(NpdDaemon *d, guint *active, guint *queued);
 
 /* ---- manager (manager.c) ---- */
 gboolean npd_manager_register(NpdDaemon *d, GError **error);
+/* Unexports the Manager and drops what it kept. */
+void npd_manager_unregister(NpdDaemon *d);
 void npd_manager_handle_command_done(NpdDaemon *d, const NpdEvent *ev);
 /* Emits PropertiesChanged for what changed since the last call. */
-void npd_manager_announce(NpdDaemon *d, gboolean models_changed);
+void npd_manager_announce(NpdDaemon *d);
 
 /* ---- lifecycle (npullmd.c) ---- */
 /* Re-evaluates --exit-on-idle after any change in activity. */

@@ -11,45 +11,19 @@
 
 #include "call-fds.h"
 #include "image-input.h"
+#include "manager-call.h"
 
 #ifndef NPD_VERSION
 #define NPD_VERSION "unknown"
 #endif
-
-typedef enum {
-    /* the operations that make a request come first */
-    OP_GENERATE,
-    OP_CHAT,
-    OP_DESCRIBE_IMAGE,
-    OP_COMPLETE,
-    OP_LOAD,
-    OP_UNLOAD,
-    OP_SET_IDLE_TIMEOUT,
-} Operation;
-
-/* A call waiting for polkit. */
-typedef struct {
-    NpdDaemon *daemon;
-    NpdClient *client; /* reference */
-    GDBusMethodInvocation *invocation;
-    Operation op;
-    NpdRequestOptions opts;
-    GPtrArray *messages; /* NpdChatMessage*, chat operations */
-    gchar *prompt;       /* raw prompt */
-    gchar *model_name;
-    gchar *model_path;
-    guint idle_timeout;
-    gboolean image_slot;    /* DescribeImage: holds an image slot (npd_user_admit_image) */
-    NpdImageSource *image_src; /* DescribeImage: the caller's image until read */
-    gchar *mmproj_path;     /* DescribeImage: the projector it is prepared for */
-    NpdImagePixels *image;  /* DescribeImage: the image, preprocessed */
-} PendingCall;
 
 /* DescribeImage: how long the image descriptor may take to reach its end
  * (a pipe whose writer stalls). */
 #define IMAGE_READ_TIMEOUT_S 30
 /* DescribeImage with an empty prompt. */
 #define DEFAULT_IMAGE_PROMPT "Describe this image."
+
+typedef NpdPendingCall PendingCall;
 
 static void pending_free_image(PendingCall *p)
 {
@@ -61,10 +35,13 @@ static void pending_free_image(PendingCall *p)
     g_clear_pointer(&p->image, npd_image_pixels_free);
 }
 
-static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv)
+/* The caller is counted from the start: validation may already take an
+ * image slot of its user. */
+static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *method)
 {
     PendingCall *p = g_new0(PendingCall, 1);
     p->daemon = d;
+    p->method = method;
     p->client = npd_client_ref(npd_client_get(d, g_dbus_method_invocation_get_sender(inv)));
     p->client->pending_calls++;
     return p;
@@ -83,6 +60,11 @@ static void pending_free(PendingCall *p)
     g_free(p->model_name);
     g_free(p->model_path);
     g_free(p);
+}
+
+void npd_pending_call_free(NpdPendingCall *p)
+{
+    pending_free(p);
 }
 
 static const char *default_model_name(NpdDaemon *d)
@@ -131,14 +113,14 @@ static void submit_request(PendingCall *p)
     }
     g_autofree gchar *node = NULL;
     if (p->opts.handle_token != NULL) {
-        node = npd_request_node_for_token(p->client->name, p->opts.handle_token);
+        node = npp_request_node_for_token(p->client->name, p->opts.handle_token);
         if (g_hash_table_contains(d->request_nodes, node)) {
             g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
                                                           "handle_token: already in use by another request");
             return;
         }
     }
-    gboolean complete = p->op == OP_COMPLETE;
+    gboolean complete = p->complete;
     NpdRequest *r = npd_request_new(d, p->client, node, p->model_name, complete ? p->invocation : NULL);
 
     NpdJob *job = g_new0(NpdJob, 1);
@@ -162,18 +144,8 @@ static void submit_request(PendingCall *p)
 
     if (!complete)
         g_dbus_method_invocation_return_value(p->invocation, g_variant_new("(o)", r->path));
-    npd_manager_announce(d, FALSE);
+    npd_manager_announce(d);
     npd_daemon_activity_changed(d);
-}
-
-static void emit_idle_timeout_changed(NpdDaemon *d)
-{
-    GVariantBuilder changed;
-    g_variant_builder_init(&changed, G_VARIANT_TYPE_VARDICT);
-    g_variant_builder_add(&changed, "{sv}", "IdleTimeout", g_variant_new_uint32(d->idle_timeout));
-    g_dbus_connection_emit_signal(d->bus, NULL, NPD_MANAGER_PATH, "org.freedesktop.DBus.Properties",
-                                  "PropertiesChanged",
-                                  g_variant_new("(sa{sv}as)", NPD_MANAGER_IFACE, &changed, NULL), NULL);
 }
 
 static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
@@ -197,56 +169,63 @@ static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
     pending_free(p);
 }
 
-/* Reads, decodes and preprocesses the image off the main loop and the
- * engine thread, then submits; the read stops when the caller leaves. */
-static void read_image(PendingCall *p)
+/* DescribeImage once authorized: reads, decodes and preprocesses the image
+ * off the main loop and the engine thread, then submits (answered from
+ * image_read_cb); the read stops when the caller leaves. */
+static gboolean run_describe_image(PendingCall *p)
 {
     npd_image_input_read_async(g_steal_pointer(&p->image_src), p->mmproj_path, p->daemon->image_budget,
                                IMAGE_READ_TIMEOUT_S, p->client->cancellable, image_read_cb, p);
+    return TRUE;
+}
+
+static gboolean run_submit(PendingCall *p)
+{
+    submit_request(p);
+    return FALSE;
+}
+
+/* LoadModel, UnloadModel: answered from npd_manager_handle_command_done. */
+static gboolean run_load(PendingCall *p)
+{
+    npd_worker_load(p->daemon->worker, p->model_name, p->model_path, p->invocation);
+    return FALSE;
+}
+
+static gboolean run_unload(PendingCall *p)
+{
+    npd_worker_unload(p->daemon->worker, p->model_name, p->invocation);
+    return FALSE;
+}
+
+static gboolean run_set_idle_timeout(PendingCall *p)
+{
+    NpdDaemon *d = p->daemon;
+    d->idle_timeout = p->idle_timeout;
+    npd_worker_set_idle_timeout(d->worker, p->idle_timeout);
+    g_message("IdleTimeout set to %u s by %s", p->idle_timeout, p->client->name);
+    g_dbus_method_invocation_return_value(p->invocation, NULL);
+    npd_manager_announce(d);
+    return FALSE;
 }
 
 static void authorized_cb(GError *error, gpointer data)
 {
     PendingCall *p = data;
-    NpdDaemon *d = p->daemon;
     if (error != NULL) {
         g_dbus_method_invocation_return_gerror(p->invocation, error);
     } else if (p->client->gone) {
         /* The caller left while polkit was thinking: nothing to run. */
         g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
                                                       "caller disconnected");
-    } else {
-        switch (p->op) {
-        case OP_GENERATE:
-        case OP_CHAT:
-        case OP_COMPLETE:
-            submit_request(p);
-            break;
-        case OP_DESCRIBE_IMAGE:
-            /* Answered once the image is read and checked. */
-            read_image(p);
-            return;
-        case OP_LOAD:
-            /* Answered from npd_manager_handle_command_done. */
-            npd_worker_load(d->worker, p->model_name, p->model_path, p->invocation);
-            break;
-        case OP_UNLOAD:
-            npd_worker_unload(d->worker, p->model_name, p->invocation);
-            break;
-        case OP_SET_IDLE_TIMEOUT:
-            d->idle_timeout = p->idle_timeout;
-            npd_worker_set_idle_timeout(d->worker, p->idle_timeout);
-            g_message("IdleTimeout set to %u s by %s", p->idle_timeout, p->client->name);
-            g_dbus_method_invocation_return_value(p->invocation, NULL);
-            emit_idle_timeout_changed(d);
-            break;
-        }
+    } else if (p->method->run(p)) {
+        return; /* kept */
     }
     pending_free(p);
 }
 
 /* Takes ownership of the invocation and of p on every path. */
-static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, const char *action)
+static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p)
 {
     p->invocation = inv;
     /* p counts itself: the limits compare what was there before it */
@@ -255,7 +234,7 @@ static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall
     if (p->client->pending_calls >= d->cfg->max_per_client)
         g_set_error_literal(&error, NPD_ERROR, NPD_ERROR_BUSY,
                             "too many calls from this client waiting for authorization");
-    else if (npd_user_admit_call(d, p->client, &error) && p->op <= OP_COMPLETE)
+    else if (npd_user_admit_call(d, p->client, &error) && p->method->makes_request)
         /* checked again when the request is made; failing early spares
          * polkit and the image read */
         npd_user_admit_request(d, p->client, &error);
@@ -265,7 +244,7 @@ static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall
         pending_free(p);
         return;
     }
-    npd_authorizer_check(d->authorizer, inv, action, authorized_cb, p);
+    npd_authorizer_check(d->authorizer, inv, p->method->action, authorized_cb, p);
 }
 
 /* Resolves the model (option or default) and checks max_tokens against
@@ -292,11 +271,14 @@ static gboolean resolve_model(NpdDaemon *d, PendingCall *p, GError **error)
     return TRUE;
 }
 
-static gboolean check_prompt(NpdDaemon *d, const char *prompt, gsize len, GError **error)
+/* The system option becomes a message of the same prompt: it counts. */
+static gboolean check_prompt(NpdDaemon *d, gsize len, const NpdRequestOptions *opts, GError **error)
 {
-    if (len > d->cfg->max_prompt_bytes) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "prompt: %zu bytes exceeds the limit of %zu",
-                    len, d->cfg->max_prompt_bytes);
+    gsize total = len + (opts->system != NULL ? strlen(opts->system) : 0);
+    if (total > d->cfg->max_prompt_bytes) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                    "prompt: %zu bytes (with the system option) exceeds the limit of %zu", total,
+                    d->cfg->max_prompt_bytes);
         return FALSE;
     }
     return TRUE;
@@ -320,7 +302,7 @@ static gboolean prepare_single_turn(NpdDaemon *d, PendingCall *p, GVariant *para
     g_autoptr(GVariant) prompt_v = g_variant_get_child_value(params, 0);
     prompt = g_variant_get_string(prompt_v, &len);
     options = g_variant_get_child_value(params, 1);
-    if (!check_prompt(d, prompt, len, error) || !npd_request_options_parse(options, kind, d->cfg, &p->opts, error))
+    if (!npd_request_options_parse(options, kind, d->cfg, &p->opts, error) || !check_prompt(d, len, &p->opts, error))
         return FALSE;
     if (!resolve_model(d, p, error))
         return FALSE;
@@ -335,13 +317,28 @@ static gboolean prepare_single_turn(NpdDaemon *d, PendingCall *p, GVariant *para
     return TRUE;
 }
 
-static gboolean prepare_chat(NpdDaemon *d, PendingCall *p, GVariant *params, GError **error)
+static gboolean prepare_generate(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
+                                 GError **error)
+{
+    return prepare_single_turn(d, p, params, NPD_CALL_GENERATE, error);
+}
+
+static gboolean prepare_complete(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
+                                 GError **error)
+{
+    p->complete = TRUE;
+    return prepare_single_turn(d, p, params, NPD_CALL_COMPLETE, error);
+}
+
+static gboolean prepare_chat(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
+                             GError **error)
 {
     g_autoptr(GVariant) messages = g_variant_get_child_value(params, 0);
     g_autoptr(GVariant) options = g_variant_get_child_value(params, 1);
     if (!npd_request_options_parse(options, NPD_CALL_CHAT, d->cfg, &p->opts, error))
         return FALSE;
-    p->messages = npd_chat_messages_parse(messages, d->cfg, error);
+    gsize system_bytes = p->opts.system != NULL ? strlen(p->opts.system) : 0;
+    p->messages = npd_chat_messages_parse(messages, system_bytes, d->cfg, error);
     if (p->messages == NULL)
         return FALSE;
     if (p->opts.system != NULL) {
@@ -397,8 +394,9 @@ static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv,
     g_autoptr(GVariant) prompt_v = g_variant_get_child_value(params, 1);
     g_autoptr(GVariant) options = g_variant_get_child_value(params, 2);
     const char *prompt = g_variant_get_string(prompt_v, &len);
-    if (!take_image(d, inv, p, params, error) || !check_prompt(d, prompt, len, error) ||
+    if (!take_image(d, inv, p, params, error) ||
         !npd_request_options_parse(options, NPD_CALL_DESCRIBE_IMAGE, d->cfg, &p->opts, error) ||
+        !check_prompt(d, len, &p->opts, error) ||
         !resolve_model(d, p, error) || !check_vision(d, p, error))
         return FALSE;
     p->messages = g_ptr_array_new_with_free_func((GDestroyNotify)npd_chat_message_free);
@@ -433,7 +431,8 @@ static GVariant *list_models(NpdDaemon *d)
     return g_variant_new("(aa{sv})", &b);
 }
 
-static gboolean prepare_model_op(NpdDaemon *d, PendingCall *p, GVariant *params, GError **error)
+static gboolean prepare_model_op(NpdDaemon *d, PendingCall *p, GVariant *params, gboolean unload,
+                                 GError **error)
 {
     const char *name = NULL;
     g_variant_get(params, "(&s)", &name);
@@ -442,7 +441,7 @@ static gboolean prepare_model_op(NpdDaemon *d, PendingCall *p, GVariant *params,
         return FALSE;
     }
     const NpdModelEntry *e = npd_model_catalog_lookup(d->catalog, name, error);
-    if (e == NULL && !(p->op == OP_UNLOAD && model_is_loaded(d, name)))
+    if (e == NULL && !(unload && model_is_loaded(d, name)))
         return FALSE;
     g_clear_error(error);
     p->model_name = g_strdup(name);
@@ -450,52 +449,159 @@ static gboolean prepare_model_op(NpdDaemon *d, PendingCall *p, GVariant *params,
     return TRUE;
 }
 
-static GVariant *manager_property(NpdDaemon *d, const char *prop)
+static gboolean prepare_load(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
+                             GError **error)
 {
-    if (g_strcmp0(prop, "Version") == 0)
-        return g_variant_new_string(NPD_VERSION);
-    if (g_strcmp0(prop, "Device") == 0)
-        return g_variant_new_string(d->device);
-    if (g_strcmp0(prop, "DeviceStatus") == 0)
-        return g_variant_new_string(d->device_status);
-    if (g_strcmp0(prop, "DefaultModel") == 0) {
-        const char *name = default_model_name(d);
-        return g_variant_new_string(name != NULL ? name : "");
-    }
-    if (g_strcmp0(prop, "LoadedModels") == 0) {
-        const gchar *const empty[] = {NULL};
-        return g_variant_new_strv(d->loaded_models ? (const gchar *const *)d->loaded_models : empty, -1);
-    }
+    return prepare_model_op(d, p, params, FALSE, error);
+}
+
+static gboolean prepare_unload(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
+                               GError **error)
+{
+    return prepare_model_op(d, p, params, TRUE, error);
+}
+
+/* ---- the method table: method -> polkit action -> handlers -------------- */
+
+static const NpdManagerMethod manager_methods[] = {
+    {"Generate", NPD_ACTION_GENERATE, prepare_generate, run_submit, NULL, TRUE},
+    {"Chat", NPD_ACTION_GENERATE, prepare_chat, run_submit, NULL, TRUE},
+    {"Complete", NPD_ACTION_GENERATE, prepare_complete, run_submit, NULL, TRUE},
+    {"DescribeImage", NPD_ACTION_DESCRIBE_IMAGE, prepare_describe_image, run_describe_image, NULL, TRUE},
+    {"ListModels", NULL, NULL, NULL, list_models, FALSE},
+    {"LoadModel", NPD_ACTION_MANAGE, prepare_load, run_load, NULL, FALSE},
+    {"UnloadModel", NPD_ACTION_MANAGE, prepare_unload, run_unload, NULL, FALSE},
+};
+
+/* ---- the property table: property -> getter -> emits-changed ------------ */
+
+static GVariant *get_version(NpdDaemon *d)
+{
+    return g_variant_new_string(NPD_VERSION);
+}
+
+static GVariant *get_device(NpdDaemon *d)
+{
+    return g_variant_new_string(d->device);
+}
+
+static GVariant *get_device_status(NpdDaemon *d)
+{
+    return g_variant_new_string(d->device_status);
+}
+
+static GVariant *get_default_model(NpdDaemon *d)
+{
+    const char *name = default_model_name(d);
+    return g_variant_new_string(name != NULL ? name : "");
+}
+
+static GVariant *get_loaded_models(NpdDaemon *d)
+{
+    const gchar *const empty[] = {NULL};
+    return g_variant_new_strv(d->loaded_models ? (const gchar *const *)d->loaded_models : empty, -1);
+}
+
+static GVariant *get_active_requests(NpdDaemon *d)
+{
     guint active = 0, queued = 0;
     npd_requests_count(d, &active, &queued);
-    if (g_strcmp0(prop, "ActiveRequests") == 0)
-        return g_variant_new_uint32(active);
-    if (g_strcmp0(prop, "QueuedRequests") == 0)
-        return g_variant_new_uint32(queued);
-    if (g_strcmp0(prop, "IdleTimeout") == 0)
-        return g_variant_new_uint32(d->idle_timeout);
+    return g_variant_new_uint32(active);
+}
+
+static GVariant *get_queued_requests(NpdDaemon *d)
+{
+    guint active = 0, queued = 0;
+    npd_requests_count(d, &active, &queued);
+    return g_variant_new_uint32(queued);
+}
+
+static GVariant *get_idle_timeout(NpdDaemon *d)
+{
+    return g_variant_new_uint32(d->idle_timeout);
+}
+
+static gboolean prepare_set_idle_timeout(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p,
+                                         GVariant *value, GError **error)
+{
+    if (!g_variant_is_of_type(value, G_VARIANT_TYPE_UINT32) || g_variant_get_uint32(value) > G_MAXINT32) {
+        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                            "IdleTimeout: expected a uint32 number of seconds");
+        return FALSE;
+    }
+    p->idle_timeout = g_variant_get_uint32(value);
+    return TRUE;
+}
+
+typedef struct {
+    const char *name;
+    GVariant *(*get)(NpdDaemon *d);
+    gboolean emits_changed; /* announced through PropertiesChanged */
+    /* writable: setting is a method call (Properties.Set) of its own */
+    NpdManagerMethod set;
+} ManagerProperty;
+
+static const ManagerProperty manager_properties[] = {
+    {"Version", get_version, FALSE, {NULL}},
+    {"Device", get_device, FALSE, {NULL}},
+    {"DeviceStatus", get_device_status, FALSE, {NULL}},
+    {"DefaultModel", get_default_model, TRUE, {NULL}},
+    {"LoadedModels", get_loaded_models, TRUE, {NULL}},
+    {"ActiveRequests", get_active_requests, TRUE, {NULL}},
+    {"QueuedRequests", get_queued_requests, TRUE, {NULL}},
+    {"IdleTimeout", get_idle_timeout, TRUE,
+     {"IdleTimeout", NPD_ACTION_MANAGE, prepare_set_idle_timeout, run_set_idle_timeout, NULL, FALSE}},
+};
+
+G_STATIC_ASSERT(G_N_ELEMENTS(manager_properties) <= NPD_MANAGER_MAX_PROPERTIES);
+
+static const ManagerProperty *find_property(const char *name)
+{
+    for (guint i = 0; i < G_N_ELEMENTS(manager_properties); i++)
+        if (g_strcmp0(manager_properties[i].name, name) == 0)
+            return &manager_properties[i];
     return NULL;
+}
+
+static const NpdManagerMethod *find_method(const char *name)
+{
+    for (guint i = 0; i < G_N_ELEMENTS(manager_methods); i++)
+        if (g_strcmp0(manager_methods[i].name, name) == 0)
+            return &manager_methods[i];
+    return NULL;
+}
+
+/* Validates (prepare), then polkit, then run; or reply for the methods
+ * that need no authorization. */
+static void dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m, GVariant *params)
+{
+    if (m->action == NULL) {
+        g_dbus_method_invocation_return_value(inv, m->reply(d));
+        return;
+    }
+    g_autoptr(GError) error = NULL;
+    PendingCall *p = pending_new(d, inv, m);
+    if (!m->prepare(d, inv, p, params, &error)) {
+        g_dbus_method_invocation_return_gerror(inv, error);
+        pending_free(p);
+        return;
+    }
+    authorize_then(d, inv, p);
 }
 
 static void handle_set_property(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *params)
 {
-    const char *iface = NULL, *prop = NULL;
+    const char *iface = NULL, *name = NULL;
     g_autoptr(GVariant) value = NULL;
-    g_variant_get(params, "(&s&sv)", &iface, &prop, &value);
-    if (g_strcmp0(prop, "IdleTimeout") != 0) {
+    g_variant_get(params, "(&s&sv)", &iface, &name, &value);
+    const ManagerProperty *prop = find_property(name);
+    if (prop == NULL || prop->set.name == NULL) {
         g_dbus_method_invocation_return_error(inv, G_DBUS_ERROR, G_DBUS_ERROR_PROPERTY_READ_ONLY,
-                                              "property %s is read-only", prop);
+                                              "property %s is read-only", name);
         return;
     }
-    if (!g_variant_is_of_type(value, G_VARIANT_TYPE_UINT32) || g_variant_get_uint32(value) > G_MAXINT32) {
-        g_dbus_method_invocation_return_error_literal(inv, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                                                      "IdleTimeout: expected a uint32 number of seconds");
-        return;
-    }
-    PendingCall *p = pending_new(d, inv);
-    p->op = OP_SET_IDLE_TIMEOUT;
-    p->idle_timeout = g_variant_get_uint32(value);
-    authorize_then(d, inv, p, NPD_ACTION_MANAGE);
+    /* the value is the parameter the setter's prepare sees */
+    dispatch(d, inv, &prop->set, value);
 }
 
 static void manager_method_call(GDBusConnection *bus, const char *sender, const char *path, const char *iface,
@@ -515,49 +621,24 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
                                                   method);
         return;
     }
-    if (g_strcmp0(method, "ListModels") == 0) {
-        g_dbus_method_invocation_return_value(inv, list_models(d));
+    const NpdManagerMethod *m = find_method(method);
+    if (m == NULL) {
+        g_dbus_method_invocation_return_error(inv, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD, "no method %s",
+                                              method);
         return;
     }
-
-    PendingCall *p = pending_new(d, inv);
-    gboolean ok = FALSE;
-    const char *action = NPD_ACTION_GENERATE;
-    if (g_strcmp0(method, "Generate") == 0) {
-        p->op = OP_GENERATE;
-        ok = prepare_single_turn(d, p, params, NPD_CALL_GENERATE, &error);
-    } else if (g_strcmp0(method, "Complete") == 0) {
-        p->op = OP_COMPLETE;
-        ok = prepare_single_turn(d, p, params, NPD_CALL_COMPLETE, &error);
-    } else if (g_strcmp0(method, "Chat") == 0) {
-        p->op = OP_CHAT;
-        ok = prepare_chat(d, p, params, &error);
-    } else if (g_strcmp0(method, "DescribeImage") == 0) {
-        p->op = OP_DESCRIBE_IMAGE;
-        action = NPD_ACTION_DESCRIBE_IMAGE;
-        ok = prepare_describe_image(d, inv, p, params, &error);
-    } else if (g_strcmp0(method, "LoadModel") == 0 || g_strcmp0(method, "UnloadModel") == 0) {
-        p->op = method[0] == 'L' ? OP_LOAD : OP_UNLOAD;
-        action = NPD_ACTION_MANAGE;
-        ok = prepare_model_op(d, p, params, &error);
-    } else {
-        g_set_error(&error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD, "no method %s", method);
-    }
-    if (!ok) {
-        g_dbus_method_invocation_return_gerror(inv, error);
-        pending_free(p);
-        return;
-    }
-    authorize_then(d, inv, p, action);
+    dispatch(d, inv, m, params);
 }
 
 static GVariant *manager_get_property(GDBusConnection *bus, const char *sender, const char *path,
-                                      const char *iface, const char *prop, GError **error, gpointer data)
+                                      const char *iface, const char *name, GError **error, gpointer data)
 {
-    GVariant *v = manager_property(data, prop);
-    if (v == NULL)
-        g_set_error(error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
-    return v;
+    const ManagerProperty *prop = find_property(name);
+    if (prop == NULL) {
+        g_set_error(error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", name);
+        return NULL;
+    }
+    return prop->get(data);
 }
 
 /* set_property is NULL so that Properties.Set reaches method_call, where
@@ -577,25 +658,22 @@ void npd_manager_handle_command_done(NpdDaemon *d, const NpdEvent *ev)
         g_dbus_method_invocation_return_value(inv, NULL);
 }
 
-void npd_manager_announce(NpdDaemon *d, gboolean models_changed)
+void npd_manager_announce(NpdDaemon *d)
 {
-    guint active = 0, queued = 0;
-    npd_requests_count(d, &active, &queued);
     GVariantBuilder changed;
     g_variant_builder_init(&changed, G_VARIANT_TYPE_VARDICT);
     gboolean any = FALSE;
-    if (active != d->announced_active) {
-        g_variant_builder_add(&changed, "{sv}", "ActiveRequests", g_variant_new_uint32(active));
-        d->announced_active = active;
-        any = TRUE;
-    }
-    if (queued != d->announced_queued) {
-        g_variant_builder_add(&changed, "{sv}", "QueuedRequests", g_variant_new_uint32(queued));
-        d->announced_queued = queued;
-        any = TRUE;
-    }
-    if (models_changed) {
-        g_variant_builder_add(&changed, "{sv}", "LoadedModels", manager_property(d, "LoadedModels"));
+    for (guint i = 0; i < G_N_ELEMENTS(manager_properties); i++) {
+        const ManagerProperty *prop = &manager_properties[i];
+        if (!prop->emits_changed)
+            continue;
+        g_autoptr(GVariant) value = g_variant_ref_sink(prop->get(d));
+        GVariant **last = &d->announced[i];
+        if (*last != NULL && g_variant_equal(*last, value))
+            continue;
+        g_clear_pointer(last, g_variant_unref);
+        *last = g_variant_ref(value);
+        g_variant_builder_add(&changed, "{sv}", prop->name, value);
         any = TRUE;
     }
     if (!any) {
@@ -609,7 +687,20 @@ void npd_manager_announce(NpdDaemon *d, gboolean models_changed)
 
 gboolean npd_manager_register(NpdDaemon *d, GError **error)
 {
+    /* Start from the values clients read: only changes are announced. */
+    for (guint i = 0; i < G_N_ELEMENTS(manager_properties); i++)
+        if (manager_properties[i].emits_changed)
+            d->announced[i] = g_variant_ref_sink(manager_properties[i].get(d));
     d->manager_reg_id = g_dbus_connection_register_object(d->bus, NPD_MANAGER_PATH, d->manager_info,
                                                           &manager_vtable, d, NULL, error);
     return d->manager_reg_id != 0;
+}
+
+void npd_manager_unregister(NpdDaemon *d)
+{
+    if (d->manager_reg_id != 0)
+        g_dbus_connection_unregister_object(d->bus, d->manager_reg_id);
+    d->manager_reg_id = 0;
+    for (guint i = 0; i < G_N_ELEMENTS(d->announced); i++)
+        g_clear_pointer(&d->announced[i], g_variant_unref);
 }

@@ -65,7 +65,7 @@ static void on_worker_event(const NpdEvent *ev, gpointer data)
     case NPD_EVENT_MODELS:
         g_strfreev(d->loaded_models);
         d->loaded_models = g_strdupv(ev->loaded_models);
-        npd_manager_announce(d, TRUE);
+        npd_manager_announce(d);
         break;
     case NPD_EVENT_COMMAND_DONE:
         npd_manager_handle_command_done(d, ev);
@@ -76,7 +76,7 @@ static void on_worker_event(const NpdEvent *ev, gpointer data)
         npd_requests_handle_event(d, ev);
         if (ev->kind == NPD_EVENT_TEXT)
             return;
-        npd_manager_announce(d, FALSE);
+        npd_manager_announce(d);
         break;
     }
     npd_daemon_activity_changed(d);
@@ -230,8 +230,7 @@ static int run(NpdDaemon *d)
     destroy_all_requests(d);
     if (d->exit_timer_id != 0)
         g_source_remove(d->exit_timer_id);
-    if (d->manager_reg_id != 0)
-        g_dbus_connection_unregister_object(d->bus, d->manager_reg_id);
+    npd_manager_unregister(d);
     if (d->request_subtree_id != 0)
         g_dbus_connection_unregister_subtree(d->bus, d->request_subtree_id);
     if (d->name_owner_sub_id != 0)

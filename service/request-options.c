@@ -1,8 +1,10 @@
 #include "request-options.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "dbus-errors.h"
+#include "npullm-protocol.h"
 
 static const char *call_name(NpdCallKind kind)
 {
@@ -43,50 +45,101 @@ static gboolean handle_token_valid(const char *token)
     return TRUE;
 }
 
-static gboolean expect_type(const char *key, GVariant *value, const GVariantType *type, GError **error)
-{
-    if (g_variant_is_of_type(value, type))
-        return TRUE;
-    g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: expected type '%s', got '%s'", key,
-                g_variant_type_peek_string(type), g_variant_get_type_string(value));
-    return FALSE;
-}
+/* ---- where each option goes: option -> setter -> field ------------------ */
 
-static gboolean get_double_in(const char *key, GVariant *value, double lo, double hi, gboolean lo_open,
-                              double *out, GError **error)
+typedef gboolean (*OptionSetter)(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                                 const NpdConfig *cfg, NpdRequestOptions *out, GError **error);
+
+#define FIELD(out, offset, type) ((type *)(void *)((char *)(out) + (offset)))
+
+static gboolean set_float(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                          const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
 {
-    if (!expect_type(key, value, G_VARIANT_TYPE_DOUBLE, error))
-        return FALSE;
-    double d = g_variant_get_double(value);
-    gboolean ok = lo_open ? (d > lo && d <= hi) : (d >= lo && d <= hi);
-    if (!ok) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: %g is out of range %s%g, %g]", key, d,
-                    lo_open ? "(" : "[", lo, hi);
-        return FALSE;
-    }
-    *out = d;
+    *FIELD(out, offset, float) = (float)g_variant_get_double(value);
     return TRUE;
 }
 
-static gboolean get_uint_in(const char *key, GVariant *value, guint32 lo, guint32 hi, guint32 *out,
-                            GError **error)
+static gboolean set_uint(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                         const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
 {
-    if (!expect_type(key, value, G_VARIANT_TYPE_UINT32, error))
-        return FALSE;
-    guint32 u = g_variant_get_uint32(value);
-    if (u < lo || u > hi) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: %u is out of range [%u, %u]", key, u,
-                    lo, hi);
-        return FALSE;
-    }
-    *out = u;
+    *FIELD(out, offset, guint32) = g_variant_get_uint32(value);
     return TRUE;
 }
 
-static gboolean parse_stop(GVariant *value, NpdRequestOptions *out, GError **error)
+static gboolean set_boolean(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                            const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
 {
-    if (!expect_type("stop", value, G_VARIANT_TYPE_STRING_ARRAY, error))
+    *FIELD(out, offset, gboolean) = g_variant_get_boolean(value);
+    return TRUE;
+}
+
+static gboolean set_seed(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                         const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
+{
+    out->sampling.seed = g_variant_get_uint64(value);
+    out->seed_given = TRUE;
+    return TRUE;
+}
+
+static void replace_string(NpdRequestOptions *out, gsize offset, const char *text)
+{
+    gchar **field = FIELD(out, offset, gchar *);
+    g_free(*field);
+    *field = g_strdup(text);
+}
+
+static gboolean set_model(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                          const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
+{
+    const char *name = g_variant_get_string(value, NULL);
+    if (!npd_model_name_valid(name)) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "model: '%.*s' is not a valid model name",
+                    npp_utf8_prefix_len(name, NPD_MAX_MODEL_NAME), name);
         return FALSE;
+    }
+    replace_string(out, offset, name);
+    return TRUE;
+}
+
+static gboolean set_system(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                           const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
+{
+    gsize len = 0;
+    const char *text = g_variant_get_string(value, &len);
+    if (len > cfg->max_prompt_bytes) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "system: %zu bytes exceeds the limit of %zu",
+                    len, cfg->max_prompt_bytes);
+        return FALSE;
+    }
+    replace_string(out, offset, text);
+    return TRUE;
+}
+
+static gboolean set_priority(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                             const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
+{
+    /* the range check accepted one of the protocol's choices */
+    gboolean background = strcmp(g_variant_get_string(value, NULL), "background") == 0;
+    out->priority = background ? NPD_PRIORITY_BACKGROUND : NPD_PRIORITY_INTERACTIVE;
+    return TRUE;
+}
+
+static gboolean set_handle_token(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                                 const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
+{
+    const char *token = g_variant_get_string(value, NULL);
+    if (!handle_token_valid(token)) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                    "handle_token: expected 1 to %d characters from [A-Za-z0-9_]", NPD_MAX_HANDLE_TOKEN);
+        return FALSE;
+    }
+    replace_string(out, offset, token);
+    return TRUE;
+}
+
+static gboolean set_stop(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                         const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
+{
     gsize n = 0;
     g_autofree const gchar **strv = g_variant_get_strv(value, &n);
     if (n > NPD_MAX_STOP_STRINGS) {
@@ -107,108 +160,66 @@ static gboolean parse_stop(GVariant *value, NpdRequestOptions *out, GError **err
     return TRUE;
 }
 
+/* Indexed by NppOptionId; key, type, range and methods come from the
+ * protocol table. */
+static const struct {
+    OptionSetter set;
+    gsize offset;
+} option_fields[NPP_N_OPTIONS] = {
+    [NPP_OPT_MODEL] = {set_model, offsetof(NpdRequestOptions, model)},
+    [NPP_OPT_MAX_TOKENS] = {set_uint, offsetof(NpdRequestOptions, max_tokens)},
+    [NPP_OPT_TEMPERATURE] = {set_float, offsetof(NpdRequestOptions, sampling.temperature)},
+    [NPP_OPT_TOP_P] = {set_float, offsetof(NpdRequestOptions, sampling.top_p)},
+    [NPP_OPT_TOP_K] = {set_uint, offsetof(NpdRequestOptions, sampling.top_k)},
+    [NPP_OPT_MIN_P] = {set_float, offsetof(NpdRequestOptions, sampling.min_p)},
+    [NPP_OPT_REPEAT_PENALTY] = {set_float, offsetof(NpdRequestOptions, sampling.repeat_penalty)},
+    [NPP_OPT_SEED] = {set_seed, 0},
+    [NPP_OPT_STOP] = {set_stop, 0},
+    [NPP_OPT_SYSTEM] = {set_system, offsetof(NpdRequestOptions, system)},
+    [NPP_OPT_RAW] = {set_boolean, offsetof(NpdRequestOptions, raw)},
+    [NPP_OPT_PRIORITY] = {set_priority, 0},
+    [NPP_OPT_HANDLE_TOKEN] = {set_handle_token, offsetof(NpdRequestOptions, handle_token)},
+};
+
+G_STATIC_ASSERT((int)NPD_CALL_GENERATE == (int)NPP_CALL_GENERATE && (int)NPD_CALL_CHAT == (int)NPP_CALL_CHAT &&
+                (int)NPD_CALL_DESCRIBE_IMAGE == (int)NPP_CALL_DESCRIBE_IMAGE &&
+                (int)NPD_CALL_COMPLETE == (int)NPP_CALL_COMPLETE);
+
 static gboolean parse_one(const char *key, GVariant *value, NpdCallKind kind, const NpdConfig *cfg,
                           NpdRequestOptions *out, GError **error)
 {
-    double d = 0;
-    guint32 u = 0;
-    if (strcmp(key, "model") == 0) {
-        if (!expect_type(key, value, G_VARIANT_TYPE_STRING, error))
-            return FALSE;
-        const char *name = g_variant_get_string(value, NULL);
-        if (!npd_model_name_valid(name)) {
-            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                        "model: '%.*s' is not a valid model name", NPD_MAX_MODEL_NAME, name);
-            return FALSE;
-        }
-        g_free(out->model);
-        out->model = g_strdup(name);
-    } else if (strcmp(key, "max_tokens") == 0) {
-        if (!get_uint_in(key, value, 1, 1u << 20, &out->max_tokens, error))
-            return FALSE;
-    } else if (strcmp(key, "temperature") == 0) {
-        if (!get_double_in(key, value, 0.0, 10.0, FALSE, &d, error))
-            return FALSE;
-        out->sampling.temperature = (float)d;
-    } else if (strcmp(key, "top_p") == 0) {
-        if (!get_double_in(key, value, 0.0, 1.0, TRUE, &d, error))
-            return FALSE;
-        out->sampling.top_p = (float)d;
-    } else if (strcmp(key, "top_k") == 0) {
-        if (!get_uint_in(key, value, 0, 1000000, &u, error))
-            return FALSE;
-        out->sampling.top_k = u;
-    } else if (strcmp(key, "min_p") == 0) {
-        if (!get_double_in(key, value, 0.0, 1.0, FALSE, &d, error))
-            return FALSE;
-        out->sampling.min_p = (float)d;
-    } else if (strcmp(key, "repeat_penalty") == 0) {
-        if (!get_double_in(key, value, 0.0, 10.0, TRUE, &d, error))
-            return FALSE;
-        out->sampling.repeat_penalty = (float)d;
-    } else if (strcmp(key, "seed") == 0) {
-        if (!expect_type(key, value, G_VARIANT_TYPE_UINT64, error))
-            return FALSE;
-        out->sampling.seed = g_variant_get_uint64(value);
-        out->seed_given = TRUE;
-    } else if (strcmp(key, "stop") == 0) {
-        return parse_stop(value, out, error);
-    } else if (strcmp(key, "system") == 0) {
-        if (!expect_type(key, value, G_VARIANT_TYPE_STRING, error))
-            return FALSE;
-        gsize len = 0;
-        const char *text = g_variant_get_string(value, &len);
-        if (len > cfg->max_prompt_bytes) {
-            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                        "system: %zu bytes exceeds the limit of %zu", len, cfg->max_prompt_bytes);
-            return FALSE;
-        }
-        g_free(out->system);
-        out->system = g_strdup(text);
-    } else if (strcmp(key, "raw") == 0) {
-        if (!expect_type(key, value, G_VARIANT_TYPE_BOOLEAN, error))
-            return FALSE;
-        if (kind != NPD_CALL_GENERATE && kind != NPD_CALL_COMPLETE) {
-            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "raw: not accepted by %s",
-                        call_name(kind));
-            return FALSE;
-        }
-        out->raw = g_variant_get_boolean(value);
-    } else if (strcmp(key, "priority") == 0) {
-        if (!expect_type(key, value, G_VARIANT_TYPE_STRING, error))
-            return FALSE;
-        const char *p = g_variant_get_string(value, NULL);
-        if (strcmp(p, "interactive") == 0) {
-            out->priority = NPD_PRIORITY_INTERACTIVE;
-        } else if (strcmp(p, "background") == 0) {
-            out->priority = NPD_PRIORITY_BACKGROUND;
-        } else {
-            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                        "priority: expected 'interactive' or 'background'");
-            return FALSE;
-        }
-    } else if (strcmp(key, "handle_token") == 0) {
-        if (!expect_type(key, value, G_VARIANT_TYPE_STRING, error))
-            return FALSE;
-        if (kind == NPD_CALL_COMPLETE) {
-            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                        "handle_token: not accepted by Complete (it creates no request object)");
-            return FALSE;
-        }
-        const char *token = g_variant_get_string(value, NULL);
-        if (!handle_token_valid(token)) {
-            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                        "handle_token: expected 1 to %d characters from [A-Za-z0-9_]", NPD_MAX_HANDLE_TOKEN);
-            return FALSE;
-        }
-        g_free(out->handle_token);
-        out->handle_token = g_strdup(token);
-    } else {
-        /* The key is client data: quote at most a bounded prefix. */
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%.64s: unknown option", key);
+    const NppOption *opt = npp_option_lookup(key);
+    if (opt == NULL) {
+        /* The key is client data: quote at most a bounded prefix, cut on
+         * a character boundary (D-Bus error messages must be UTF-8). */
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%.*s: unknown option",
+                    npp_utf8_prefix_len(key, 64), key);
         return FALSE;
     }
-    return TRUE;
+    if (!g_variant_is_of_type(value, G_VARIANT_TYPE(opt->type))) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: expected type '%s', got '%s'", key,
+                    opt->type, g_variant_get_type_string(value));
+        return FALSE;
+    }
+    if ((opt->calls & (1u << kind)) == 0) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: not accepted by %s%s", key,
+                    call_name(kind),
+                    opt->id == NPP_OPT_HANDLE_TOKEN ? " (it creates no request object)" : "");
+        return FALSE;
+    }
+    if (!npp_option_in_range(opt, value) && opt->choices != NULL) {
+        g_autofree gchar *choices = npp_option_range_text(opt);
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: expected %s", key, choices);
+        return FALSE;
+    }
+    if (!npp_option_in_range(opt, value)) {
+        g_autofree gchar *range = npp_option_range_text(opt);
+        g_autofree gchar *shown = g_variant_print(value, FALSE);
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: %.*s is out of range %s", key,
+                    npp_utf8_prefix_len(shown, 64), shown, range);
+        return FALSE;
+    }
+    return option_fields[opt->id].set(opt, value, option_fields[opt->id].offset, kind, cfg, out, error);
 }
 
 gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const NpdConfig *cfg,
@@ -261,7 +272,7 @@ static gboolean role_valid(const char *role)
     return strcmp(role, "system") == 0 || strcmp(role, "user") == 0 || strcmp(role, "assistant") == 0;
 }
 
-GPtrArray *npd_chat_messages_parse(GVariant *messages, const NpdConfig *cfg, GError **error)
+GPtrArray *npd_chat_messages_parse(GVariant *messages, gsize system_bytes, const NpdConfig *cfg, GError **error)
 {
     gsize n = g_variant_n_children(messages);
     if (n == 0 || n > cfg->max_messages) {
@@ -270,7 +281,8 @@ GPtrArray *npd_chat_messages_parse(GVariant *messages, const NpdConfig *cfg, GEr
         return NULL;
     }
     g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func((GDestroyNotify)npd_chat_message_free);
-    gsize total = 0;
+    /* the system option becomes a message too: it counts */
+    gsize total = system_bytes;
     for (gsize i = 0; i < n; i++) {
         g_autoptr(GVariant) dict = g_variant_get_child_value(messages, i);
         g_autoptr(GVariant) role = g_variant_lookup_value(dict, "role", NULL);
@@ -296,7 +308,8 @@ GPtrArray *npd_chat_messages_parse(GVariant *messages, const NpdConfig *cfg, GEr
         total += len;
         if (total > cfg->max_prompt_bytes) {
             g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                        "messages: content exceeds the limit of %zu bytes", cfg->max_prompt_bytes);
+                        "messages: content (with the system option) exceeds the limit of %zu bytes",
+                        cfg->max_prompt_bytes);
             return NULL;
         }
         NpdChatMessage *m = g_new0(NpdChatMessage, 1);

@@ -8,13 +8,15 @@
 
 #include "daemon-config.h"
 #include "npullm.h"
+#include "npullm-protocol.h"
 
 typedef enum {
     NPD_PRIORITY_INTERACTIVE = 0,
     NPD_PRIORITY_BACKGROUND = 1,
 } NpdPriority;
 
-/* Which method the options come with (some keys apply to only some). */
+/* Which method the options come with (some keys apply to only some);
+ * the same order as NppCall. */
 typedef enum {
     NPD_CALL_GENERATE,
     NPD_CALL_CHAT,
@@ -22,10 +24,10 @@ typedef enum {
     NPD_CALL_COMPLETE,
 } NpdCallKind;
 
-#define NPD_MAX_STOP_STRINGS 16
-#define NPD_MAX_STOP_BYTES 256
-#define NPD_MAX_HANDLE_TOKEN 64
-#define NPD_MAX_MODEL_NAME 128
+#define NPD_MAX_STOP_STRINGS NPP_MAX_STOP_STRINGS
+#define NPD_MAX_STOP_BYTES NPP_MAX_STOP_BYTES
+#define NPD_MAX_HANDLE_TOKEN NPP_MAX_HANDLE_TOKEN
+#define NPD_MAX_MODEL_NAME NPP_MAX_MODEL_NAME
 
 typedef struct {
     gchar *model;           /* NULL: the default model */
@@ -50,9 +52,10 @@ typedef struct {
 } NpdChatMessage;
 
 /* Validates aa{sv} messages: 1..MaxMessages entries, keys "role" (system,
- * user or assistant) and "content" only, total content within
- * MaxPromptBytes. Returns a GPtrArray of NpdChatMessage (owned). */
-GPtrArray *npd_chat_messages_parse(GVariant *messages, const NpdConfig *cfg, GError **error);
+ * user or assistant) and "content" only, total content plus system_bytes
+ * (the system option) within MaxPromptBytes. Returns a GPtrArray of
+ * NpdChatMessage (owned). */
+GPtrArray *npd_chat_messages_parse(GVariant *messages, gsize system_bytes, const NpdConfig *cfg, GError **error);
 void npd_chat_message_free(NpdChatMessage *m);
 
 /* Model names: [A-Za-z0-9._+-], not starting with '.', at most 128 bytes,

@@ -127,6 +127,42 @@ class ApiTest(ServiceTestCase):
             self.assertTrue(msg.split(": ", 1)[1].startswith(key), "%s: %s" % (opts, msg))
         self.assertEqual(c.prop("ActiveRequests"), 0)
 
+    def test_option_text_cut_on_character(self):
+        # Quoted client strings are cut to a bounded prefix: on a UTF-8
+        # character boundary, or the error message is invalid UTF-8 (a GLib
+        # critical in the daemon, a mangled error for the caller).
+        c = self.client()
+        for opts, key in [({"a" + "\u00e9" * 40: ("s", "x")}, "a\u00e9"),      # byte 64 inside a character
+                          ({"model": ("s", "a" + "\u00e9" * 100)}, "model")]:  # byte 128 inside one
+            msg = self.assertDBusError("org.npullm.Error.InvalidArgument", c.generate, "hi", variant_dict(opts))
+            self.assertTrue(msg.split(": ", 1)[1].startswith(key), msg)
+            self.assertNotIn("\ufffd", msg)
+        self.assertNotIn("CRITICAL", self.daemon.read_log())
+
+    def test_float_options_checked_as_stored(self):
+        # The engine keeps these as float: 1e-50 passes "> 0" as a double
+        # but is 0 as a float, which the open lower bound excludes.
+        c = self.client()
+        for key in ("top_p", "repeat_penalty"):
+            msg = self.assertDBusError("org.npullm.Error.InvalidArgument", c.generate, "hi",
+                                       variant_dict({key: ("d", 1e-50)}))
+            self.assertTrue(msg.split(": ", 1)[1].startswith(key), msg)
+        self.assertDBusError("org.npullm.Error.InvalidArgument", c.generate, "hi",
+                             variant_dict({"temperature": ("d", 1e300)}))
+
+    def test_system_counts_toward_prompt_limit(self):
+        # MaxPromptBytes=4096: 3000 bytes of system and 3000 of content fit
+        # each alone, not together.
+        c = self.client()
+        S = lambda v: GLib.Variant("s", v)  # noqa: E731
+        system = variant_dict({"system": ("s", "s" * 3000)})
+        msgs = [{"role": S("user"), "content": S("x" * 3000)}]
+        msg = self.assertDBusError("org.npullm.Error.InvalidArgument", c.generate, msgs, system, method="Chat")
+        self.assertTrue(msg.split(": ", 1)[1].startswith("messages"), msg)
+        msg = self.assertDBusError("org.npullm.Error.InvalidArgument", c.generate, "x" * 3000, system)
+        self.assertTrue(msg.split(": ", 1)[1].startswith("prompt"), msg)
+        self.assertEqual(c.prop("ActiveRequests"), 0)
+
     def test_option_not_for_method(self):
         c = self.client()
         msgs = [{"role": GLib.Variant("s", "user"), "content": GLib.Variant("s", "Hi")}]

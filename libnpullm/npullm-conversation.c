@@ -1,0 +1,225 @@
+/* NpullmConversation: the messages of a chat. NpullmClient.chat_async
+ * appends the assistant's reply and grows it as the tokens arrive, so the
+ * next turn is one add_message away. */
+#include "npullm-conversation-private.h"
+
+typedef struct {
+    gchar *role;
+    GString *content;
+} Message;
+
+/**
+ * NpullmConversation:
+ *
+ * The messages of a chat, each with a role (system, user or assistant).
+ *
+ * Since: 1.0
+ */
+struct _NpullmConversation {
+    GObject parent;
+    GPtrArray *messages; /* Message* */
+};
+
+enum { PROP_0, PROP_N_MESSAGES, N_PROPS };
+static GParamSpec *props[N_PROPS];
+enum { SIGNAL_CHANGED, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+G_DEFINE_FINAL_TYPE(NpullmConversation, npullm_conversation, G_TYPE_OBJECT)
+
+static void message_free(Message *m)
+{
+    g_free(m->role);
+    g_string_free(m->content, TRUE);
+    g_free(m);
+}
+
+static void npullm_conversation_get_property(GObject *object, guint id, GValue *value, GParamSpec *pspec)
+{
+    NpullmConversation *self = NPULLM_CONVERSATION(object);
+    switch (id) {
+    case PROP_N_MESSAGES:
+        g_value_set_uint(value, self->messages->len);
+        break;
+    default:
+        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
+    }
+}
+
+static void npullm_conversation_finalize(GObject *object)
+{
+    g_ptr_array_unref(NPULLM_CONVERSATION(object)->messages);
+    G_OBJECT_CLASS(npullm_conversation_parent_class)->finalize(object);
+}
+
+static void npullm_conversation_class_init(NpullmConversationClass *klass)
+{
+    GObjectClass *object_class = G_OBJECT_CLASS(klass);
+    object_class->get_property = npullm_conversation_get_property;
+    object_class->finalize = npullm_conversation_finalize;
+    /**
+     * NpullmConversation:n-messages:
+     *
+     * How many messages the conversation holds.
+     *
+     * Since: 1.0
+     */
+    props[PROP_N_MESSAGES] = g_param_spec_uint("n-messages", NULL, NULL, 0, G_MAXUINT, 0,
+                                               G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+    g_object_class_install_properties(object_class, N_PROPS, props);
+    /**
+     * NpullmConversation::changed:
+     * @self: the conversation
+     * @index: the message that was added or grew
+     *
+     * A message was added, or the streamed reply at @index grew.
+     *
+     * Since: 1.0
+     */
+    signals[SIGNAL_CHANGED] = g_signal_new("changed", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                                           NULL, G_TYPE_NONE, 1, G_TYPE_UINT);
+}
+
+static void npullm_conversation_init(NpullmConversation *self)
+{
+    self->messages = g_ptr_array_new_with_free_func((GDestroyNotify)message_free);
+}
+
+/**
+ * npullm_conversation_new:
+ *
+ * An empty conversation.
+ *
+ * Returns: (transfer full): the conversation
+ *
+ * Since: 1.0
+ */
+NpullmConversation *npullm_conversation_new(void)
+{
+    return g_object_new(NPULLM_TYPE_CONVERSATION, NULL);
+}
+
+/**
+ * npullm_conversation_add_message:
+ * @self: the conversation
+ * @role: "system", "user" or "assistant"
+ * @content: the text
+ *
+ * Appends a message.
+ *
+ * Since: 1.0
+ */
+void npullm_conversation_add_message(NpullmConversation *self, const char *role, const char *content)
+{
+    g_return_if_fail(NPULLM_IS_CONVERSATION(self));
+    g_return_if_fail(role != NULL && content != NULL);
+    Message *m = g_new0(Message, 1);
+    m->role = g_strdup(role);
+    m->content = g_string_new(content);
+    g_ptr_array_add(self->messages, m);
+    g_object_notify_by_pspec(G_OBJECT(self), props[PROP_N_MESSAGES]);
+    g_signal_emit(self, signals[SIGNAL_CHANGED], 0, self->messages->len - 1);
+}
+
+/**
+ * npullm_conversation_get_n_messages:
+ * @self: the conversation
+ *
+ * Counts the messages.
+ *
+ * Returns: how many messages it holds
+ *
+ * Since: 1.0
+ */
+guint npullm_conversation_get_n_messages(NpullmConversation *self)
+{
+    g_return_val_if_fail(NPULLM_IS_CONVERSATION(self), 0);
+    return self->messages->len;
+}
+
+static Message *message_at(NpullmConversation *self, guint index)
+{
+    return index < self->messages->len ? self->messages->pdata[index] : NULL;
+}
+
+/**
+ * npullm_conversation_get_role:
+ * @self: the conversation
+ * @index: a message index
+ *
+ * Gets the role of a message.
+ *
+ * Returns: (transfer none) (nullable): the role of message @index, %NULL
+ *   when there is no such message
+ *
+ * Since: 1.0
+ */
+const char *npullm_conversation_get_role(NpullmConversation *self, guint index)
+{
+    g_return_val_if_fail(NPULLM_IS_CONVERSATION(self), NULL);
+    Message *m = message_at(self, index);
+    return m != NULL ? m->role : NULL;
+}
+
+/**
+ * npullm_conversation_get_content:
+ * @self: the conversation
+ * @index: a message index
+ *
+ * Gets the text of a message.
+ *
+ * Returns: (transfer none) (nullable): the text of message @index, %NULL
+ *   when there is no such message
+ *
+ * Since: 1.0
+ */
+const char *npullm_conversation_get_content(NpullmConversation *self, guint index)
+{
+    g_return_val_if_fail(NPULLM_IS_CONVERSATION(self), NULL);
+    Message *m = message_at(self, index);
+    return m != NULL ? m->content->str : NULL;
+}
+
+/**
+ * npullm_conversation_clear:
+ * @self: the conversation
+ *
+ * Removes every message.
+ *
+ * Since: 1.0
+ */
+void npullm_conversation_clear(NpullmConversation *self)
+{
+    g_return_if_fail(NPULLM_IS_CONVERSATION(self));
+    g_ptr_array_set_size(self->messages, 0);
+    g_object_notify_by_pspec(G_OBJECT(self), props[PROP_N_MESSAGES]);
+}
+
+GVariant *_npullm_conversation_to_variant(NpullmConversation *self)
+{
+    GVariantBuilder b;
+    g_variant_builder_init(&b, G_VARIANT_TYPE("aa{sv}"));
+    for (guint i = 0; i < self->messages->len; i++) {
+        Message *m = self->messages->pdata[i];
+        g_variant_builder_open(&b, G_VARIANT_TYPE_VARDICT);
+        g_variant_builder_add(&b, "{sv}", "role", g_variant_new_string(m->role));
+        g_variant_builder_add(&b, "{sv}", "content", g_variant_new_string(m->content->str));
+        g_variant_builder_close(&b);
+    }
+    return g_variant_builder_end(&b);
+}
+
+guint _npullm_conversation_begin_reply(NpullmConversation *self)
+{
+    npullm_conversation_add_message(self, "assistant", "");
+    return self->messages->len - 1;
+}
+
+void _npullm_conversation_grow_reply(NpullmConversation *self, guint index, const char *text)
+{
+    Message *m = message_at(self, index);
+    if (m == NULL)
+        return; /* cleared meanwhile */
+    g_string_append(m->content, text);
+    g_signal_emit(self, signals[SIGNAL_CHANGED], 0, index);
+}

@@ -1,0 +1,51 @@
+/* A call to org.npullm.Manager on its way through validation and polkit,
+ * and the row types of the Manager's method table (manager.c), so that a
+ * method's handlers can live in a file of their own: adding a method is
+ * one row in that table. */
+#ifndef NPD_MANAGER_CALL_H
+#define NPD_MANAGER_CALL_H
+
+#include "daemon.h"
+#include "image-input.h"
+
+typedef struct NpdPendingCall NpdPendingCall;
+
+/* Checks the arguments and fills p before polkit is asked; on FALSE the
+ * call is answered with the error. */
+typedef gboolean (*NpdMethodPrepare)(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p,
+                                     GVariant *params, GError **error);
+/* Runs once authorized and answers p->invocation (now or later). Returns
+ * TRUE when it kept p (and frees it with npd_pending_call_free later). */
+typedef gboolean (*NpdMethodRun)(NpdPendingCall *p);
+
+typedef struct {
+    const char *name;
+    /* polkit action; NULL: answered by reply, without authorization */
+    const char *action;
+    NpdMethodPrepare prepare;
+    NpdMethodRun run;
+    GVariant *(*reply)(NpdDaemon *d); /* action NULL only */
+    gboolean makes_request;           /* counts against the per-user request limit */
+} NpdManagerMethod;
+
+struct NpdPendingCall {
+    NpdDaemon *daemon;
+    NpdClient *client; /* reference */
+    GDBusMethodInvocation *invocation;
+    const NpdManagerMethod *method;
+    gboolean complete; /* Complete: answered at the end of the generation */
+    NpdRequestOptions opts;
+    GPtrArray *messages; /* NpdChatMessage*, chat operations */
+    gchar *prompt;       /* raw prompt */
+    gchar *model_name;
+    gchar *model_path;
+    guint idle_timeout;
+    gboolean image_slot;       /* DescribeImage: holds an image slot (npd_user_admit_image) */
+    NpdImageSource *image_src; /* DescribeImage: the caller's image until read */
+    gchar *mmproj_path;        /* DescribeImage: the projector it is prepared for */
+    NpdImagePixels *image;     /* DescribeImage: the image, preprocessed */
+};
+
+void npd_pending_call_free(NpdPendingCall *p);
+
+#endif

@@ -1,0 +1,607 @@
+/* libnpullm-1 against a real dbus-daemon and npullmd (started by
+ * test_libnpullm.py, which runs one case per process):
+ *   objects, stream, cancel, dispose, errors, image-pipe IMAGE, image-file IMAGE,
+ *   concurrent, forged, restart (waits for a line on stdin between its two
+ *   requests while the harness restarts the daemon).
+ * The bus is the one in DBUS_SYSTEM_BUS_ADDRESS. Exit status 0: passed. */
+#include <npullm.h>
+
+#include <gio/gunixinputstream.h>
+#include <glib-unix.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CHECK(cond)                                                                                     \
+    do {                                                                                                \
+        if (!(cond)) {                                                                                  \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                    \
+            exit(1);                                                                                    \
+        }                                                                                               \
+    } while (0)
+
+static NpullmClient *client;
+
+/* ---- waiting for results ----------------------------------------------- */
+
+static void store_result(GObject *source, GAsyncResult *res, gpointer data)
+{
+    *(GAsyncResult **)data = g_object_ref(res);
+}
+
+static GAsyncResult *wait_result(GAsyncResult **slot)
+{
+    while (*slot == NULL)
+        g_main_context_iteration(NULL, TRUE);
+    return *slot;
+}
+
+typedef struct {
+    NpullmRequest *request;
+    GString *tokens;
+    gchar *reason;
+    GVariant *stats;
+    GCancellable *cancel_on_token; /* cancelled at the first token */
+    gboolean drop_on_token;        /* unref the request at the first token */
+} Stream;
+
+static void on_token(NpullmRequest *r, const char *text, Stream *s)
+{
+    g_string_append(s->tokens, text);
+    if (s->cancel_on_token != NULL)
+        g_cancellable_cancel(s->cancel_on_token);
+}
+
+static void on_finished(NpullmRequest *r, const char *reason, GVariant *stats, Stream *s)
+{
+    s->reason = g_strdup(reason);
+    s->stats = g_variant_ref(stats);
+}
+
+static Stream *stream_new(NpullmRequest *request)
+{
+    Stream *s = g_new0(Stream, 1);
+    s->request = request;
+    s->tokens = g_string_new(NULL);
+    g_signal_connect(request, "token", G_CALLBACK(on_token), s);
+    g_signal_connect(request, "finished", G_CALLBACK(on_finished), s);
+    return s;
+}
+
+static void stream_wait(Stream *s)
+{
+    while (s->reason == NULL)
+        g_main_context_iteration(NULL, TRUE);
+}
+
+static void stream_free(Stream *s)
+{
+    if (s->request != NULL) {
+        g_signal_handlers_disconnect_by_data(s->request, s);
+        g_object_unref(s->request);
+    }
+    g_string_free(s->tokens, TRUE);
+    g_free(s->reason);
+    if (s->stats != NULL)
+        g_variant_unref(s->stats);
+    g_free(s);
+}
+
+static NpullmOptions *greedy(guint max_tokens)
+{
+    NpullmOptions *o = npullm_options_new();
+    g_object_set(o, "temperature", 0.0, "max-tokens", max_tokens, NULL);
+    return o;
+}
+
+static NpullmRequest *generate(const char *prompt, NpullmOptions *opts, GCancellable *cancellable, GError **error)
+{
+    GAsyncResult *res = NULL;
+    npullm_client_generate_async(client, prompt, opts, cancellable, store_result, &res);
+    NpullmRequest *r = npullm_client_generate_finish(client, wait_result(&res), error);
+    g_object_unref(res);
+    return r;
+}
+
+static Stream *run(const char *prompt, NpullmOptions *opts)
+{
+    g_autoptr(GError) error = NULL;
+    NpullmRequest *r = generate(prompt, opts, NULL, &error);
+    if (r == NULL)
+        fprintf(stderr, "generate: %s\n", error->message);
+    CHECK(r != NULL);
+    Stream *s = stream_new(r);
+    stream_wait(s);
+    return s;
+}
+
+static void wait_idle(void)
+{
+    /* the Manager's properties follow PropertiesChanged */
+    while (npullm_client_get_active_requests(client) != 0 || npullm_client_get_queued_requests(client) != 0)
+        g_main_context_iteration(NULL, TRUE);
+}
+
+/* ---- cases ------------------------------------------------------------- */
+
+static int case_stream(int argc, char **argv)
+{
+    CHECK(g_strcmp0(npullm_client_get_default_model(client), "tiny") == 0);
+    CHECK(g_strcmp0(npullm_client_get_device(client), "cpu") == 0);
+    CHECK(npullm_client_get_version(client)[0] != '\0');
+    g_autoptr(NpullmOptions) opts = greedy(8);
+    Stream *s = run("Hello there", opts);
+    CHECK(strcmp(s->reason, "length") == 0);
+    CHECK(strcmp(s->tokens->str, npullm_request_get_text(s->request)) == 0);
+    CHECK(s->tokens->len > 0);
+    guint32 generated = 0;
+    CHECK(g_variant_lookup(s->stats, "generated_tokens", "u", &generated) && generated == 8);
+    CHECK(npullm_request_get_state(s->request) == NPULLM_REQUEST_STATE_FINISHED);
+    CHECK(npullm_request_propagate_error(s->request, NULL));
+
+    /* complete_async gives the same (greedy) text */
+    GAsyncResult *res = NULL;
+    npullm_client_complete_async(client, "Hello there", opts, NULL, store_result, &res);
+    g_autofree char *text = npullm_client_complete_finish(client, wait_result(&res), NULL);
+    g_object_unref(res);
+    CHECK(g_strcmp0(text, s->tokens->str) == 0);
+
+    /* chat appends the streamed reply to the conversation */
+    g_autoptr(NpullmConversation) conv = npullm_conversation_new();
+    npullm_conversation_add_message(conv, "user", "Hello there");
+    res = NULL;
+    npullm_client_chat_async(client, conv, opts, NULL, store_result, &res);
+    NpullmRequest *chat = npullm_client_chat_finish(client, wait_result(&res), NULL);
+    g_object_unref(res);
+    CHECK(chat != NULL);
+    Stream *cs = stream_new(chat);
+    stream_wait(cs);
+    CHECK(npullm_conversation_get_n_messages(conv) == 2);
+    CHECK(strcmp(npullm_conversation_get_role(conv, 1), "assistant") == 0);
+    CHECK(strcmp(npullm_conversation_get_content(conv, 1), cs->tokens->str) == 0);
+    /* Generate of one user turn and Chat of the same turn are the same prompt */
+    CHECK(strcmp(cs->tokens->str, s->tokens->str) == 0);
+    stream_free(cs);
+    stream_free(s);
+
+    /* models */
+    res = NULL;
+    npullm_client_list_models_async(client, NULL, store_result, &res);
+    g_autoptr(GVariant) models = npullm_client_list_models_finish(client, wait_result(&res), NULL);
+    g_object_unref(res);
+    CHECK(models != NULL && g_variant_n_children(models) >= 2);
+
+    /* manage: load, unload, IdleTimeout (the polkit mock allows them) */
+    g_autoptr(GError) error = NULL;
+    res = NULL;
+    npullm_client_load_model_async(client, "tiny2", NULL, store_result, &res);
+    CHECK(npullm_client_load_model_finish(client, wait_result(&res), &error));
+    g_clear_object(&res);
+    while (npullm_client_get_loaded_models(client) == NULL ||
+           !g_strv_contains(npullm_client_get_loaded_models(client), "tiny2"))
+        g_main_context_iteration(NULL, TRUE);
+    npullm_client_unload_model_async(client, "tiny2", NULL, store_result, &res);
+    CHECK(npullm_client_unload_model_finish(client, wait_result(&res), &error));
+    g_clear_object(&res);
+    while (g_strv_contains(npullm_client_get_loaded_models(client), "tiny2"))
+        g_main_context_iteration(NULL, TRUE);
+    npullm_client_load_model_async(client, "nonexistent", NULL, store_result, &res);
+    CHECK(!npullm_client_load_model_finish(client, wait_result(&res), &error));
+    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NO_SUCH_MODEL));
+    g_clear_error(&error);
+    g_clear_object(&res);
+    guint before = npullm_client_get_idle_timeout(client);
+    npullm_client_set_idle_timeout_async(client, before + 1, NULL, store_result, &res);
+    CHECK(npullm_client_set_idle_timeout_finish(client, wait_result(&res), &error));
+    g_clear_object(&res);
+    while (npullm_client_get_idle_timeout(client) != before + 1) /* PropertiesChanged */
+        g_main_context_iteration(NULL, TRUE);
+    npullm_client_set_idle_timeout_async(client, before, NULL, store_result, &res);
+    CHECK(npullm_client_set_idle_timeout_finish(client, wait_result(&res), &error));
+    g_clear_object(&res);
+    return 0;
+}
+
+static int case_cancel(int argc, char **argv)
+{
+    /* through a GCancellable, once running */
+    g_autoptr(GCancellable) cancellable = g_cancellable_new();
+    g_autoptr(NpullmOptions) opts = greedy(200);
+    g_autoptr(GError) error = NULL;
+    NpullmRequest *r = generate("Tell a long story", opts, cancellable, &error);
+    CHECK(r != NULL);
+    Stream *s = stream_new(r);
+    s->cancel_on_token = cancellable;
+    stream_wait(s);
+    CHECK(strcmp(s->reason, "cancelled") == 0);
+    CHECK(!npullm_request_propagate_error(r, &error));
+    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_CANCELLED));
+    g_clear_error(&error);
+    stream_free(s);
+
+    /* with npullm_request_cancel() */
+    r = generate("Tell a long story", opts, NULL, &error);
+    CHECK(r != NULL);
+    s = stream_new(r);
+    npullm_request_cancel(r);
+    stream_wait(s);
+    CHECK(strcmp(s->reason, "cancelled") == 0);
+    stream_free(s);
+
+    /* cancelled before the call: an error from finish, nothing left running */
+    g_autoptr(GCancellable) early = g_cancellable_new();
+    g_cancellable_cancel(early);
+    r = generate("Tell a long story", opts, early, &error);
+    CHECK(r == NULL && g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED));
+    wait_idle();
+    return 0;
+}
+
+static void on_first_token_drop(NpullmRequest *r, const char *text, gboolean *seen)
+{
+    *seen = TRUE;
+}
+
+static int case_dispose(int argc, char **argv)
+{
+    g_autoptr(NpullmOptions) opts = greedy(200);
+    NpullmRequest *r = generate("Tell a long story", opts, NULL, NULL);
+    CHECK(r != NULL);
+    gboolean seen = FALSE;
+    g_signal_connect(r, "token", G_CALLBACK(on_first_token_drop), &seen);
+    while (!seen)
+        g_main_context_iteration(NULL, TRUE);
+    g_object_unref(r); /* unfinished: cancels it */
+    wait_idle();
+    /* the service stopped it rather than generating 200 tokens for nobody:
+     * the next request runs at once */
+    g_autoptr(NpullmOptions) small = greedy(2);
+    Stream *s = run("Hi", small);
+    CHECK(strcmp(s->reason, "length") == 0);
+    stream_free(s);
+    return 0;
+}
+
+static int case_errors(int argc, char **argv)
+{
+    /* every org.npullm.Error name maps to its NpullmError code and back */
+    GEnumClass *codes = g_type_class_ref(NPULLM_TYPE_ERROR);
+    CHECK(codes->n_values == 9);
+    for (guint i = 0; i < codes->n_values; i++) {
+        const char *name = npullm_error_to_dbus_name(codes->values[i].value);
+        CHECK(g_str_has_prefix(name, "org.npullm.Error."));
+        g_autoptr(GError) e = g_dbus_error_new_for_dbus_error(name, "message");
+        CHECK(e->domain == NPULLM_ERROR && e->code == codes->values[i].value);
+        g_autofree gchar *back = g_dbus_error_encode_gerror(e);
+        CHECK(strcmp(back, name) == 0);
+    }
+    g_type_class_unref(codes);
+
+    /* errors returned by the real service */
+    g_autoptr(GError) error = NULL;
+    g_autoptr(NpullmOptions) opts = npullm_options_new();
+    g_object_set(opts, "model", "nonexistent", NULL);
+    CHECK(generate("hi", opts, NULL, &error) == NULL);
+    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NO_SUCH_MODEL));
+    CHECK(!g_dbus_error_is_remote_error(error)); /* stripped */
+    g_clear_error(&error);
+    g_object_set(opts, "model", "broken", NULL);
+    CHECK(generate("hi", opts, NULL, &error) == NULL);
+    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_MODEL_LOAD_FAILED));
+    g_clear_error(&error);
+    g_autoptr(NpullmOptions) bad = npullm_options_new();
+    g_object_set(bad, "priority", "urgent", NULL);
+    CHECK(generate("hi", bad, NULL, &error) == NULL);
+    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
+    CHECK(strstr(error->message, "priority") != NULL);
+    g_clear_error(&error);
+
+    /* NotSupported: an image for a text-only model */
+    g_autoptr(NpullmOptions) text_only = npullm_options_new();
+    g_object_set(text_only, "model", "tiny2", NULL);
+    GAsyncResult *res = NULL;
+    g_autoptr(GInputStream) png = g_memory_input_stream_new_from_data("\x89PNG\r\n\x1a\n", 8, NULL);
+    npullm_client_describe_image_stream_async(client, png, NULL, text_only, NULL, store_result, &res);
+    CHECK(npullm_client_describe_image_stream_finish(client, wait_result(&res), &error) == NULL);
+    g_object_unref(res);
+    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NOT_SUPPORTED));
+    return 0;
+}
+
+static NpullmOptions *vision_options(void)
+{
+    NpullmOptions *o = greedy(4);
+    g_object_set(o, "model", "vision", NULL);
+    return o;
+}
+
+static void check_image_stream(NpullmRequest *r)
+{
+    CHECK(r != NULL);
+    Stream *s = stream_new(r);
+    stream_wait(s);
+    if (strcmp(s->reason, "length") != 0 && strcmp(s->reason, "stop") != 0) {
+        g_autofree gchar *stats = g_variant_print(s->stats, FALSE);
+        fprintf(stderr, "image request: %s %s\n", s->reason, stats);
+    }
+    CHECK(strcmp(s->reason, "length") == 0 || strcmp(s->reason, "stop") == 0);
+    stream_free(s);
+}
+
+static gpointer write_all_thread(gpointer data)
+{
+    GBytes *bytes = data;
+    int fd = GPOINTER_TO_INT(g_object_get_data(G_OBJECT(client), "test-pipe-fd"));
+    gsize n = 0;
+    const char *p = g_bytes_get_data(bytes, &n);
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w <= 0)
+            break;
+        p += w;
+        n -= (gsize)w;
+    }
+    close(fd);
+    return NULL;
+}
+
+static int case_image_pipe(int argc, char **argv)
+{
+    CHECK(argc == 1);
+    g_autoptr(GBytes) bytes = NULL;
+    g_autoptr(GFile) file = g_file_new_for_path(argv[0]);
+    bytes = g_file_load_bytes(file, NULL, NULL, NULL);
+    CHECK(bytes != NULL);
+    g_autoptr(NpullmOptions) opts = vision_options();
+
+    /* a pipe's read end, written by another thread */
+    int fds[2];
+    CHECK(g_unix_open_pipe(fds, FD_CLOEXEC, NULL));
+    g_object_set_data(G_OBJECT(client), "test-pipe-fd", GINT_TO_POINTER(fds[1]));
+    GThread *writer = g_thread_new("writer", write_all_thread, bytes);
+    GAsyncResult *res = NULL;
+    npullm_client_describe_image_fd_async(client, fds[0], "What is this?", opts, NULL, store_result, &res);
+    close(fds[0]); /* the library keeps its own copy */
+    NpullmRequest *r = npullm_client_describe_image_fd_finish(client, wait_result(&res), NULL);
+    g_object_unref(res);
+    g_thread_join(writer);
+    check_image_stream(r);
+
+    /* a stream that is no descriptor: the library pipes it */
+    g_autoptr(GInputStream) mem = g_memory_input_stream_new_from_bytes(bytes);
+    res = NULL;
+    npullm_client_describe_image_stream_async(client, mem, NULL, opts, NULL, store_result, &res);
+    r = npullm_client_describe_image_stream_finish(client, wait_result(&res), NULL);
+    g_object_unref(res);
+    check_image_stream(r);
+    return 0;
+}
+
+static int case_image_file(int argc, char **argv)
+{
+    CHECK(argc == 1);
+    g_autoptr(GFile) file = g_file_new_for_path(argv[0]);
+    g_autoptr(NpullmOptions) opts = vision_options();
+    GAsyncResult *res = NULL;
+    npullm_client_describe_image_async(client, file, "What is this?", opts, NULL, store_result, &res);
+    g_autoptr(GError) error = NULL;
+    NpullmRequest *r = npullm_client_describe_image_finish(client, wait_result(&res), &error);
+    g_object_unref(res);
+    check_image_stream(r);
+    /* a file that is not there fails here, not in the service */
+    g_autoptr(GFile) missing = g_file_new_for_path("/nonexistent/image.png");
+    res = NULL;
+    npullm_client_describe_image_async(client, missing, NULL, opts, NULL, store_result, &res);
+    CHECK(npullm_client_describe_image_finish(client, wait_result(&res), &error) == NULL);
+    g_object_unref(res);
+    CHECK(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND));
+    return 0;
+}
+
+#define N_CONCURRENT 8 /* MaxPerClient of the test daemon */
+
+static int case_concurrent(int argc, char **argv)
+{
+    g_autoptr(NpullmOptions) opts = greedy(6);
+    /* each prompt alone first */
+    gchar *expected[N_CONCURRENT];
+    for (int i = 0; i < N_CONCURRENT; i++) {
+        g_autofree gchar *prompt = g_strdup_printf("Count to %d", i);
+        Stream *s = run(prompt, opts);
+        expected[i] = g_strdup(s->tokens->str);
+        stream_free(s);
+    }
+    /* then all at once from the same client */
+    GAsyncResult *res[N_CONCURRENT] = {0};
+    for (int i = 0; i < N_CONCURRENT; i++) {
+        g_autofree gchar *prompt = g_strdup_printf("Count to %d", i);
+        npullm_client_generate_async(client, prompt, opts, NULL, store_result, &res[i]);
+    }
+    Stream *streams[N_CONCURRENT];
+    for (int i = 0; i < N_CONCURRENT; i++) {
+        g_autoptr(GError) error = NULL;
+        NpullmRequest *r = npullm_client_generate_finish(client, wait_result(&res[i]), &error);
+        if (r == NULL)
+            fprintf(stderr, "request %d: %s\n", i, error->message);
+        CHECK(r != NULL);
+        g_object_unref(res[i]);
+        streams[i] = stream_new(r);
+    }
+    for (int i = 0; i < N_CONCURRENT; i++) {
+        stream_wait(streams[i]);
+        CHECK(strcmp(streams[i]->reason, "length") == 0);
+        /* no token lost, none from another request */
+        CHECK(strcmp(streams[i]->tokens->str, expected[i]) == 0);
+        CHECK(strcmp(npullm_request_get_text(streams[i]->request), expected[i]) == 0);
+        stream_free(streams[i]);
+        g_free(expected[i]);
+    }
+    return 0;
+}
+
+static void count_raw(GDBusConnection *bus, const char *sender, const char *path, const char *iface,
+                      const char *member, GVariant *params, gpointer data)
+{
+    const char *text = NULL;
+    if (g_strcmp0(member, "Token") != 0 || !g_variant_is_of_type(params, G_VARIANT_TYPE("(s)")))
+        return;
+    g_variant_get(params, "(&s)", &text);
+    if (strcmp(text, "FORGED") == 0)
+        (*(int *)data)++;
+}
+
+static int case_forged(int argc, char **argv)
+{
+    g_autoptr(NpullmOptions) opts = greedy(40);
+    NpullmRequest *r = generate("Tell a story", opts, NULL, NULL);
+    CHECK(r != NULL);
+    Stream *s = stream_new(r);
+    GDBusConnection *bus = npullm_client_get_connection(client);
+    const char *path = npullm_request_get_object_path(r);
+    /* proof that the forgeries reach this connection at all */
+    int delivered = 0;
+    guint raw = g_dbus_connection_signal_subscribe(bus, NULL, "org.npullm.Request", "Token", path, NULL,
+                                                   G_DBUS_SIGNAL_FLAGS_NONE, count_raw, &delivered, NULL);
+    g_autoptr(GDBusConnection) forger = g_dbus_connection_new_for_address_sync(
+        g_getenv("DBUS_SYSTEM_BUS_ADDRESS"),
+        G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT | G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION, NULL, NULL,
+        NULL);
+    CHECK(forger != NULL);
+    const char *me = g_dbus_connection_get_unique_name(bus);
+    CHECK(g_dbus_connection_emit_signal(forger, me, path, "org.npullm.Request", "Token",
+                                        g_variant_new("(s)", "FORGED"), NULL));
+    GVariantBuilder stats;
+    g_variant_builder_init(&stats, G_VARIANT_TYPE_VARDICT);
+    CHECK(g_dbus_connection_emit_signal(forger, me, path, "org.npullm.Request", "Finished",
+                                        g_variant_new("(sa{sv})", "stop", &stats), NULL));
+    CHECK(g_dbus_connection_flush_sync(forger, NULL, NULL));
+    stream_wait(s);
+    while (delivered == 0)
+        g_main_context_iteration(NULL, TRUE);
+    g_dbus_connection_signal_unsubscribe(bus, raw);
+    CHECK(strcmp(s->reason, "length") == 0); /* the real end, not the forged one */
+    CHECK(strstr(s->tokens->str, "FORGED") == NULL);
+    CHECK(strstr(npullm_request_get_text(r), "FORGED") == NULL);
+    stream_free(s);
+    return 0;
+}
+
+static void on_owner_props(GObject *obj, GParamSpec *pspec, int *count)
+{
+    (*count)++;
+}
+
+static int case_restart(int argc, char **argv)
+{
+    g_autoptr(NpullmOptions) opts = greedy(4);
+    Stream *s = run("Hello", opts);
+    CHECK(strcmp(s->reason, "length") == 0);
+    g_autofree gchar *first = g_strdup(s->tokens->str);
+    stream_free(s);
+
+    /* a request running when the daemon dies */
+    g_autoptr(NpullmOptions) long_opts = greedy(3000);
+    NpullmRequest *r = generate("Tell a long story", long_opts, NULL, NULL);
+    CHECK(r != NULL);
+    Stream *running = stream_new(r);
+    while (running->tokens->len == 0)
+        g_main_context_iteration(NULL, TRUE);
+
+    int notified = 0;
+    g_signal_connect(client, "notify::idle-timeout", G_CALLBACK(on_owner_props), &notified);
+    printf("RESTART\n");
+    fflush(stdout);
+    char line[64];
+    CHECK(fgets(line, sizeof line, stdin) != NULL);
+    /* the harness killed npullmd and started another (new unique name,
+     * IdleTimeout 77): the running request ends with an error */
+    stream_wait(running);
+    CHECK(strcmp(running->reason, "error") == 0);
+    g_autoptr(GError) error = NULL;
+    CHECK(!npullm_request_propagate_error(r, &error));
+    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INTERNAL));
+    stream_free(running);
+    /* and the next request goes to the new daemon */
+    s = run("Hello", opts);
+    CHECK(strcmp(s->reason, "length") == 0);
+    CHECK(strcmp(s->tokens->str, first) == 0);
+    stream_free(s);
+    /* and the properties follow the new daemon */
+    while (npullm_client_get_idle_timeout(client) != 77)
+        g_main_context_iteration(NULL, TRUE);
+    CHECK(notified >= 1);
+    return 0;
+}
+
+static void count_changed(NpullmConversation *conv, guint index, guint *count)
+{
+    (*count)++;
+}
+
+/* The value objects, without the service. */
+static int case_objects(int argc, char **argv)
+{
+    g_autoptr(NpullmOptions) o = npullm_options_new();
+    CHECK(!npullm_options_is_set(o, "temperature"));
+    g_object_set(o, "temperature", 0.5, "top-k", 7u, "stop", (const char *const[]){"x", NULL}, NULL);
+    CHECK(npullm_options_is_set(o, "temperature") && npullm_options_is_set(o, "top_k"));
+    double t = 0;
+    g_auto(GStrv) stop = NULL;
+    g_object_get(o, "temperature", &t, "stop", &stop, NULL);
+    CHECK(t == 0.5 && stop != NULL && g_strv_length(stop) == 1 && strcmp(stop[0], "x") == 0);
+    npullm_options_unset(o, "temperature");
+    CHECK(!npullm_options_is_set(o, "temperature"));
+    g_object_set(o, "stop", NULL, NULL); /* NULL unsets too */
+    CHECK(!npullm_options_is_set(o, "stop"));
+    /* handle_token is the library's, not an option for callers */
+    CHECK(g_object_class_find_property(G_OBJECT_GET_CLASS(o), "handle-token") == NULL);
+
+    g_autoptr(NpullmConversation) conv = npullm_conversation_new();
+    guint changed = 0;
+    g_signal_connect(conv, "changed", G_CALLBACK(count_changed), &changed);
+    npullm_conversation_add_message(conv, "system", "Be brief.");
+    npullm_conversation_add_message(conv, "user", "Hi");
+    CHECK(changed == 2 && npullm_conversation_get_n_messages(conv) == 2);
+    CHECK(strcmp(npullm_conversation_get_role(conv, 0), "system") == 0);
+    CHECK(npullm_conversation_get_content(conv, 2) == NULL);
+    npullm_conversation_clear(conv);
+    CHECK(npullm_conversation_get_n_messages(conv) == 0);
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} cases[] = {
+    {"objects", case_objects},
+    {"stream", case_stream},       {"cancel", case_cancel},         {"dispose", case_dispose},
+    {"errors", case_errors},       {"image-pipe", case_image_pipe}, {"image-file", case_image_file},
+    {"concurrent", case_concurrent}, {"forged", case_forged},       {"restart", case_restart},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test-libnpullm CASE [ARGS]\n");
+        return 2;
+    }
+    alarm(240); /* bounded, whatever happens */
+    g_autoptr(GError) error = NULL;
+    GAsyncResult *res = NULL;
+    npullm_client_new_async(NULL, NULL, store_result, &res);
+    client = npullm_client_new_finish(wait_result(&res), &error);
+    g_object_unref(res);
+    if (client == NULL) {
+        fprintf(stderr, "client: %s\n", error->message);
+        return 1;
+    }
+    for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+        if (strcmp(cases[i].name, argv[1]) == 0) {
+            int rc = cases[i].run(argc - 2, argv + 2);
+            g_object_unref(client);
+            return rc;
+        }
+    }
+    fprintf(stderr, "unknown case %s\n", argv[1]);
+    return 2;
+}
