@@ -3,11 +3,8 @@
 #include <malloc.h>
 #include <string.h>
 
+#include "model-catalog.h"
 #include "vision.h"
-
-/* A model NAME.gguf has its vision projector in NAME.mmproj.gguf beside it
- * (the model catalog's convention). */
-#define MMPROJ_SUFFIX ".mmproj.gguf"
 
 /* ---- names ------------------------------------------------------------- */
 
@@ -276,16 +273,13 @@ static NpdError error_from_status(npl_status st)
 
 /* ---- models ------------------------------------------------------------ */
 
-/* The model's vision projector, when NAME.mmproj.gguf exists beside it.
+/* The model's vision projector, when the catalog paired one with it.
  * A broken one does not stop the model from serving text: *why says what
  * image requests will be told. */
 static npl_vision *load_vision(NpdWorker *w, const char *name, const char *path, gchar **why)
 {
-    if (!g_str_has_suffix(path, ".gguf"))
-        return NULL;
-    g_autofree gchar *base = g_strndup(path, strlen(path) - strlen(".gguf"));
-    g_autofree gchar *mmproj = g_strconcat(base, MMPROJ_SUFFIX, NULL);
-    if (!g_file_test(mmproj, G_FILE_TEST_IS_REGULAR))
+    g_autofree gchar *mmproj = npd_model_projector_for(path);
+    if (mmproj == NULL)
         return NULL;
     npl_vision_params vp;
     npl_vision_params_default(&vp);
