@@ -261,13 +261,12 @@ static gint compare_names(gconstpointer a, gconstpointer b)
 static void scan_folder(Scan *s, const char *dir, const char *real_root, guint depth)
 {
     g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
-    {
-        g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-        const char *f;
-        while (d != NULL && (f = g_dir_read_name(d)) != NULL)
-            if (f[0] != '.')
-                g_ptr_array_add(files, g_strdup(f));
-    }
+    /* open while its files are probed: one pass over the folder */
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *f;
+    while (d != NULL && (f = g_dir_read_name(d)) != NULL)
+        if (f[0] != '.')
+            g_ptr_array_add(files, g_strdup(f));
     g_ptr_array_sort(files, compare_names);
     g_autoptr(GPtrArray) models = g_ptr_array_new_with_free_func((GDestroyNotify)candidate_free);
     g_autoptr(GPtrArray) projectors = g_ptr_array_new_with_free_func((GDestroyNotify)projector_free);

@@ -404,16 +404,22 @@ class ServiceTestCase(unittest.TestCase):
     POLKIT = "mock"
 
     @classmethod
+    def make_model_dirs(cls, workdir):
+        """The daemon's --model-dir roots; subclasses lay out their own."""
+        return [make_model_dir(workdir)]
+
+    @classmethod
     def setUpClass(cls):
         cls.npullmd_path = env_path("NPULLMD")
         cls.client_path = env_path("NPULLM_CLIENT")
         cls.workdir = tempfile.mkdtemp(prefix="npullm-test-")
         cls.bus = cls.polkit = cls.daemon = None
         try:
-            cls.model_dir = make_model_dir(cls.workdir)
+            dirs = cls.make_model_dirs(cls.workdir)
+            cls.model_dir = dirs[0]
             cls.bus = PrivateBus(cls.workdir)
             cls.polkit = MockPolkit(cls.bus) if cls.POLKIT == "mock" else None
-            cls.daemon = Npullmd(cls.bus, cls.npullmd_path, [cls.model_dir], cls.CONFIG, cls.ARGS)
+            cls.daemon = Npullmd(cls.bus, cls.npullmd_path, dirs, cls.CONFIG, cls.ARGS)
         except BaseException:
             # tearDownClass does not run when setUpClass fails
             for part in (cls.polkit, cls.bus):
