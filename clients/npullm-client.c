@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "client-events.h"
+#include "client-models.h"
 #include "client-options.h"
 #include "dbus-errors.h"
 #include "request-path.h"
@@ -481,7 +482,7 @@ int main(int argc, char **argv)
     char **cargv = argv + 2;
     static const char *const known[] = {"generate", "chat", "describe-image", "models", "status",
                                         "load",     "unload", "cancel",       NULL};
-    if (!g_strv_contains(known, command)) {
+    if (!g_strv_contains(known, command) && !npc_models_is_command(command)) {
         g_printerr("npullm-client: unknown command '%s' (try --help)\n", command);
         npc_options_clear(&c.opts);
         return NPC_EXIT_USAGE;
@@ -513,6 +514,8 @@ int main(int argc, char **argv)
         code = run_model_op(&c, "LoadModel", cargc, cargv);
     else if (strcmp(command, "unload") == 0)
         code = run_model_op(&c, "UnloadModel", cargc, cargv);
+    else if (npc_models_is_command(command))
+        code = npc_models_run(c.bus, c.daemon, &c.opts, &c.out, command, cargc, cargv);
     else
         code = run_cancel(&c, cargc, cargv);
 

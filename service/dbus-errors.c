@@ -12,6 +12,7 @@ static const GDBusErrorEntry error_entries[] = {
     {NPD_ERROR_CONTEXT_OVERFLOW, "org.npullm.Error.ContextOverflow"},
     {NPD_ERROR_CANCELLED, "org.npullm.Error.Cancelled"},
     {NPD_ERROR_INTERNAL, "org.npullm.Error.Internal"},
+    {NPD_ERROR_NO_SPACE, "org.npullm.Error.NoSpace"},
 };
 
 G_STATIC_ASSERT(G_N_ELEMENTS(error_entries) == NPD_ERROR_N_CODES);

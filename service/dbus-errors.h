@@ -17,9 +17,10 @@ typedef enum {
     NPD_ERROR_CONTEXT_OVERFLOW,
     NPD_ERROR_CANCELLED,
     NPD_ERROR_INTERNAL,
+    NPD_ERROR_NO_SPACE,
 } NpdError;
 
-#define NPD_ERROR_N_CODES (NPD_ERROR_INTERNAL + 1)
+#define NPD_ERROR_N_CODES (NPD_ERROR_NO_SPACE + 1)
 
 /* Registers the D-Bus names on first use (thread-safe). */
 GQuark npd_error_quark(void);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "image-input.h"
+#include "model-install.h"
 
 #ifndef NPD_VERSION
 #define NPD_VERSION "unknown"
@@ -510,6 +511,8 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
         g_dbus_method_invocation_return_value(inv, list_models(d));
         return;
     }
+    if (npd_model_install_handle(d, method, inv, params))
+        return;
 
     g_autoptr(GError) error = NULL;
     PendingCall *p = pending_new();
