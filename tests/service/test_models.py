@@ -127,6 +127,9 @@ class ModelsTest(ServiceTestCase):
                                    variant_dict({"model": ("s", QWEN)}))
         self.assertIn("qwen3", msg)
         self.assertDBusError("org.npullm.Error.NotSupported", c.call, "LoadModel", "(s)", (QWEN,))
+        r = self.run_client("models")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"(cannot be used: architecture 'qwen3' is not supported", r.stdout)
 
     def test_generate_from_each_layout(self):
         c = self.client()
