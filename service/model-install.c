@@ -22,6 +22,7 @@ typedef struct {
     NpdDaemon *daemon;
     GDBusMethodInvocation *invocation; /* until answered */
     gchar *caller;
+    NpdClient *client; /* its pending call keeps --exit-on-idle away */
     gchar *name;
     gchar *dir;    /* the install directory, resolved */
     gchar *target; /* dir/NAME.gguf */
@@ -47,6 +48,12 @@ static void job_free(Job *j)
         g_dbus_connection_unregister_object(j->daemon->bus, j->reg_id);
     if (j->fd >= 0)
         close(j->fd);
+    if (j->client != NULL) {
+        j->client->pending_calls--;
+        npd_client_release_if_idle(j->daemon, j->client);
+        npd_client_unref(j->client);
+        npd_daemon_activity_changed(j->daemon);
+    }
     g_free(j->caller);
     g_free(j->name);
     g_free(j->dir);
@@ -370,6 +377,16 @@ static void add_model(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *params
         job_free(j);
         return;
     }
+    j->client = npd_client_ref(npd_client_get(d, j->caller));
+    if (j->client->pending_calls >= d->cfg->max_per_client) {
+        g_dbus_method_invocation_return_error_literal(inv, NPD_ERROR, NPD_ERROR_BUSY,
+                                                      "too many calls from this client are unfinished");
+        npd_client_unref(g_steal_pointer(&j->client));
+        job_free(j);
+        return;
+    }
+    j->client->pending_calls++;
+    npd_daemon_activity_changed(d);
     j->invocation = inv;
     npd_authorizer_check(d->authorizer, inv, NPD_ACTION_MANAGE, add_authorized, j);
 }
@@ -456,6 +473,20 @@ static void remove_model(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *par
         return;
     }
     npd_authorizer_check(d->authorizer, inv, NPD_ACTION_MANAGE, remove_authorized, r);
+}
+
+void npd_model_install_sweep(NpdDaemon *d)
+{
+    const char *dir = d->cfg->model_dirs != NULL ? d->cfg->model_dirs[0] : NULL;
+    g_autoptr(GDir) gd = dir != NULL && dir[0] != '\0' ? g_dir_open(dir, 0, NULL) : NULL;
+    const char *f;
+    while (gd != NULL && (f = g_dir_read_name(gd)) != NULL) {
+        if (f[0] != '.' || strstr(f, ".gguf.") == NULL)
+            continue;
+        g_autofree gchar *path = g_build_filename(dir, f, NULL);
+        if (unlink(path) == 0)
+            g_message("removed %s, left by an install that did not finish", path);
+    }
 }
 
 gboolean npd_model_install_handle(NpdDaemon *d, const char *method, GDBusMethodInvocation *inv, GVariant *params)

@@ -19,4 +19,8 @@
  * invocation answered or owned); FALSE for any other method. */
 gboolean npd_model_install_handle(NpdDaemon *d, const char *method, GDBusMethodInvocation *inv, GVariant *params);
 
+/* Removes the temporary files of installs cut short (the daemon stopped
+ * mid-copy) from the install directory; at start, before any job. */
+void npd_model_install_sweep(NpdDaemon *d);
+
 #endif
