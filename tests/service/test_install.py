@@ -204,7 +204,9 @@ class FullDiskTest(InstallTestBase):
     def install_root(cls, workdir):
         d = os.path.join(workdir, "small-disk")
         os.makedirs(d)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m,mode=0755", "tmpfs", d], check=True)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m,mode=0755", "tmpfs", d], capture_output=True)
+        if r.returncode != 0:  # root without CAP_SYS_ADMIN (some containers)
+            raise unittest.SkipTest("cannot mount a tmpfs: %s" % r.stderr.decode().strip())
         cls.mounted = d
         return d
 
