@@ -82,8 +82,9 @@ static int report_error(NpcOutput *out, const GError *error)
     return npc_exit_code_for_error(error);
 }
 
-/* AddModel with fd as the file, then Progress until Finished. */
-static int add_fd(GDBusConnection *bus, const char *daemon, NpcOutput *out, int fd, const char *name)
+/* AddModel with fd as the file (and proj_fd as its projector when >= 0),
+ * then Progress until Finished. */
+static int add_fd(GDBusConnection *bus, const char *daemon, NpcOutput *out, int fd, int proj_fd, const char *name)
 {
     AddState s = {.loop = g_main_loop_new(NULL, FALSE), .early = g_ptr_array_new_with_free_func(
                                                              (GDestroyNotify)g_variant_unref),
@@ -93,11 +94,22 @@ static int add_fd(GDBusConnection *bus, const char *daemon, NpcOutput *out, int 
     g_autoptr(GUnixFDList) fds = g_unix_fd_list_new();
     g_autoptr(GError) error = NULL;
     int index = g_unix_fd_list_append(fds, fd, &error);
+    GVariantBuilder options;
+    g_variant_builder_init(&options, G_VARIANT_TYPE_VARDICT);
+    if (index >= 0 && proj_fd >= 0) {
+        int proj_index = g_unix_fd_list_append(fds, proj_fd, &error);
+        if (proj_index < 0)
+            index = -1;
+        else
+            g_variant_builder_add(&options, "{sv}", "projector", g_variant_new_handle(proj_index));
+    }
     g_autoptr(GVariant) reply = NULL;
-    if (index >= 0)
+    if (index < 0)
+        g_variant_builder_clear(&options);
+    else
         reply = g_dbus_connection_call_with_unix_fd_list_sync(
             bus, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "AddModel",
-            g_variant_new("(hs@a{sv})", index, name, g_variant_new_array(G_VARIANT_TYPE("{sv}"), NULL, 0)),
+            g_variant_new("(hsa{sv})", index, name, &options),
             G_VARIANT_TYPE("(o)"), G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION, CALL_TIMEOUT_MS, fds, NULL,
             NULL, &error);
     int code = NPC_EXIT_OK;
@@ -131,15 +143,27 @@ static int add_fd(GDBusConnection *bus, const char *daemon, NpcOutput *out, int 
     return code;
 }
 
-static int add_path(GDBusConnection *bus, const char *daemon, NpcOutput *out, const char *path, const char *name)
+static int open_or_say(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    if (fd < 0)
         g_printerr("npullm-client: cannot open %s: %s\n", path, g_strerror(errno));
-        return NPC_EXIT_ERROR;
-    }
-    int code = add_fd(bus, daemon, out, fd, name);
-    close(fd);
+    return fd;
+}
+
+/* Installs the file at path, with the projector at proj_path unless NULL. */
+static int add_path(GDBusConnection *bus, const char *daemon, NpcOutput *out, const char *path,
+                    const char *proj_path, const char *name)
+{
+    int fd = open_or_say(path);
+    int proj_fd = fd >= 0 && proj_path != NULL ? open_or_say(proj_path) : -1;
+    int code = NPC_EXIT_ERROR;
+    if (fd >= 0 && (proj_path == NULL || proj_fd >= 0))
+        code = add_fd(bus, daemon, out, fd, proj_fd, name);
+    if (proj_fd >= 0)
+        close(proj_fd);
+    if (fd >= 0)
+        close(fd);
     return code;
 }
 
@@ -170,9 +194,7 @@ static int import_ollama(GDBusConnection *bus, const char *daemon, const NpcOpti
         g_printerr("npullm-client: %s in the Ollama store %s\n", error->message, store);
         return NPC_EXIT_NO_SUCH_MODEL;
     }
-    if (m->projector != NULL)
-        g_printerr("npullm-client: note: %s's vision projector is not imported (text only)\n", m->name);
-    return add_path(bus, daemon, out, m->model, opts->name != NULL ? opts->name : m->name);
+    return add_path(bus, daemon, out, m->model, m->projector, opts->name != NULL ? opts->name : m->name);
 }
 
 static int remove_model(GDBusConnection *bus, NpcOutput *out, const char *name)
@@ -202,5 +224,5 @@ int npc_models_run(GDBusConnection *bus, const char *daemon, const NpcOptions *o
     if (strcmp(command, "import-ollama") == 0)
         return import_ollama(bus, daemon, opts, out, argv[0]);
     g_autofree gchar *name = opts->name != NULL ? g_strdup(opts->name) : name_from_file(argv[0]);
-    return add_path(bus, daemon, out, argv[0], name);
+    return add_path(bus, daemon, out, argv[0], NULL, name);
 }

@@ -1,6 +1,7 @@
 /* npullm-client's model library commands: add FILE [--name N],
  * remove NAME, import-ollama NAME[:TAG] (from the caller's own Ollama
- * store, $OLLAMA_MODELS or ~/.ollama/models, read client-side). */
+ * store, $OLLAMA_MODELS or ~/.ollama/models, read client-side; a
+ * projector layer is passed along). */
 #ifndef NPC_CLIENT_MODELS_H
 #define NPC_CLIENT_MODELS_H
 

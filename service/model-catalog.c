@@ -169,7 +169,7 @@ static void projector_free(Projector *p)
     g_free(p);
 }
 
-static gboolean projector_fits(const npl_model_facts *model, const npl_model_facts *proj)
+gboolean npd_model_projector_fits(const npl_model_facts *model, const npl_model_facts *proj)
 {
     return proj->is_projector && proj->supported && model->embedding_length != 0 &&
            strcmp(proj->projector_type, model->architecture) == 0 &&
@@ -243,7 +243,7 @@ static void pair_and_add(Scan *s, GPtrArray *models, GPtrArray *projectors)
         g_autofree gchar *own = g_strconcat(c->name, MMPROJ_SUFFIX, NULL);
         for (guint j = 0; j < projectors->len; j++) {
             Projector *p = projectors->pdata[j];
-            if (!projector_fits(&c->probe->facts, &p->probe->facts))
+            if (!npd_model_projector_fits(&c->probe->facts, &p->probe->facts))
                 continue;
             /* NAME.mmproj.gguf first, else the first by file name */
             if (chosen == NULL || g_str_has_suffix(p->path, own))
@@ -346,7 +346,8 @@ static void scan_ollama(Scan *s, const char *store)
         const Probe *pp = NULL;
         if (projector != NULL && stat(projector, &st) == 0 && S_ISREG(st.st_mode))
             pp = probe_get(s->cat, projector, &st);
-        if (projector != NULL && (pp == NULL || !pp->readable || !projector_fits(&p->facts, &pp->facts))) {
+        gboolean fits = pp != NULL && pp->readable && npd_model_projector_fits(&p->facts, &pp->facts);
+        if (projector != NULL && !fits) {
             report_once(s->cat, projector, "the projector layer does not fit its model, images are not offered");
             g_clear_pointer(&projector, g_free);
         }

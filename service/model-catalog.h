@@ -23,6 +23,8 @@
 
 #include <glib.h>
 
+#include "npullm.h"
+
 #define NPD_CATALOG_MAX_DEPTH 4
 /* Files looked at per scan: a bound on what an unprivileged ListModels
  * can make the daemon do. */
@@ -61,6 +63,11 @@ const NpdModelEntry *npd_model_catalog_default(NpdModelCatalog *cat);
 /* The entry for name, or NULL with NPD_ERROR_NO_SUCH_MODEL, or with
  * NPD_ERROR_NOT_SUPPORTED and the reason when the engine cannot run it. */
 const NpdModelEntry *npd_model_catalog_lookup(NpdModelCatalog *cat, const char *name, GError **error);
+
+/* Whether the catalog pairs projector proj with model: a supported
+ * projector whose type is the model's architecture and whose width is the
+ * model's embedding length. */
+gboolean npd_model_projector_fits(const npl_model_facts *model, const npl_model_facts *proj);
 
 /* The projector paired with the model file at model_path by the latest
  * scan, or NULL (free it). Thread-safe: the engine worker asks it. */

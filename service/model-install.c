@@ -18,6 +18,17 @@
 /* Progress signals: at most one per percent of the file. */
 #define PROGRESS_STEPS 100
 
+/* One file of an install: the model, or its vision projector. */
+typedef struct {
+    const char *what; /* the argument it came from, for messages */
+    int fd;
+    guint64 size;
+    gchar *target;    /* dir/NAME.gguf, dir/NAME.mmproj.gguf */
+    gchar *tmp;       /* the hidden copy while installing */
+} Part;
+
+enum { PART_MODEL, PART_PROJECTOR, N_PARTS };
+
 typedef struct {
     NpdDaemon *daemon;
     GDBusMethodInvocation *invocation; /* until answered */
@@ -25,9 +36,9 @@ typedef struct {
     NpdClient *client; /* its pending call keeps --exit-on-idle away */
     gchar *name;
     gchar *dir;    /* the install directory, resolved */
-    gchar *target; /* dir/NAME.gguf */
-    int fd;
-    guint64 size;
+    Part parts[N_PARTS]; /* fd -1: absent */
+    guint64 size;  /* of all parts */
+    guint64 copied; /* of the parts before the one being copied */
     gchar *path;   /* the job object */
     guint reg_id;
     gint refs;     /* the install and each pending Progress signal */
@@ -46,8 +57,12 @@ static void job_free(Job *j)
         return;
     if (j->reg_id != 0)
         g_dbus_connection_unregister_object(j->daemon->bus, j->reg_id);
-    if (j->fd >= 0)
-        close(j->fd);
+    for (int i = 0; i < N_PARTS; i++) {
+        if (j->parts[i].fd >= 0)
+            close(j->parts[i].fd);
+        g_free(j->parts[i].target);
+        g_free(j->parts[i].tmp);
+    }
     if (j->client != NULL) {
         j->client->pending_calls--;
         npd_client_release_if_idle(j->daemon, j->client);
@@ -57,7 +72,6 @@ static void job_free(Job *j)
     g_free(j->caller);
     g_free(j->name);
     g_free(j->dir);
-    g_free(j->target);
     g_free(j->path);
     g_free(j);
 }
@@ -136,44 +150,60 @@ static gboolean write_all(int fd, const guint8 *buf, gsize n, GError **error, co
     return TRUE;
 }
 
-static gboolean copy_file(Job *j, int out, GError **error)
+static gboolean copy_part(Job *j, Part *pt, int out, GError **error)
 {
-    int r = posix_fallocate(out, 0, (off_t)j->size);
+    int r = posix_fallocate(out, 0, (off_t)pt->size);
     if (r != 0 && r != EOPNOTSUPP && r != EINVAL)
         return set_errno_error(error, r, "reserving space for the model", j->dir);
     g_autofree guint8 *buf = g_malloc(COPY_CHUNK);
     guint64 off = 0, step = MAX(j->size / PROGRESS_STEPS, 1), next = step;
-    post_progress(j, 0);
-    while (off < j->size) {
-        ssize_t n = pread(j->fd, buf, (size_t)MIN((guint64)COPY_CHUNK, j->size - off), (off_t)off);
+    while (off < pt->size) {
+        ssize_t n = pread(pt->fd, buf, (size_t)MIN((guint64)COPY_CHUNK, pt->size - off), (off_t)off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "file: reading it failed: %s",
+            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: reading it failed: %s", pt->what,
                         g_strerror(errno));
             return FALSE;
         }
         if (n == 0) {
             g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                        "file: it ended at byte %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " (changed while copied)",
-                        off, j->size);
+                        "%s: it ended at byte %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " (changed while copied)",
+                        pt->what, off, pt->size);
             return FALSE;
         }
         if (!write_all(out, buf, (gsize)n, error, j->dir))
             return FALSE;
         off += (guint64)n;
-        if (off >= next || off == j->size) {
-            post_progress(j, off);
+        if (off >= next || off == pt->size) {
+            post_progress(j, j->copied + off);
             next = off + step;
         }
     }
+    j->copied += pt->size;
     if (fsync(out) != 0)
         return set_errno_error(error, errno, "flushing the model to disk", j->dir);
     return TRUE;
 }
 
+/* pt copied into a new hidden file beside its target (pt->tmp). */
+static gboolean stage_part(Job *j, Part *pt, GError **error)
+{
+    g_autofree gchar *base = g_path_get_basename(pt->target);
+    pt->tmp = g_strdup_printf("%s/.%s.XXXXXX", j->dir, base);
+    int out = g_mkstemp_full(pt->tmp, O_RDWR | O_CLOEXEC, 0644);
+    if (out < 0) {
+        g_clear_pointer(&pt->tmp, g_free);
+        return set_errno_error(error, errno, "creating the model file", j->dir);
+    }
+    gboolean ok = fchmod(out, 0644) == 0 || set_errno_error(error, errno, "setting the model's mode", j->dir);
+    ok = ok && copy_part(j, pt, out, error);
+    close(out);
+    return ok;
+}
+
 /* The loader's verdict on the copy: the same checks as a model load. */
-static gboolean check_model(const char *tmp, GError **error)
+static gboolean check_model(const char *tmp, npl_model_facts *out, GError **error)
 {
     npl_model_facts facts;
     npl_error err;
@@ -199,6 +229,23 @@ static gboolean check_model(const char *tmp, GError **error)
         g_set_error(error, NPD_ERROR, NPD_ERROR_NOT_SUPPORTED, "file: %s", facts.reason);
         return FALSE;
     }
+    *out = facts;
+    return TRUE;
+}
+
+/* The projector must be one the catalog would pair with the model. */
+static gboolean check_projector(const char *tmp, const npl_model_facts *model, GError **error)
+{
+    npl_model_facts facts;
+    npl_error err;
+    npl_error_clear(&err);
+    if (npl_model_probe(tmp, &facts, &err) != NPL_OK || !facts.is_projector || !facts.supported ||
+        !npd_model_projector_fits(model, &facts)) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                    "projector: not a supported vision projector for this model%s%s",
+                    facts.reason[0] ? ": " : "", facts.reason);
+        return FALSE;
+    }
     return TRUE;
 }
 
@@ -212,8 +259,9 @@ static gboolean sync_dir(const char *dir)
     return ok;
 }
 
-/* Free space, a hidden temporary file, the copy, the checks, then the
- * rename that makes the model appear whole (never over another file). */
+/* Free space, hidden temporary files, the copies, the checks, then the
+ * renames that make the model appear whole (never over another file; the
+ * projector first, so that the model never shows without it). */
 static gboolean install(Job *j, GError **error)
 {
     struct statvfs vfs;
@@ -227,23 +275,34 @@ static gboolean install(Job *j, GError **error)
             return FALSE;
         }
     }
-    g_autofree gchar *tmp = g_strdup_printf("%s/.%s.gguf.XXXXXX", j->dir, j->name);
-    int out = g_mkstemp_full(tmp, O_RDWR | O_CLOEXEC, 0644);
-    if (out < 0)
-        return set_errno_error(error, errno, "creating the model file", j->dir);
-    gboolean ok = fchmod(out, 0644) == 0 || set_errno_error(error, errno, "setting the model's mode", j->dir);
-    ok = ok && copy_file(j, out, error) && check_model(tmp, error);
-    if (ok && renameat2(AT_FDCWD, tmp, AT_FDCWD, j->target, RENAME_NOREPLACE) != 0) {
-        if (errno == EEXIST)
-            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "name: a model named '%s' already exists",
-                        j->name);
-        else
-            set_errno_error(error, errno, "renaming the model into place", j->dir);
-        ok = FALSE;
+    Part *model = &j->parts[PART_MODEL], *proj = &j->parts[PART_PROJECTOR];
+    npl_model_facts facts;
+    post_progress(j, 0);
+    gboolean ok = stage_part(j, model, error) && (proj->fd < 0 || stage_part(j, proj, error)) &&
+                  check_model(model->tmp, &facts, error) &&
+                  (proj->fd < 0 || check_projector(proj->tmp, &facts, error));
+    gboolean proj_placed = FALSE;
+    for (int i = N_PARTS - 1; ok && i >= 0; i--) {
+        Part *pt = &j->parts[i];
+        if (pt->fd < 0)
+            continue;
+        if (renameat2(AT_FDCWD, pt->tmp, AT_FDCWD, pt->target, RENAME_NOREPLACE) != 0) {
+            if (errno == EEXIST)
+                g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                            "name: a model named '%s' (or its projector) already exists", j->name);
+            else
+                set_errno_error(error, errno, "renaming the model into place", j->dir);
+            ok = FALSE;
+        } else {
+            g_clear_pointer(&pt->tmp, g_free);
+            proj_placed = proj_placed || i == PART_PROJECTOR;
+        }
     }
-    if (!ok)
-        unlink(tmp);
-    close(out);
+    if (!ok && proj_placed)
+        unlink(proj->target);
+    for (int i = 0; i < N_PARTS; i++)
+        if (j->parts[i].tmp != NULL)
+            unlink(j->parts[i].tmp);
     if (ok)
         sync_dir(j->dir);
     return ok;
@@ -266,7 +325,8 @@ static void install_done(GObject *source, GAsyncResult *res, gpointer data)
     g_autoptr(GError) error = NULL;
     gboolean ok = g_task_propagate_boolean(G_TASK(res), &error);
     if (ok)
-        g_message("installed model %s (%" G_GUINT64_FORMAT " bytes) for %s", j->name, j->size, j->caller);
+        g_message("installed model %s (%" G_GUINT64_FORMAT " bytes%s) for %s", j->name, j->size,
+                  j->parts[PART_PROJECTOR].fd >= 0 ? ", with its projector" : "", j->caller);
     else
         g_message("installing model %s for %s failed: %s", j->name, j->caller, error->message);
     g_autofree gchar *error_name = ok ? g_strdup("") : g_dbus_error_encode_gerror(error);
@@ -319,48 +379,80 @@ static gboolean name_free(NpdDaemon *d, const char *name, GError **error)
     return FALSE;
 }
 
+/* The descriptor at index of the call's list, checked: a regular file
+ * open for reading, not empty. */
+static gboolean take_fd(GDBusMethodInvocation *inv, gint32 index, Part *pt, GError **error)
+{
+    GUnixFDList *fds = g_dbus_message_get_unix_fd_list(g_dbus_method_invocation_get_message(inv));
+    if (fds == NULL || index < 0 || index >= g_unix_fd_list_get_length(fds)) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: no file descriptor passed", pt->what);
+        return FALSE;
+    }
+    pt->fd = g_unix_fd_list_get(fds, index, error);
+    if (pt->fd < 0)
+        return FALSE;
+    struct stat st;
+    int fl = fcntl(pt->fd, F_GETFL);
+    if (fstat(pt->fd, &st) != 0 || !S_ISREG(st.st_mode) || fl < 0 || (fl & O_ACCMODE) == O_WRONLY) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: not a regular file open for reading",
+                    pt->what);
+        return FALSE;
+    }
+    if (st.st_size <= 0) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: empty", pt->what);
+        return FALSE;
+    }
+    pt->size = (guint64)st.st_size;
+    return TRUE;
+}
+
+/* options: "projector" h, the vision projector installed beside it. */
+static gboolean parse_options(GDBusMethodInvocation *inv, GVariant *options, Job *j, GError **error)
+{
+    GVariantIter it;
+    const char *key;
+    GVariant *value;
+    g_variant_iter_init(&it, options);
+    while (g_variant_iter_next(&it, "{&sv}", &key, &value)) {
+        g_autoptr(GVariant) v = value;
+        if (strcmp(key, "projector") != 0) {
+            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: unknown option", key);
+            return FALSE;
+        }
+        Part *pt = &j->parts[PART_PROJECTOR];
+        if (!g_variant_is_of_type(v, G_VARIANT_TYPE_HANDLE) || pt->fd >= 0) {
+            g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                                "projector: expected one file descriptor (h)");
+            return FALSE;
+        }
+        if (!take_fd(inv, g_variant_get_handle(v), pt, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
 static gboolean add_prepare(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *params, Job *j, GError **error)
 {
     gint32 index = -1;
     const char *name = NULL;
     g_autoptr(GVariant) options = NULL;
     g_variant_get(params, "(h&s@a{sv})", &index, &name, &options);
-    if (g_variant_n_children(options) > 0) {
-        g_autoptr(GVariant) first = g_variant_get_child_value(options, 0);
-        const char *key = NULL;
-        g_variant_get(first, "{&sv}", &key, NULL);
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: unknown option", key);
-        return FALSE;
-    }
     if (!npd_model_name_valid(name)) {
         g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "name: not a valid model name");
         return FALSE;
     }
-    GUnixFDList *fds = g_dbus_message_get_unix_fd_list(g_dbus_method_invocation_get_message(inv));
-    if (fds == NULL || index < 0 || index >= g_unix_fd_list_get_length(fds)) {
-        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "file: no file descriptor passed");
+    if (!take_fd(inv, index, &j->parts[PART_MODEL], error) || !parse_options(inv, options, j, error))
         return FALSE;
-    }
-    j->fd = g_unix_fd_list_get(fds, index, error);
-    if (j->fd < 0)
-        return FALSE;
-    struct stat st;
-    int fl = fcntl(j->fd, F_GETFL);
-    if (fstat(j->fd, &st) != 0 || !S_ISREG(st.st_mode) || fl < 0 || (fl & O_ACCMODE) == O_WRONLY) {
-        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                            "file: not a regular file open for reading");
-        return FALSE;
-    }
-    if (st.st_size <= 0) {
-        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "file: empty");
-        return FALSE;
-    }
-    j->size = (guint64)st.st_size;
     j->name = g_strdup(name);
     if (!name_free(d, name, error) || (j->dir = install_dir(d, error)) == NULL)
         return FALSE;
-    g_autofree gchar *file = g_strconcat(name, ".gguf", NULL);
-    j->target = g_build_filename(j->dir, file, NULL);
+    for (int i = 0; i < N_PARTS; i++) {
+        if (j->parts[i].fd < 0)
+            continue;
+        g_autofree gchar *file = g_strconcat(name, i == PART_MODEL ? ".gguf" : ".mmproj.gguf", NULL);
+        j->parts[i].target = g_build_filename(j->dir, file, NULL);
+        j->size += j->parts[i].size;
+    }
     return TRUE;
 }
 
@@ -369,7 +461,8 @@ static void add_model(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *params
     Job *j = g_new0(Job, 1);
     j->refs = 1;
     j->daemon = d;
-    j->fd = -1;
+    j->parts[PART_MODEL] = (Part){.what = "file", .fd = -1};
+    j->parts[PART_PROJECTOR] = (Part){.what = "projector", .fd = -1};
     j->caller = g_strdup(g_dbus_method_invocation_get_sender(inv));
     g_autoptr(GError) error = NULL;
     if (!add_prepare(d, inv, params, j, &error)) {
@@ -398,12 +491,14 @@ typedef struct {
     GDBusMethodInvocation *invocation;
     gchar *name;
     gchar *path;
+    gchar *projector; /* NAME.mmproj.gguf installed with it, or NULL */
 } Removal;
 
 static void removal_free(Removal *r)
 {
     g_free(r->name);
     g_free(r->path);
+    g_free(r->projector);
     g_free(r);
 }
 
@@ -418,6 +513,8 @@ static void remove_authorized(GError *auth_error, gpointer data)
     } else {
         g_message("removed model %s (%s) for %s", r->name, r->path,
                   g_dbus_method_invocation_get_sender(r->invocation));
+        if (r->projector != NULL)
+            unlink(r->projector);
         g_dbus_method_invocation_return_value(r->invocation, NULL);
         g_autoptr(GPtrArray) models = npd_model_catalog_list(r->daemon->catalog);
     }
@@ -457,6 +554,10 @@ static gboolean remove_prepare(NpdDaemon *d, GVariant *params, Removal *r, GErro
         g_set_error(error, NPD_ERROR, NPD_ERROR_BUSY, "model '%s' is loaded: unload it first", name);
         return FALSE;
     }
+    g_autofree gchar *proj_file = g_strconcat(name, ".mmproj.gguf", NULL);
+    g_autofree gchar *proj = g_build_filename(dir, proj_file, NULL);
+    if (g_strcmp0(e->projector, proj) == 0)
+        r->projector = g_steal_pointer(&proj);
     r->path = g_steal_pointer(&managed);
     return TRUE;
 }

@@ -5,8 +5,9 @@ architecture, a name collision, a caller without authorization, and a full
 disk (a small tmpfs, as root). Nothing may be left half-written: after a
 failure the install directory holds exactly what it held before.
 
-Environment (set by tests/service/meson.build): NPULLMD, NPULLM_CLIENT,
-NPULLM_TEST_MODEL.
+Environment (set by tests/vision/meson.build): NPULLMD, NPULLM_CLIENT,
+NPULLM_TEST_MODEL (llama), NPULLM_TEST_VISION_MODEL (gemma3),
+NPULLM_TEST_MMPROJ, NPULLM_TEST_IMAGES.
 """
 
 import hashlib
@@ -45,15 +46,17 @@ class InstallTestBase(ServiceTestCase):
     def contents(self):
         return sorted(os.listdir(self.install_dir))
 
-    def add(self, c, path, name):
+    def add(self, c, path, name, projector=None):
         """AddModel; returns (job path, [(copied, total)...], error_name, message)."""
-        fd = os.open(path, os.O_RDONLY)
+        fds = Gio.UnixFDList.new()
+        opened = [os.open(p, os.O_RDONLY) for p in ([path] + ([projector] if projector else []))]
         try:
-            fds = Gio.UnixFDList.new()
-            idx = fds.append(fd)
-            job = c.call("AddModel", "(hsa{sv})", (idx, name, {}), "(o)", fd_list=fds)[0]
+            idx = [fds.append(fd) for fd in opened]
+            options = {"projector": GLib.Variant("h", idx[1])} if projector else {}
+            job = c.call("AddModel", "(hsa{sv})", (idx[0], name, options), "(o)", fd_list=fds)[0]
         finally:
-            os.close(fd)
+            for fd in opened:
+                os.close(fd)
         self.assertTrue(c.wait(lambda: any(s[0] == job and s[2] == "Finished" for s in c.signals), 60))
         progress = [s[3] for s in c.signals if s[0] == job and s[2] == "Progress"]
         finished = next(s[3] for s in c.signals if s[0] == job and s[2] == "Finished")
@@ -159,6 +162,30 @@ class InstallTest(InstallTestBase):
         c.call("RemoveModel", "(s)", ("kept",))
         self.assertEqual(self.contents(), [])
 
+    def test_add_with_projector(self):
+        c = self.client()
+        gemma = tb.env_path("NPULLM_TEST_VISION_MODEL")
+        mmproj = tb.env_path("NPULLM_TEST_MMPROJ")
+        # a projector that fits no llama model: refused, nothing left
+        job, _, err, msg = self.add(c, tb.env_path("NPULLM_TEST_MODEL"), "llamavision", projector=mmproj)
+        self.assertEqual(err, "org.npullm.Error.InvalidArgument", msg)
+        self.assertIn("projector", msg)
+        self.assertEqual(self.contents(), [])
+        job, progress, err, msg = self.add(c, gemma, "seeing", projector=mmproj)
+        self.assertEqual(err, "", msg)
+        total = os.path.getsize(gemma) + os.path.getsize(mmproj)
+        self.assertEqual(progress[-1], (total, total))
+        self.assertEqual(self.contents(), ["seeing.gguf", "seeing.mmproj.gguf"])
+        models = {m["name"]: m for m in c.call("ListModels", reply="(aa{sv})")[0]}
+        self.assertTrue(models["seeing"]["vision"])
+        r = self.run_client("--model", "seeing", "describe-image", "--max-tokens", "2", "--temperature", "0",
+                            os.path.join(tb.env_path("NPULLM_TEST_IMAGES"), "rose.png"), timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.wait_idle(c)
+        c.call("UnloadModel", "(s)", ("seeing",))
+        c.call("RemoveModel", "(s)", ("seeing",))
+        self.assertEqual(self.contents(), [])
+
     def test_client_commands(self):
         model = tb.env_path("NPULLM_TEST_MODEL")
         r = self.run_client("add", model, "--name", "viaclient")
@@ -194,6 +221,26 @@ class InstallTest(InstallTestBase):
         self.assertNotEqual(r.returncode, 0)
         r = self.run_client("remove", "llama3.2:1b")
         self.assertEqual(r.returncode, 0, r.stderr)
+
+        # a vision model: its projector layer comes along
+        layers = []
+        for media, src in (("model", tb.env_path("NPULLM_TEST_VISION_MODEL")),
+                           ("projector", tb.env_path("NPULLM_TEST_MMPROJ"))):
+            with open(src, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+            tb.place_model(src, os.path.join(store, "blobs", "sha256-" + digest))
+            layers.append({"mediaType": "application/vnd.ollama.image." + media, "digest": "sha256:" + digest,
+                           "size": 1})
+        mdir = os.path.join(store, "manifests", "registry.ollama.ai", "library", "gemma3")
+        os.makedirs(mdir)
+        with open(os.path.join(mdir, "4b"), "w") as f:
+            json.dump({"schemaVersion": 2, "layers": layers}, f)
+        r = subprocess.run(run + ["import-ollama", "gemma3:4b"], capture_output=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.contents(), ["gemma3:4b.gguf", "gemma3:4b.mmproj.gguf"])
+        r = self.run_client("remove", "gemma3:4b")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.contents(), [])
 
 
 @unittest.skipUnless(os.geteuid() == 0, "mounting a tmpfs needs root")
