@@ -229,6 +229,12 @@ void npc_output_models(NpcOutput *out, GVariant *models)
             g_variant_lookup(entry, "loaded", "b", &loaded);
             g_print("%-32s %-10s %12" G_GUINT64_FORMAT " %-8s %8u %-6s %s\n", name, arch, params, quant, ctx,
                     vision ? "yes" : "no", loaded ? "yes" : "no");
+            gboolean supported = TRUE;
+            const char *reason = "";
+            g_variant_lookup(entry, "supported", "b", &supported);
+            g_variant_lookup(entry, "reason", "&s", &reason);
+            if (!supported)
+                g_print("  (cannot be used: %s)\n", reason);
         }
         g_variant_unref(entry);
     }

@@ -10,6 +10,9 @@ static const char summary[] =
     "  models                    list the installed models\n"
     "  status                    show the service's state\n"
     "  load NAME | unload NAME   load or unload a model (needs authorization)\n"
+    "  add FILE [--name NAME]    install a GGUF model for the service (needs authorization)\n"
+    "  import-ollama NAME[:TAG]  install a model from your Ollama store (~/.ollama/models)\n"
+    "  remove NAME               remove a model installed with add (needs authorization)\n"
     "  cancel PATH               cancel a request made on this connection\n"
     "\n"
     "Exit status: 0 success, 1 error, 2 usage, 3 not authorized, 4 busy,\n"
@@ -38,6 +41,7 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
         {"stop", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opts->stop, "Stop at this text (repeatable)", "TEXT"},
         {"raw", 0, 0, G_OPTION_ARG_NONE, &opts->raw, "Plain completion: no chat template", NULL},
         {"priority", 0, 0, G_OPTION_ARG_STRING, &opts->priority, "interactive (default) or background", "P"},
+        {"name", 0, 0, G_OPTION_ARG_STRING, &opts->name, "add, import-ollama: name of the installed model", "NAME"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("COMMAND [ARGS...]");
@@ -77,6 +81,7 @@ void npc_options_clear(NpcOptions *opts)
 {
     g_free(opts->address);
     g_free(opts->model);
+    g_free(opts->name);
     g_free(opts->seed);
     g_free(opts->system);
     g_strfreev(opts->stop);

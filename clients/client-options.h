@@ -25,6 +25,7 @@ typedef struct {
     gchar **stop;
     gboolean raw;
     gchar *priority;
+    gchar *name;         /* add, import-ollama: the installed model's name */
 } NpcOptions;
 
 /* Parses argv in place (options may appear anywhere; "--" ends them).

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "client-events.h"
+#include "client-models.h"
 #include "client-options.h"
 #include "npullm-protocol.h"
 
@@ -437,6 +438,37 @@ static int run_cancel(Client *c, int argc, char **argv)
     return report(c, ret != NULL, error);
 }
 
+/* add, remove, import-ollama (client-models.c): AddModel's job object
+ * signals come from the daemon's unique name. */
+static int run_model_library(Client *c, const char *command, int argc, char **argv)
+{
+    GDBusConnection *bus = npullm_client_get_connection(c->lib);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GVariant) owner = g_dbus_connection_call_sync(
+        bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
+        g_variant_new("(s)", NPP_BUS_NAME), G_VARIANT_TYPE("(s)"), G_DBUS_CALL_FLAGS_NONE, -1, NULL, &error);
+    if (owner == NULL)
+        return report(c, FALSE, error);
+    const char *daemon = NULL;
+    g_variant_get(owner, "(&s)", &daemon);
+    return npc_models_run(bus, daemon, &c->opts, &c->out, command, argc, argv);
+}
+
+static int run_add(Client *c, int argc, char **argv)
+{
+    return run_model_library(c, "add", argc, argv);
+}
+
+static int run_remove(Client *c, int argc, char **argv)
+{
+    return run_model_library(c, "remove", argc, argv);
+}
+
+static int run_import_ollama(Client *c, int argc, char **argv)
+{
+    return run_model_library(c, "import-ollama", argc, argv);
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 /* One row per command; run returns an exit status, or -1 when it started
@@ -453,6 +485,9 @@ static const struct {
     {"load", run_load},
     {"unload", run_unload},
     {"cancel", run_cancel},
+    {"add", run_add},
+    {"remove", run_remove},
+    {"import-ollama", run_import_ollama},
 };
 
 int main(int argc, char **argv)

@@ -119,6 +119,27 @@ static npl_status init_rope(npl_model *m, npl_error *err)
     return NPL_OK;
 }
 
+npl_status npl_model_check_gguf(npl_gguf *g, npl_error *err)
+{
+    npl_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+    m->gguf = g;
+    npl_status st = check_architecture(m, err);
+    if (!st) {
+        m->tok = npl_tokenizer_from_gguf(m->gguf, err);
+        st = m->tok ? load_architecture(m, err) : err ? err->code : NPL_ERR_FORMAT;
+    }
+    if (!st)
+        st = init_kv_format(m, NPL_KV_F16, err);
+    free(m->layers);
+    npl_tokenizer_free(m->tok);
+    free(m->name);
+    free(m->architecture);
+    free(m);
+    return st;
+}
+
 npl_model *npl_model_load(const char *path, const npl_model_params *params, npl_error *err)
 {
     npl_model_params defaults;

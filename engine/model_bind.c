@@ -150,7 +150,7 @@ npl_status npl_bind_embeddings_and_output(const npl_binder *b)
                              (unsigned long long)te->ne[1]);
     hp->n_vocab = (uint32_t)te->ne[1];
     int32_t tok_vocab = npl_tokenizer_n_vocab(m->tok);
-    if (tok_vocab != (int32_t)hp->n_vocab)
+    if (tok_vocab < (int32_t)hp->n_vocab || (int64_t)tok_vocab > (int64_t)hp->n_vocab + b->extra_tokens)
         return npl_error_set(b->err, NPL_ERR_FORMAT,
                              "%s: the tokenizer has %d tokens but token_embd.weight has %u rows", b->path, tok_vocab,
                              hp->n_vocab);

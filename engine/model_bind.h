@@ -12,6 +12,10 @@ typedef struct npl_binder {
     const char *path; /* for messages */
     const char *arch; /* metadata keys are "<arch>.<key>" */
     npl_error *err;
+    /* The tokenizer may have up to this many tokens more than the
+     * embedding has rows (Ollama's Gemma 3 blobs have one); ids past the
+     * rows are never sampled and a prompt holding one is refused. */
+    uint32_t extra_tokens;
 } npl_binder;
 
 /* "<arch>.<key>" as an unsigned 32-bit integer in [lo, hi]; def when absent

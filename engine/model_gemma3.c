@@ -71,8 +71,39 @@ static npl_status read_rope_scaling(const npl_binder *b, npl_hparams *hp)
     return NPL_OK;
 }
 
+/* Ollama's own Gemma 3 converter writes a dialect: no rms epsilon key
+ * (its engine uses 1e-6), the rope bases under rope.global.freq_base
+ * (default 1e6) and rope.local.freq_base (default 1e4), and a tokenizer
+ * with one token more than the embedding has rows. */
+#define OLLAMA_RMS_EPS 1e-6f
+#define OLLAMA_GLOBAL_ROPE_BASE 1000000.0f
+#define OLLAMA_EXTRA_TOKENS 1u
+
+static bool has_key(const npl_binder *b, const char *key)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", b->arch, key);
+    return npl_gguf_find(b->m->gguf, k) != NULL;
+}
+
+static bool is_ollama_dialect(const npl_binder *b)
+{
+    return has_key(b, "rope.global.freq_base") || has_key(b, "rope.local.freq_base") ||
+           !has_key(b, "attention.layer_norm_rms_epsilon");
+}
+
+/* The first of the keys the file has (standard name first), else def. */
+static npl_status bind_rope_base(const npl_binder *b, const char *key, const char *ollama_key, float def,
+                                 float *out)
+{
+    const char *k = has_key(b, key) || !has_key(b, ollama_key) ? key : ollama_key;
+    npl_status st = npl_bind_f32(b, k, false, def, out);
+    return st ? st : check_rope_base(b, k, *out);
+}
+
 static npl_status read_hparams(const npl_binder *b, uint32_t *swa_pattern)
 {
+    bool ollama = is_ollama_dialect(b);
     npl_model *m = b->m;
     npl_hparams *hp = &m->hp;
     npl_status st;
@@ -83,7 +114,7 @@ static npl_status read_hparams(const npl_binder *b, uint32_t *swa_pattern)
         (st = npl_bind_u32(b, "feed_forward_length", true, 0, 1, NPL_MAX_FF, &hp->n_ff)) ||
         (st = npl_bind_u32(b, "attention.head_count", true, 0, 1, NPL_MAX_HEADS, &hp->n_head)) ||
         (st = npl_bind_u32(b, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head, &hp->n_head_kv)) ||
-        (st = npl_bind_f32(b, "attention.layer_norm_rms_epsilon", true, 0.0f, &hp->rms_eps)))
+        (st = npl_bind_f32(b, "attention.layer_norm_rms_epsilon", !ollama, OLLAMA_RMS_EPS, &hp->rms_eps)))
         return st;
     if (hp->n_head % hp->n_head_kv != 0)
         return npl_error_set(b->err, NPL_ERR_FORMAT,
@@ -109,8 +140,9 @@ static npl_status read_hparams(const npl_binder *b, uint32_t *swa_pattern)
         return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: gemma3.rope.dimension_count = %u is not even", b->path,
                              hp->n_rot);
 
-    if ((st = npl_bind_f32(b, "rope.freq_base", false, DEFAULT_ROPE_BASE, &hp->rope_base)) ||
-        (st = check_rope_base(b, "rope.freq_base", hp->rope_base)) || (st = read_rope_scaling(b, hp)))
+    if ((st = bind_rope_base(b, "rope.freq_base", "rope.global.freq_base",
+                             ollama ? OLLAMA_GLOBAL_ROPE_BASE : DEFAULT_ROPE_BASE, &hp->rope_base)) ||
+        (st = read_rope_scaling(b, hp)))
         return st;
 
     /* No window (absent or 0): every layer is global, as in llama.cpp. */
@@ -120,8 +152,8 @@ static npl_status read_hparams(const npl_binder *b, uint32_t *swa_pattern)
     if (hp->n_swa) {
         if ((st = npl_bind_u32(b, "attention.sliding_window_pattern", false, DEFAULT_SWA_PATTERN, 0,
                                NPL_MAX_LAYERS, swa_pattern)) ||
-            (st = npl_bind_f32(b, "rope.freq_base_swa", false, DEFAULT_ROPE_BASE, &hp->rope_base_swa)) ||
-            (st = check_rope_base(b, "rope.freq_base_swa", hp->rope_base_swa)))
+            (st = bind_rope_base(b, "rope.freq_base_swa", "rope.local.freq_base", DEFAULT_ROPE_BASE,
+                                 &hp->rope_base_swa)))
             return st;
     }
 
@@ -175,6 +207,8 @@ static npl_status bind_layer(const npl_binder *b, uint32_t l, npl_layer *L)
 npl_status npl_gemma3_load(npl_model *m, npl_error *err)
 {
     npl_binder b = {.m = m, .path = npl_gguf_path(m->gguf), .arch = "gemma3", .err = err};
+    if (is_ollama_dialect(&b))
+        b.extra_tokens = OLLAMA_EXTRA_TOKENS;
     npl_hparams *hp = &m->hp;
     npl_status st;
     uint32_t swa_pattern;

@@ -149,6 +149,16 @@ npl_status npl_llama_load(npl_model *m, npl_error *err);
 /* engine/model_gemma3.c: hyper-parameters and weights of a "gemma3" file. */
 npl_status npl_gemma3_load(npl_model *m, npl_error *err);
 
+/* engine/model.c: the loader's checks of an open file (architecture,
+ * tokenizer, every tensor's presence, type and shape) without threads or
+ * scratch memory; NPL_OK when npl_model_load would accept it. */
+npl_status npl_model_check_gguf(npl_gguf *g, npl_error *err);
+
+/* engine/model_probe.c: parameter count and dominant weight type (by
+ * bytes) of a file, shared by npl_model_probe and npl_model_get_info. */
+uint64_t npl_gguf_param_count(const npl_gguf *g);
+const char *npl_gguf_dominant_type(const npl_gguf *g);
+
 /* engine/model_info.c: fills m->info once the weights are bound. */
 void npl_model_info_fill(npl_model *m);
 

@@ -15,6 +15,7 @@
 
 #include "gguf.h"
 #include "npl_buf.h"
+#include "model_probe.h"
 #include "npl_error.h"
 #include "tokenizer.h"
 

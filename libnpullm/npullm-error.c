@@ -4,7 +4,7 @@
 
 #include "npullm-protocol.h"
 
-G_STATIC_ASSERT(NPULLM_ERROR_INTERNAL + 1 == NPP_ERROR_N_CODES);
+G_STATIC_ASSERT(NPULLM_ERROR_NO_SPACE + 1 == NPP_ERROR_N_CODES);
 G_STATIC_ASSERT((int)NPULLM_ERROR_CANCELLED == (int)NPP_ERROR_CANCELLED);
 
 GType npullm_error_get_type(void)
@@ -20,6 +20,7 @@ GType npullm_error_get_type(void)
         {NPULLM_ERROR_CONTEXT_OVERFLOW, "NPULLM_ERROR_CONTEXT_OVERFLOW", "context-overflow"},
         {NPULLM_ERROR_CANCELLED, "NPULLM_ERROR_CANCELLED", "cancelled"},
         {NPULLM_ERROR_INTERNAL, "NPULLM_ERROR_INTERNAL", "internal"},
+        {NPULLM_ERROR_NO_SPACE, "NPULLM_ERROR_NO_SPACE", "no-space"},
         {0, NULL, NULL},
     };
     if (g_once_init_enter(&type))

@@ -21,6 +21,7 @@ G_BEGIN_DECLS
  * @NPULLM_ERROR_CONTEXT_OVERFLOW: org.npullm.Error.ContextOverflow: the prompt does not fit the context
  * @NPULLM_ERROR_CANCELLED: org.npullm.Error.Cancelled: the request was cancelled
  * @NPULLM_ERROR_INTERNAL: org.npullm.Error.Internal: anything else, including a daemon that went away
+ * @NPULLM_ERROR_NO_SPACE: org.npullm.Error.NoSpace: not enough free space to install a model
  *
  * The errors of npullmd, one per `org.npullm.Error.*` D-Bus error name.
  * They are registered with g_dbus_error_register_error(), so an error
@@ -38,6 +39,7 @@ typedef enum {
     NPULLM_ERROR_CONTEXT_OVERFLOW,
     NPULLM_ERROR_CANCELLED,
     NPULLM_ERROR_INTERNAL,
+    NPULLM_ERROR_NO_SPACE,
 } NpullmError;
 
 /**

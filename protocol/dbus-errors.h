@@ -20,9 +20,10 @@ typedef enum {
     NPD_ERROR_CONTEXT_OVERFLOW = NPP_ERROR_CONTEXT_OVERFLOW,
     NPD_ERROR_CANCELLED = NPP_ERROR_CANCELLED,
     NPD_ERROR_INTERNAL = NPP_ERROR_INTERNAL,
+    NPD_ERROR_NO_SPACE = NPP_ERROR_NO_SPACE,
 } NpdError;
 
-#define NPD_ERROR_N_CODES (NPD_ERROR_INTERNAL + 1)
+#define NPD_ERROR_N_CODES (NPD_ERROR_NO_SPACE + 1)
 
 /* Registers the D-Bus names on first use (thread-safe). */
 GQuark npd_error_quark(void);

@@ -12,6 +12,7 @@ static const char *const error_names[NPP_ERROR_N_CODES] = {
     [NPP_ERROR_CONTEXT_OVERFLOW] = "org.npullm.Error.ContextOverflow",
     [NPP_ERROR_CANCELLED] = "org.npullm.Error.Cancelled",
     [NPP_ERROR_INTERNAL] = "org.npullm.Error.Internal",
+    [NPP_ERROR_NO_SPACE] = "org.npullm.Error.NoSpace",
 };
 
 const char *npp_error_name(guint code)

@@ -27,9 +27,10 @@ typedef enum {
     NPP_ERROR_CONTEXT_OVERFLOW,
     NPP_ERROR_CANCELLED,
     NPP_ERROR_INTERNAL,
+    NPP_ERROR_NO_SPACE,
 } NppError;
 
-#define NPP_ERROR_N_CODES (NPP_ERROR_INTERNAL + 1)
+#define NPP_ERROR_N_CODES (NPP_ERROR_NO_SPACE + 1)
 
 /* "org.npullm.Error.InvalidArgument" etc.; out-of-range codes give the
  * Internal name. */

@@ -27,16 +27,25 @@ gboolean npd_call_fds_check(GDBusMethodInvocation *inv, GError **error)
     if (n == 0)
         return TRUE;
     const char *sig = g_dbus_message_get_signature(g_dbus_method_invocation_get_message(inv));
-    gboolean takes_one = sig != NULL && strchr(sig, 'h') != NULL;
-    if (takes_one && n == 1)
+    const char *method = g_dbus_method_invocation_get_method_name(inv);
+    gint allowed = 0;
+    for (const char *c = sig; c != NULL && *c != '\0'; c++)
+        allowed += *c == 'h';
+    /* AddModel's options may carry the projector as one more descriptor */
+    if (allowed > 0 && g_strcmp0(method, "AddModel") == 0)
+        allowed++;
+    if (n <= allowed)
         return TRUE;
     close_all(fds);
-    if (!takes_one)
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s takes no file descriptor (%d passed)",
-                    g_dbus_method_invocation_get_method_name(inv), n);
-    else
+    if (allowed == 0)
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s takes no file descriptor (%d passed)", method,
+                    n);
+    else if (allowed == 1)
         g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s takes exactly one file descriptor (%d passed)",
-                    g_dbus_method_invocation_get_method_name(inv), n);
+                    method, n);
+    else
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s takes at most %d file descriptors (%d passed)",
+                    method, allowed, n);
     return FALSE;
 }
 

@@ -3,11 +3,8 @@
 #include <malloc.h>
 #include <string.h>
 
+#include "model-catalog.h"
 #include "vision.h"
-
-/* A model NAME.gguf has its vision projector in NAME.mmproj.gguf beside it
- * (the model catalog's convention). */
-#define MMPROJ_SUFFIX ".mmproj.gguf"
 
 /* ---- names ------------------------------------------------------------- */
 
@@ -53,22 +50,6 @@ void npd_job_free(NpdJob *job)
     g_strfreev(job->stop);
     npd_image_pixels_free(job->image);
     g_free(job);
-}
-
-void npd_image_pixels_free(NpdImagePixels *px)
-{
-    if (px == NULL)
-        return;
-    g_free(px->pixels);
-    g_free(px);
-}
-
-gchar *npd_model_projector_path(const char *model_path)
-{
-    if (!g_str_has_suffix(model_path, ".gguf"))
-        return NULL;
-    g_autofree gchar *base = g_strndup(model_path, strlen(model_path) - strlen(".gguf"));
-    return g_strconcat(base, MMPROJ_SUFFIX, NULL);
 }
 
 /* ---- worker state ------------------------------------------------------ */
@@ -295,13 +276,13 @@ static NpdError error_from_status(npl_status st)
 
 /* ---- models ------------------------------------------------------------ */
 
-/* The model's vision projector, when NAME.mmproj.gguf exists beside it.
+/* The model's vision projector, when the catalog paired one with it.
  * A broken one does not stop the model from serving text: *why says what
  * image requests will be told. */
 static npl_vision *load_vision(NpdWorker *w, const char *name, const char *path, gchar **why)
 {
-    g_autofree gchar *mmproj = npd_model_projector_path(path);
-    if (mmproj == NULL || !g_file_test(mmproj, G_FILE_TEST_IS_REGULAR))
+    g_autofree gchar *mmproj = npd_model_projector_for(path);
+    if (mmproj == NULL)
         return NULL;
     npl_vision_params vp;
     npl_vision_params_default(&vp);

@@ -127,8 +127,4 @@ void npd_worker_load(NpdWorker *w, const char *name, const char *path, gpointer 
 void npd_worker_unload(NpdWorker *w, const char *name, gpointer tag);
 void npd_worker_set_idle_timeout(NpdWorker *w, guint seconds);
 
-/* The vision projector of a model file (NAME.mmproj.gguf beside
- * NAME.gguf), NULL when the name does not end in .gguf. */
-gchar *npd_model_projector_path(const char *model_path);
-
 #endif

@@ -354,3 +354,11 @@ NpdImagePixels *npd_image_input_read_finish(GAsyncResult *result, GError **error
 {
     return g_task_propagate_pointer(G_TASK(result), error);
 }
+
+void npd_image_pixels_free(NpdImagePixels *px)
+{
+    if (px == NULL)
+        return;
+    g_free(px->pixels);
+    g_free(px);
+}

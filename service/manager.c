@@ -12,6 +12,7 @@
 #include "call-fds.h"
 #include "image-input.h"
 #include "manager-call.h"
+#include "model-install.h"
 
 #ifndef NPD_VERSION
 #define NPD_VERSION "unknown"
@@ -71,12 +72,8 @@ static const char *default_model_name(NpdDaemon *d)
 {
     if (d->cfg->default_model != NULL && d->cfg->default_model[0] != '\0')
         return d->cfg->default_model;
-    g_autoptr(GPtrArray) models = npd_model_catalog_list(d->catalog);
-    if (models->len == 0)
-        return NULL;
-    /* The entry is owned by the catalog and stays valid until its next
-     * scan, which only happens on the main thread after we return. */
-    return ((const NpdModelEntry *)models->pdata[0])->name;
+    const NpdModelEntry *e = npd_model_catalog_default(d->catalog);
+    return e != NULL ? e->name : NULL;
 }
 
 static gboolean model_is_loaded(NpdDaemon *d, const char *name)
@@ -253,7 +250,7 @@ static gboolean resolve_model(NpdDaemon *d, PendingCall *p, GError **error)
 {
     const char *name = p->opts.model != NULL ? p->opts.model : default_model_name(d);
     if (name == NULL) {
-        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_NO_SUCH_MODEL, "no models are installed");
+        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_NO_SUCH_MODEL, "no usable models are installed");
         return FALSE;
     }
     const NpdModelEntry *e = npd_model_catalog_lookup(d->catalog, name, error);
@@ -379,11 +376,11 @@ static gboolean check_vision(NpdDaemon *d, PendingCall *p, GError **error)
         return FALSE;
     if (!e->vision) {
         g_set_error(error, NPD_ERROR, NPD_ERROR_NOT_SUPPORTED,
-                    "model '%s' has no vision projector (%s.mmproj.gguf beside it)", e->name, e->name);
+                    "model '%s' has no vision projector (none of its folder matches it)", e->name);
         return FALSE;
     }
-    p->mmproj_path = npd_model_projector_path(e->path);
-    return p->mmproj_path != NULL;
+    p->mmproj_path = g_strdup(e->projector);
+    return TRUE;
 }
 
 /* One user turn: the image, then the prompt (a default one when empty). */
@@ -426,6 +423,8 @@ static GVariant *list_models(NpdDaemon *d)
         g_variant_builder_add(&b, "{sv}", "vision", g_variant_new_boolean(e->vision));
         g_variant_builder_add(&b, "{sv}", "loaded", g_variant_new_boolean(model_is_loaded(d, e->name)));
         g_variant_builder_add(&b, "{sv}", "file_size", g_variant_new_uint64(e->file_size));
+        g_variant_builder_add(&b, "{sv}", "supported", g_variant_new_boolean(e->supported));
+        g_variant_builder_add(&b, "{sv}", "reason", g_variant_new_string(e->reason));
         g_variant_builder_close(&b);
     }
     return g_variant_new("(aa{sv})", &b);
@@ -621,6 +620,9 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
                                                   method);
         return;
     }
+    /* AddModel, RemoveModel: a job object of their own (model-install.c) */
+    if (npd_model_install_handle(d, method, inv, params))
+        return;
     const NpdManagerMethod *m = find_method(method);
     if (m == NULL) {
         g_dbus_method_invocation_return_error(inv, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD, "no method %s",

@@ -1,29 +1,58 @@
 #include "model-catalog.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "dbus-errors.h"
-#include "ggml_types.h"
-#include "gguf.h"
+#include "npullm.h"
+#include "ollama-store.h"
 #include "request-options.h"
 
 #define MODEL_SUFFIX ".gguf"
 #define MMPROJ_SUFFIX ".mmproj.gguf"
 
+/* What npl_model_probe said about one file version. */
+typedef struct {
+    guint64 size;
+    gint64 mtime;
+    guint64 ino;
+    gboolean readable;   /* FALSE: not a GGUF file (message in error) */
+    gchar *error;
+    npl_model_facts facts;
+} Probe;
+
 struct NpdModelCatalog {
     gchar **dirs;
-    GHashTable *by_path; /* path -> NpdModelEntry* (owned) */
+    GHashTable *probes;   /* path -> Probe* */
+    GHashTable *reported; /* "path\nmessage" already logged */
+    GPtrArray *entries;   /* NpdModelEntry*, sorted: the latest scan */
+    GPtrArray *retired;   /* earlier scans' arrays, freed when the main loop runs */
+    guint retire_id;
+    gboolean scanned;
+    NpdModelCatalogChanged changed;
+    gpointer changed_data;
 };
+
+/* model path -> projector path of the latest scan, for the worker thread */
+static GMutex pairing_lock;
+static GHashTable *pairing;
+
+static void probe_free(Probe *p)
+{
+    g_free(p->error);
+    g_free(p);
+}
 
 static void entry_free(NpdModelEntry *e)
 {
-    if (e == NULL)
-        return;
     g_free(e->name);
     g_free(e->path);
+    g_free(e->projector);
     g_free(e->architecture);
     g_free(e->quantization);
+    g_free(e->reason);
     g_free(e);
 }
 
@@ -31,7 +60,10 @@ NpdModelCatalog *npd_model_catalog_new(const gchar *const *dirs)
 {
     NpdModelCatalog *cat = g_new0(NpdModelCatalog, 1);
     cat->dirs = g_strdupv((gchar **)dirs);
-    cat->by_path = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)entry_free);
+    cat->probes = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)probe_free);
+    cat->reported = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    cat->entries = g_ptr_array_new_with_free_func((GDestroyNotify)entry_free);
+    cat->retired = g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref);
     return cat;
 }
 
@@ -39,157 +71,414 @@ void npd_model_catalog_free(NpdModelCatalog *cat)
 {
     if (cat == NULL)
         return;
+    if (cat->retire_id != 0)
+        g_source_remove(cat->retire_id);
     g_strfreev(cat->dirs);
-    g_hash_table_destroy(cat->by_path);
+    g_hash_table_destroy(cat->probes);
+    g_hash_table_destroy(cat->reported);
+    g_ptr_array_unref(cat->entries);
+    g_ptr_array_unref(cat->retired);
     g_free(cat);
 }
 
-static gchar *str_or(const npl_gguf *g, const char *key, const char *fallback)
+void npd_model_catalog_set_changed_func(NpdModelCatalog *cat, NpdModelCatalogChanged func, gpointer user_data)
 {
-    npl_str s;
-    if (npl_gguf_get_str(g, key, &s))
-        return g_strndup(s.ptr, (gsize)s.len);
-    return g_strdup(fallback);
+    cat->changed = func;
+    cat->changed_data = user_data;
 }
 
-/* Weight type holding the most bytes, as the model's quantization. */
-static const char *dominant_type(const npl_gguf *g, guint64 *n_params)
+/* Logs a problem with a file once, not on every scan. */
+static void report_once(NpdModelCatalog *cat, const char *path, const char *why)
 {
-    guint64 bytes[64] = {0};
-    size_t n = npl_gguf_n_tensors(g);
-    *n_params = 0;
-    for (size_t i = 0; i < n; i++) {
-        const npl_gguf_tensor *t = npl_gguf_tensor_at(g, i);
-        *n_params += npl_gguf_tensor_nelements(t);
-        if (t->n_dims >= 2 && t->type < G_N_ELEMENTS(bytes))
-            bytes[t->type] += t->size;
-    }
-    size_t best = 0;
-    for (size_t i = 1; i < G_N_ELEMENTS(bytes); i++)
-        if (bytes[i] > bytes[best])
-            best = i;
-    if (bytes[best] == 0)
-        return "unknown";
-    const npl_type_traits *tr = npl_type_traits_get((uint32_t)best);
-    return tr != NULL && tr->name != NULL ? tr->name : "unknown";
+    gchar *key = g_strconcat(path, "\n", why, NULL);
+    if (!g_hash_table_add(cat->reported, key))
+        return;
+    g_warning("model catalog: %s: %s", path, why);
 }
 
-static NpdModelEntry *entry_read(const char *name, const char *path, const struct stat *st)
+/* ---- probing ------------------------------------------------------------ */
+
+/* The facts of the file at path (st from stat), cached per version; NULL
+ * when it cannot be read now (logged, retried on the next scan). */
+static const Probe *probe_get(NpdModelCatalog *cat, const char *path, const struct stat *st)
 {
+    gint64 mtime = (gint64)st->st_mtim.tv_sec * G_USEC_PER_SEC + st->st_mtim.tv_nsec / 1000;
+    Probe *p = g_hash_table_lookup(cat->probes, path);
+    if (p != NULL && p->size == (guint64)st->st_size && p->mtime == mtime && p->ino == (guint64)st->st_ino)
+        return p;
     npl_error err;
     npl_error_clear(&err);
+    Probe *fresh = g_new0(Probe, 1);
+    fresh->size = (guint64)st->st_size;
+    fresh->mtime = mtime;
+    fresh->ino = (guint64)st->st_ino;
+    npl_status status = npl_model_probe(path, &fresh->facts, &err);
+    if (status == NPL_ERR_IO || status == NPL_ERR_NOMEM || status == NPL_ERR_INTERNAL) {
+        /* EMFILE, ENOMEM, EAGAIN, a file being replaced...: not a verdict
+         * on the file; keep what we knew and try again next time */
+        report_once(cat, path, err.message);
+        probe_free(fresh);
+        return NULL;
+    }
+    fresh->readable = status == NPL_OK;
+    if (!fresh->readable) {
+        /* said to any caller of ListModels: without the path */
+        const char *msg = err.message;
+        if (g_str_has_prefix(msg, path) && g_str_has_prefix(msg + strlen(path), ": "))
+            msg += strlen(path) + 2;
+        fresh->error = g_strdup_printf("not a usable GGUF file: %s", msg);
+        report_once(cat, path, err.message);
+    } else if (!fresh->facts.supported) {
+        g_message("model catalog: %s: not usable: %s", path, fresh->facts.reason);
+    }
+    g_hash_table_replace(cat->probes, g_strdup(path), fresh);
+    return fresh;
+}
+
+/* ---- scanning ----------------------------------------------------------- */
+
+typedef struct {
+    NpdModelCatalog *cat;
+    GPtrArray *entries;  /* new NpdModelEntry* */
+    GHashTable *names;   /* names taken */
+    guint files;         /* looked at, against NPD_CATALOG_MAX_FILES */
+} Scan;
+
+/* A model file waiting for its folder's projectors. */
+typedef struct {
+    gchar *name;
+    gchar *path;
+    const Probe *probe;
+} Candidate;
+
+typedef struct {
+    gchar *path;
+    const Probe *probe;
+} Projector;
+
+static void candidate_free(Candidate *c)
+{
+    g_free(c->name);
+    g_free(c->path);
+    g_free(c);
+}
+
+static void projector_free(Projector *p)
+{
+    g_free(p->path);
+    g_free(p);
+}
+
+gboolean npd_model_projector_fits(const npl_model_facts *model, const npl_model_facts *proj)
+{
+    return proj->is_projector && proj->supported && model->embedding_length != 0 &&
+           strcmp(proj->projector_type, model->architecture) == 0 &&
+           proj->embedding_length == model->embedding_length;
+}
+
+static void add_entry(Scan *s, const char *name, const char *path, const Probe *p, const char *projector)
+{
+    if (!g_hash_table_add(s->names, g_strdup(name))) {
+        g_message("model catalog: %s: a model named '%s' was found earlier, this one is not listed", path, name);
+        return;
+    }
     NpdModelEntry *e = g_new0(NpdModelEntry, 1);
     e->name = g_strdup(name);
     e->path = g_strdup(path);
-    e->file_size = (guint64)st->st_size;
-    e->mtime = (gint64)st->st_mtim.tv_sec * G_USEC_PER_SEC + st->st_mtim.tv_nsec / 1000;
-    npl_gguf *g = npl_gguf_open(path, &err);
-    if (g == NULL) {
-        g_warning("skipping model %s: %s", path, err.message);
-        return e;
-    }
-    e->usable = TRUE;
-    e->architecture = str_or(g, "general.architecture", "unknown");
-    e->quantization = g_strdup(dominant_type(g, &e->parameters));
-    g_autofree gchar *ctx_key = g_strdup_printf("%s.context_length", e->architecture);
-    uint32_t ctx = 0;
-    e->context_length = npl_gguf_get_u32(g, ctx_key, &ctx) ? ctx : 0;
-    npl_gguf_close(g);
-
-    g_autofree gchar *dir = g_path_get_dirname(path);
-    g_autofree gchar *mmproj_name = g_strconcat(name, MMPROJ_SUFFIX, NULL);
-    g_autofree gchar *mmproj = g_build_filename(dir, mmproj_name, NULL);
-    e->vision = g_file_test(mmproj, G_FILE_TEST_IS_REGULAR);
-    return e;
+    e->projector = g_strdup(projector);
+    e->vision = projector != NULL;
+    e->architecture = g_utf8_make_valid(p->facts.architecture[0] ? p->facts.architecture : "unknown", -1);
+    e->quantization = g_utf8_make_valid(p->facts.quantization, -1);
+    e->parameters = p->facts.n_params;
+    e->context_length = p->facts.context_length;
+    e->supported = p->readable && p->facts.supported;
+    e->reason = g_utf8_make_valid(p->readable ? p->facts.reason : p->error, -1);
+    e->file_size = p->size;
+    g_ptr_array_add(s->entries, e);
 }
 
-/* Cached entry for path, re-read when the file changed; NULL when the
- * file is missing or unusable. */
-static const NpdModelEntry *entry_get(NpdModelCatalog *cat, const char *name, const char *path)
+/* NAME.mmproj.gguf (npullm's convention), mmproj-*.gguf (llama.cpp's and
+ * Hugging Face downloads'): a file that says it is a projector is never
+ * listed as a model, whatever it holds. */
+static gboolean named_as_projector(const char *file)
 {
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
-        g_hash_table_remove(cat->by_path, path);
-        return NULL;
-    }
-    gint64 mtime = (gint64)st.st_mtim.tv_sec * G_USEC_PER_SEC + st.st_mtim.tv_nsec / 1000;
-    NpdModelEntry *e = g_hash_table_lookup(cat->by_path, path);
-    if (e == NULL || e->mtime != mtime || e->file_size != (guint64)st.st_size) {
-        g_hash_table_remove(cat->by_path, path);
-        e = entry_read(name, path, &st);
-        g_hash_table_insert(cat->by_path, e->path, e);
-    }
-    return e->usable ? e : NULL;
+    return g_str_has_suffix(file, MMPROJ_SUFFIX) || g_str_has_prefix(file, "mmproj");
 }
 
-/* NAME for "NAME.gguf" that is a model (not a projector), else NULL. */
-static gchar *model_name_of(const char *file)
+/* The model NAME for FILE = "NAME.gguf", or NULL (reported) when NAME is
+ * not a valid model name. */
+static gchar *name_of_file(Scan *s, const char *path, const char *file)
 {
-    if (!g_str_has_suffix(file, MODEL_SUFFIX) || g_str_has_suffix(file, MMPROJ_SUFFIX))
-        return NULL;
     gchar *name = g_strndup(file, strlen(file) - strlen(MODEL_SUFFIX));
-    if (!npd_model_name_valid(name)) {
-        g_free(name);
-        return NULL;
-    }
-    return name;
+    if (npd_model_name_valid(name))
+        return name;
+    report_once(s->cat, path,
+                "the file name is not a valid model name (letters, digits, '.', '_', '-', '+', ':'), not listed");
+    g_free(name);
+    return NULL;
 }
 
-static gint entry_compare(gconstpointer a, gconstpointer b)
+/* path when it is inside root (both resolved), else NULL (reported). */
+static gchar *resolve_inside(Scan *s, const char *path, const char *real_root)
+{
+    char *real = realpath(path, NULL);
+    if (real == NULL)
+        return NULL;
+    gsize n = strlen(real_root);
+    if (strcmp(real, real_root) == 0 || (strncmp(real, real_root, n) == 0 && real[n] == '/')) {
+        gchar *out = g_strdup(real);
+        free(real);
+        return out;
+    }
+    report_once(s->cat, path, "a symbolic link leading out of the model directory, not followed");
+    free(real);
+    return NULL;
+}
+
+static void pair_and_add(Scan *s, GPtrArray *models, GPtrArray *projectors)
+{
+    for (guint i = 0; i < models->len; i++) {
+        Candidate *c = models->pdata[i];
+        const char *chosen = NULL;
+        g_autofree gchar *own = g_strconcat(c->name, MMPROJ_SUFFIX, NULL);
+        for (guint j = 0; j < projectors->len; j++) {
+            Projector *p = projectors->pdata[j];
+            if (!npd_model_projector_fits(&c->probe->facts, &p->probe->facts))
+                continue;
+            /* NAME.mmproj.gguf first, else the first by file name */
+            if (chosen == NULL || g_str_has_suffix(p->path, own))
+                chosen = p->path;
+        }
+        add_entry(s, c->name, c->path, c->probe, chosen);
+    }
+}
+
+static gint compare_names(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void scan_folder(Scan *s, const char *dir, const char *real_root, guint depth)
+{
+    g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
+    /* open while its files are probed: one pass over the folder */
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *f;
+    while (d != NULL && (f = g_dir_read_name(d)) != NULL)
+        if (f[0] != '.')
+            g_ptr_array_add(files, g_strdup(f));
+    g_ptr_array_sort(files, compare_names);
+    g_autoptr(GPtrArray) models = g_ptr_array_new_with_free_func((GDestroyNotify)candidate_free);
+    g_autoptr(GPtrArray) projectors = g_ptr_array_new_with_free_func((GDestroyNotify)projector_free);
+    g_autoptr(GPtrArray) subdirs = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < files->len && s->files < NPD_CATALOG_MAX_FILES; i++) {
+        const char *file = files->pdata[i];
+        g_autofree gchar *path = g_build_filename(dir, file, NULL);
+        g_autofree gchar *real = resolve_inside(s, path, real_root);
+        struct stat st;
+        if (real == NULL || stat(real, &st) != 0)
+            continue;
+        s->files++;
+        if (S_ISDIR(st.st_mode)) {
+            if (depth + 1 < NPD_CATALOG_MAX_DEPTH)
+                g_ptr_array_add(subdirs, g_steal_pointer(&path));
+            continue;
+        }
+        if (!S_ISREG(st.st_mode) || !g_str_has_suffix(file, MODEL_SUFFIX))
+            continue;
+        const Probe *p = probe_get(s->cat, real, &st);
+        if (p == NULL)
+            continue;
+        if (p->readable && p->facts.is_projector) {
+            Projector *pj = g_new0(Projector, 1);
+            pj->path = g_steal_pointer(&real);
+            pj->probe = p;
+            g_ptr_array_add(projectors, pj);
+            continue;
+        }
+        if (named_as_projector(file)) {
+            report_once(s->cat, path, "named as a vision projector but is not one, not listed");
+            continue;
+        }
+        gchar *name = name_of_file(s, path, file);
+        if (name == NULL)
+            continue;
+        Candidate *c = g_new0(Candidate, 1);
+        c->name = name;
+        c->path = g_steal_pointer(&real);
+        c->probe = p;
+        g_ptr_array_add(models, c);
+    }
+    pair_and_add(s, models, projectors);
+    for (guint i = 0; i < subdirs->len; i++)
+        scan_folder(s, subdirs->pdata[i], real_root, depth + 1);
+}
+
+static void warn_manifest(const char *path, const char *why, gpointer cat)
+{
+    report_once(cat, path, why);
+}
+
+static void scan_ollama(Scan *s, const char *store)
+{
+    g_autofree gchar *real_root = realpath(store, NULL);
+    if (real_root == NULL)
+        return;
+    g_autoptr(GPtrArray) models =
+        npd_ollama_store_list(store, NPD_CATALOG_MAX_FILES - s->files, warn_manifest, s->cat);
+    for (guint i = 0; i < models->len; i++) {
+        NpdOllamaModel *m = models->pdata[i];
+        s->files++;
+        g_autofree gchar *model = resolve_inside(s, m->model, real_root);
+        struct stat st;
+        if (model == NULL || stat(model, &st) != 0 || !S_ISREG(st.st_mode)) {
+            report_once(s->cat, m->model, "the model blob of a manifest is missing");
+            continue;
+        }
+        const Probe *p = probe_get(s->cat, model, &st);
+        if (p == NULL)
+            continue;
+        if (!npd_model_name_valid(m->name)) {
+            report_once(s->cat, m->model, "the Ollama name is not a valid model name, not listed");
+            continue;
+        }
+        g_autofree gchar *projector = m->projector != NULL ? resolve_inside(s, m->projector, real_root) : NULL;
+        const Probe *pp = NULL;
+        if (projector != NULL && stat(projector, &st) == 0 && S_ISREG(st.st_mode))
+            pp = probe_get(s->cat, projector, &st);
+        gboolean fits = pp != NULL && pp->readable && npd_model_projector_fits(&p->facts, &pp->facts);
+        if (projector != NULL && !fits) {
+            report_once(s->cat, projector, "the projector layer does not fit its model, images are not offered");
+            g_clear_pointer(&projector, g_free);
+        }
+        add_entry(s, m->name, model, p, projector);
+    }
+}
+
+static gint compare_entries(gconstpointer a, gconstpointer b)
 {
     const NpdModelEntry *ea = *(const NpdModelEntry *const *)a;
     const NpdModelEntry *eb = *(const NpdModelEntry *const *)b;
     return strcmp(ea->name, eb->name);
 }
 
+static gboolean entries_equal(GPtrArray *a, GPtrArray *b)
+{
+    if (a->len != b->len)
+        return FALSE;
+    for (guint i = 0; i < a->len; i++) {
+        const NpdModelEntry *x = a->pdata[i], *y = b->pdata[i];
+        if (strcmp(x->name, y->name) != 0 || strcmp(x->path, y->path) != 0 ||
+            g_strcmp0(x->projector, y->projector) != 0 || x->supported != y->supported ||
+            x->file_size != y->file_size)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean free_retired(gpointer data)
+{
+    NpdModelCatalog *cat = data;
+    g_ptr_array_set_size(cat->retired, 0);
+    cat->retire_id = 0;
+    return G_SOURCE_REMOVE;
+}
+
+static void publish_pairings(GPtrArray *entries)
+{
+    GHashTable *t = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    for (guint i = 0; i < entries->len; i++) {
+        const NpdModelEntry *e = entries->pdata[i];
+        if (e->projector != NULL)
+            g_hash_table_replace(t, g_strdup(e->path), g_strdup(e->projector));
+    }
+    g_mutex_lock(&pairing_lock);
+    GHashTable *old = pairing;
+    pairing = t;
+    g_mutex_unlock(&pairing_lock);
+    if (old != NULL)
+        g_hash_table_destroy(old);
+}
+
+gchar *npd_model_projector_for(const char *model_path)
+{
+    g_mutex_lock(&pairing_lock);
+    gchar *p = pairing != NULL ? g_strdup(g_hash_table_lookup(pairing, model_path)) : NULL;
+    g_mutex_unlock(&pairing_lock);
+    return p;
+}
+
+static void scan(NpdModelCatalog *cat)
+{
+    Scan s = {cat, g_ptr_array_new_with_free_func((GDestroyNotify)entry_free),
+              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL), 0};
+    for (gchar **dir = cat->dirs; dir != NULL && *dir != NULL; dir++) {
+        if (**dir == '\0' || !g_file_test(*dir, G_FILE_TEST_IS_DIR))
+            continue;
+        g_autofree gchar *store = npd_ollama_store_find(*dir);
+        if (store != NULL) {
+            scan_ollama(&s, store);
+            continue;
+        }
+        char *real_root = realpath(*dir, NULL);
+        if (real_root != NULL)
+            scan_folder(&s, *dir, real_root, 0);
+        free(real_root);
+    }
+    if (s.files >= NPD_CATALOG_MAX_FILES)
+        report_once(cat, cat->dirs[0] ? cat->dirs[0] : "", "more files than a scan looks at, some are not listed");
+    g_hash_table_destroy(s.names);
+    g_ptr_array_sort(s.entries, compare_entries);
+    gboolean changed = cat->scanned && !entries_equal(cat->entries, s.entries);
+    /* borrowed entries of the previous scan stay valid until the main
+     * loop runs again (a caller may still hold one, e.g. a name) */
+    g_ptr_array_add(cat->retired, cat->entries);
+    if (cat->retire_id == 0)
+        cat->retire_id = g_idle_add(free_retired, cat);
+    cat->entries = s.entries;
+    cat->scanned = TRUE;
+    publish_pairings(cat->entries);
+    if (changed && cat->changed != NULL)
+        cat->changed(cat->changed_data);
+}
+
 GPtrArray *npd_model_catalog_list(NpdModelCatalog *cat)
 {
-    GPtrArray *out = g_ptr_array_new();
-    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    for (gchar **dir = cat->dirs; dir != NULL && *dir != NULL; dir++) {
-        if (**dir == '\0')
-            continue;
-        g_autoptr(GDir) d = g_dir_open(*dir, 0, NULL);
-        if (d == NULL)
-            continue;
-        const char *file;
-        while ((file = g_dir_read_name(d)) != NULL) {
-            gchar *name = model_name_of(file);
-            if (name == NULL)
-                continue;
-            if (g_hash_table_contains(seen, name)) {
-                g_free(name);
-                continue;
-            }
-            g_autofree gchar *path = g_build_filename(*dir, file, NULL);
-            const NpdModelEntry *e = entry_get(cat, name, path);
-            g_hash_table_add(seen, name);
-            if (e != NULL)
-                g_ptr_array_add(out, (gpointer)e);
-        }
-    }
-    g_ptr_array_sort(out, entry_compare);
+    scan(cat);
+    GPtrArray *out = g_ptr_array_sized_new(cat->entries->len);
+    for (guint i = 0; i < cat->entries->len; i++)
+        g_ptr_array_add(out, cat->entries->pdata[i]);
     return out;
+}
+
+const NpdModelEntry *npd_model_catalog_default(NpdModelCatalog *cat)
+{
+    scan(cat);
+    for (guint i = 0; i < cat->entries->len; i++) {
+        const NpdModelEntry *e = cat->entries->pdata[i];
+        if (e->supported)
+            return e;
+    }
+    return NULL;
 }
 
 const NpdModelEntry *npd_model_catalog_lookup(NpdModelCatalog *cat, const char *name, GError **error)
 {
-    if (npd_model_name_valid(name) && !g_str_has_suffix(name, ".mmproj")) {
-        g_autofree gchar *file = g_strconcat(name, MODEL_SUFFIX, NULL);
-        for (gchar **dir = cat->dirs; dir != NULL && *dir != NULL; dir++) {
-            if (**dir == '\0')
+    /* name may point into an entry of the previous scan: copy it first */
+    g_autofree gchar *wanted = g_strndup(name, NPD_MAX_MODEL_NAME + 1);
+    if (npd_model_name_valid(wanted)) {
+        scan(cat);
+        for (guint i = 0; i < cat->entries->len; i++) {
+            const NpdModelEntry *e = cat->entries->pdata[i];
+            if (strcmp(e->name, wanted) != 0)
                 continue;
-            g_autofree gchar *path = g_build_filename(*dir, file, NULL);
-            if (!g_file_test(path, G_FILE_TEST_EXISTS))
-                continue;
-            const NpdModelEntry *e = entry_get(cat, name, path);
-            if (e != NULL)
+            if (e->supported)
                 return e;
-            g_set_error(error, NPD_ERROR, NPD_ERROR_MODEL_LOAD_FAILED,
-                        "model '%s' exists but its file is not a usable GGUF model", name);
+            g_set_error(error, NPD_ERROR, NPD_ERROR_NOT_SUPPORTED, "model '%s' cannot be used: %s", e->name,
+                        e->reason);
             return NULL;
         }
     }
-    g_set_error(error, NPD_ERROR, NPD_ERROR_NO_SUCH_MODEL, "no model named '%.*s'", NPD_MAX_MODEL_NAME, name);
+    g_set_error(error, NPD_ERROR, NPD_ERROR_NO_SUCH_MODEL, "no model named '%.*s'", NPD_MAX_MODEL_NAME, wanted);
     return NULL;
 }

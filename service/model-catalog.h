@@ -1,39 +1,76 @@
-/* The models npullmd can serve: NAME.gguf files in the configured
- * directories (NAME.mmproj.gguf beside one is its vision projector, not a
- * model). Only GGUF metadata is read, never weights; results are cached
- * per file (path, size, mtime). Main thread only. */
+/* The models npullmd can serve, found in the configured roots:
+ *  - plain folders, searched recursively (NPD_CATALOG_MAX_DEPTH levels,
+ *    which covers LM Studio's publisher/repo/FILE.gguf): a model is named
+ *    after its file without ".gguf";
+ *  - Ollama stores (a root holding manifests/ and blobs/, or .ollama/models
+ *    below it): manifests/registry.ollama.ai/library/NAME/TAG names the
+ *    model NAME:TAG, its model layer is the GGUF blob and its projector
+ *    layer, when there is one, the vision projector.
+ * Vision projectors (general.architecture "clip") are never models: one in
+ * the same folder is paired with a model by metadata (projector type =
+ * architecture, projection width = embedding width). Symlinks are
+ * followed only when they stay inside their root.
+ *
+ * Facts come from npl_model_probe (metadata and the loader's checks, never
+ * weights) and are cached per file (size, mtime, inode); only a file's
+ * definite verdicts are cached, a transient failure (EMFILE, ENOMEM...) is
+ * retried on the next scan. Every call rescans the roots.
+ *
+ * Main thread only, except npd_model_projector_for. Entries returned are
+ * owned by the catalog and stay valid until the main loop runs again. */
 #ifndef NPD_MODEL_CATALOG_H
 #define NPD_MODEL_CATALOG_H
 
 #include <glib.h>
 
+#include "npullm.h"
+
+#define NPD_CATALOG_MAX_DEPTH 4
+/* Files looked at per scan: a bound on what an unprivileged ListModels
+ * can make the daemon do. */
+#define NPD_CATALOG_MAX_FILES 4096
+
 typedef struct {
     gchar *name;
-    gchar *path;
+    gchar *path;         /* the GGUF file (for Ollama, its blob) */
+    gchar *projector;    /* the paired vision projector, or NULL */
     gchar *architecture;
     guint64 parameters;
     gchar *quantization;
     guint32 context_length;
-    gboolean vision;
+    gboolean vision;     /* projector != NULL */
+    gboolean supported;  /* this engine can run it */
+    gchar *reason;       /* why not, "" when supported */
     guint64 file_size;
-    /* cache validation; unusable files are cached too, so that a broken
-     * file is reported once, not on every scan */
-    gint64 mtime;
-    gboolean usable;
 } NpdModelEntry;
 
 typedef struct NpdModelCatalog NpdModelCatalog;
 
+/* Called after a scan whose list differs from the previous one's. */
+typedef void (*NpdModelCatalogChanged)(gpointer user_data);
+
 NpdModelCatalog *npd_model_catalog_new(const gchar *const *dirs);
 void npd_model_catalog_free(NpdModelCatalog *cat);
+void npd_model_catalog_set_changed_func(NpdModelCatalog *cat, NpdModelCatalogChanged func, gpointer user_data);
 
-/* All models, sorted by name; the first directory wins for duplicate
- * names. Unreadable or malformed files are logged and skipped. The array
- * holds references owned by the catalog, valid until the next call. */
+/* All models, supported or not, sorted by name; the first root wins for
+ * duplicate names. The array is the caller's, its entries the catalog's. */
 GPtrArray *npd_model_catalog_list(NpdModelCatalog *cat);
 
-/* The entry for name (owned by the catalog, valid until the next call),
- * or NULL with NPD_ERROR_NO_SUCH_MODEL. */
+/* The first supported model by name, or NULL. */
+const NpdModelEntry *npd_model_catalog_default(NpdModelCatalog *cat);
+
+/* The entry for name, or NULL with NPD_ERROR_NO_SUCH_MODEL, or with
+ * NPD_ERROR_NOT_SUPPORTED and the reason when the engine cannot run it. */
 const NpdModelEntry *npd_model_catalog_lookup(NpdModelCatalog *cat, const char *name, GError **error);
+
+/* Whether the catalog pairs projector proj with model: a supported
+ * projector whose type is the model's architecture and whose width is the
+ * model's embedding length. */
+gboolean npd_model_projector_fits(const npl_model_facts *model, const npl_model_facts *proj);
+
+/* The projector paired with the model file at model_path by the latest
+ * scan, or NULL (free it). Thread-safe: the engine worker asks it. */
+gchar *npd_model_projector_for(const char *model_path);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "model-install.h"
 #include "systemd-notify.h"
 
 #define NPD_INTERFACE_RESOURCE "/org/npullm/dbus/org.npullm.xml"
@@ -80,6 +81,13 @@ static void on_worker_event(const NpdEvent *ev, gpointer data)
         break;
     }
     npd_daemon_activity_changed(d);
+}
+
+/* The catalog's list changed (found on a rescan): clients refresh theirs. */
+static void models_changed_cb(gpointer data)
+{
+    NpdDaemon *d = data;
+    g_dbus_connection_emit_signal(d->bus, NULL, NPD_MANAGER_PATH, NPD_MANAGER_IFACE, "ModelsChanged", NULL, NULL);
 }
 
 static void name_acquired_cb(GDBusConnection *bus, const char *name, gpointer data)
@@ -182,6 +190,8 @@ static int run(NpdDaemon *d)
 
     d->loop = g_main_loop_new(NULL, FALSE);
     d->catalog = npd_model_catalog_new((const gchar *const *)d->cfg->model_dirs);
+    npd_model_catalog_set_changed_func(d->catalog, models_changed_cb, d);
+    npd_model_install_sweep(d);
     d->clients = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)npd_client_unref);
     d->requests = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, NULL);
     d->request_nodes = g_hash_table_new(g_str_hash, g_str_equal);

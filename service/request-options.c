@@ -28,7 +28,7 @@ gboolean npd_model_name_valid(const char *name)
         return FALSE;
     for (size_t i = 0; i < n; i++) {
         char c = name[i];
-        if (!(g_ascii_isalnum(c) || c == '.' || c == '_' || c == '-' || c == '+'))
+        if (!(g_ascii_isalnum(c) || c == '.' || c == '_' || c == '-' || c == '+' || (c == ':' && i > 0)))
             return FALSE;
     }
     return TRUE;

@@ -148,6 +148,52 @@ def case_unsupported_metadata():
     expect_error([path, "--prompt", "hi"], 2, "'gemma3.attention.key_length' = 0 (absent: the default) is out of range")
 
 
+def to_ollama(g, extra_tokens=1):
+    """The keys as Ollama's Gemma 3 converter writes them (same tensors)."""
+    g.kvs = [e for e in g.kvs if e[0] != b"gemma3.attention.layer_norm_rms_epsilon"]
+    for e in g.kvs:
+        if e[0] == b"gemma3.rope.freq_base":
+            e[0] = b"gemma3.rope.global.freq_base"
+        elif e[0] == b"gemma3.rope.freq_base_swa":
+            e[0] = b"gemma3.rope.local.freq_base"
+    for key, extra in (("tokenizer.ggml.tokens", b"<image_soft_token>"), ("tokenizer.ggml.token_type", 3),
+                       ("tokenizer.ggml.scores", 0.0)):
+        items = kv(g, key)[1]
+        items.extend([extra] * extra_tokens if extra_tokens == 1 or key != "tokenizer.ggml.tokens"
+                     else [b"<extra_%d>" % i for i in range(extra_tokens)])
+
+
+def case_ollama_dialect():
+    """Ollama's blob of the same tensors generates the same tokens; a rope
+    base under rope.global.freq_base is used, not ignored; more than one
+    surplus token is still refused."""
+    args = ["--prompt", "The quick brown fox", "--raw", "-n", "8", "--temperature", "0", "--json"]
+    code, out, err = run(A.model, *args)
+    expect(code == 0, "standard run succeeds (%s)" % err)
+    path = variant("ollama", to_ollama)
+    code2, out2, err2 = run(path, *args)
+    expect(code2 == 0, "Ollama blob loads (%s)" % err2)
+    if code or code2:
+        return
+    ids = [t["id"] for t in json.loads(out)["tokens"]]
+    expect([t["id"] for t in json.loads(out2)["tokens"]] == ids, "same tokens from the Ollama blob")
+
+    def other_base(g):
+        to_ollama(g)
+        g.set_kv("gemma3.rope.global.freq_base", 6, 10.0)
+    lp_args = ["--prompt", "The quick brown fox jumps over the lazy dog again", "--raw", "-n", "1",
+               "--temperature", "0", "--json", "--top-logprobs", "1"]
+    tops = []
+    for p in (path, variant("ollama-base10", other_base)):
+        code3, out3, err3 = run(p, *lp_args)
+        expect(code3 == 0, "run succeeds (%s)" % err3)
+        tops.append(json.loads(out3)["tokens"][0]["top"][0][1] if code3 == 0 else None)
+    expect(None not in tops and abs(tops[0] - tops[1]) > 1e-3,
+           "rope.global.freq_base changes the log-probabilities: %r" % tops)
+    expect_error([variant("ollama-2-extra", lambda g: to_ollama(g, 2)), "--prompt", "hi"], 2,
+                 "the tokenizer has 262146 tokens but token_embd.weight has 262144 rows")
+
+
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 
 

@@ -208,6 +208,9 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--f32", action="store_true", help="also require identical argmaxes")
     ap.add_argument("--threads", default="2")
+    ap.add_argument("--oracle-model", default=None,
+                    help="the file llama.cpp runs (default --model): the same tensors in the layout it reads, "
+                         "when --model is in a dialect it refuses (Ollama's Gemma 3 blobs)")
     ap.add_argument("--forced-only", action="store_true",
                     help="skip the free-running greedy comparison (the costly part of the oracle)")
     a = ap.parse_args()
@@ -241,7 +244,7 @@ def main():
     req_path = os.path.join(a.workdir, "oracle-request.json")
     with open(req_path, "w") as f:
         json.dump({"n_ctx": 2048, "cache_type": "f16", "requests": reqs}, f)
-    answer_text = run([a.node, a.oracle, "complete", a.model, req_path])
+    answer_text = run([a.node, a.oracle, "complete", a.oracle_model or a.model, req_path])
     with open(os.path.join(a.workdir, "oracle-answer.json"), "w") as f:
         f.write(answer_text)
     answer = json.loads(answer_text)

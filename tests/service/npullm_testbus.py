@@ -371,15 +371,25 @@ def env_path(name):
     return value
 
 
+def place_model(src, dst):
+    """A model file in a test's model directory: a hard link (the catalog
+    follows no symlink out of its directories), a copy across file systems."""
+    try:
+        os.link(os.path.realpath(src), dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
 def make_model_dir(workdir):
-    """tiny.gguf and tiny2.gguf (the test model), tiny.mmproj.gguf (a
-    projector, not a model) and broken.gguf (not GGUF)."""
+    """tiny.gguf and tiny2.gguf (the test model), tiny.mmproj.gguf (named
+    as a projector, so not a model, but not one, so not paired) and
+    broken.gguf (not GGUF: listed as not supported)."""
     model = env_path("NPULLM_TEST_MODEL")
     d = os.path.join(workdir, "models")
     os.makedirs(d, exist_ok=True)
-    os.symlink(model, os.path.join(d, "tiny.gguf"))
-    os.symlink(model, os.path.join(d, "tiny2.gguf"))
-    os.symlink(model, os.path.join(d, "tiny.mmproj.gguf"))
+    place_model(model, os.path.join(d, "tiny.gguf"))
+    place_model(model, os.path.join(d, "tiny2.gguf"))
+    place_model(model, os.path.join(d, "tiny.mmproj.gguf"))
     with open(os.path.join(d, "broken.gguf"), "wb") as f:
         f.write(b"not a gguf file at all")
     return d
@@ -394,16 +404,23 @@ class ServiceTestCase(unittest.TestCase):
     POLKIT = "mock"
 
     @classmethod
+    def make_model_dirs(cls, workdir):
+        """The daemon's --model-dir roots: by default the one folder of
+        make_model_dir; subclasses lay out their own."""
+        return [cls.make_model_dir(workdir)]
+
+    @classmethod
     def setUpClass(cls):
         cls.npullmd_path = env_path("NPULLMD")
         cls.client_path = env_path("NPULLM_CLIENT")
         cls.workdir = tempfile.mkdtemp(prefix="npullm-test-")
         cls.bus = cls.polkit = cls.daemon = None
         try:
-            cls.model_dir = cls.make_model_dir(cls.workdir)
+            dirs = cls.make_model_dirs(cls.workdir)
+            cls.model_dir = dirs[0]
             cls.bus = PrivateBus(cls.workdir)
             cls.polkit = MockPolkit(cls.bus) if cls.POLKIT == "mock" else None
-            cls.daemon = Npullmd(cls.bus, cls.npullmd_path, [cls.model_dir], cls.CONFIG, cls.ARGS)
+            cls.daemon = Npullmd(cls.bus, cls.npullmd_path, dirs, cls.CONFIG, cls.ARGS)
         except BaseException:
             # tearDownClass does not run when setUpClass fails
             for part in (cls.polkit, cls.bus):

@@ -43,7 +43,7 @@ class MockPolkitTest(ServiceTestCase):
         self.assertEqual(c.prop("LoadedModels"), [])
         self.assertEqual([s for s in c.signals if s[0].startswith("/org/npullm/Request")], [])
         # reading needs no authorization
-        self.assertEqual(len(c.call("ListModels", reply="(aa{sv})")[0]), 2)
+        self.assertEqual(len(c.call("ListModels", reply="(aa{sv})")[0]), 3)  # broken, tiny, tiny2
         self.polkit.allow(["org.npullm.generate"])
         text, reason, _ = c.run("hi", OPTS)
         self.assertEqual(reason, "length")
@@ -70,7 +70,7 @@ class MockPolkitTest(ServiceTestCase):
         box = c.call_async("Generate", "(sa{sv})", ("hi", OPTS))
         # the daemon keeps answering while polkit hangs
         for _ in range(5):
-            self.assertEqual(len(c.call("ListModels", reply="(aa{sv})")[0]), 2)
+            self.assertEqual(len(c.call("ListModels", reply="(aa{sv})")[0]), 3)  # broken, tiny, tiny2
             self.assertEqual(c.prop("Device"), "cpu")
         self.assertTrue(c.wait(lambda: box, 10))
         self.assertIn("error", box)

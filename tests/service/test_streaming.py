@@ -55,7 +55,7 @@ class StreamingTest(ServiceTestCase):
         out = self.run_client("--json", "models")
         self.assertEqual(out.returncode, 0)
         models = [json.loads(line) for line in out.stdout.decode().splitlines()]
-        self.assertEqual([m["name"] for m in models], ["tiny", "tiny2"])
+        self.assertEqual([m["name"] for m in models], ["broken", "tiny", "tiny2"])
         out = self.run_client("status")
         self.assertEqual(out.returncode, 0)
         self.assertRegex(out.stdout.decode(), r"Device\s+cpu")

@@ -17,6 +17,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llama"))
+import gguf_patch  # noqa: E402
 import npullm_testbus as tb  # noqa: E402
 from npullm_testbus import GLib, Gio, ServiceTestCase, run_tap, variant_dict  # noqa: E402
 
@@ -25,16 +27,20 @@ MAX_IMAGE_BYTES = 200000
 
 
 def vision_model_dir(workdir):
-    """vision.gguf + vision.mmproj.gguf, plain.gguf (text only),
-    badproj.gguf + a projector that is not one."""
+    """vision.gguf + vision.mmproj.gguf, plain.gguf (text only), and in a
+    folder of its own badproj.gguf + a projector whose metadata matches
+    but one of whose tensors is missing (paired, fails to load)."""
     d = os.path.join(workdir, "models")
-    os.makedirs(d, exist_ok=True)
+    os.makedirs(os.path.join(d, "bad"), exist_ok=True)
     gemma = tb.env_path("NPULLM_TEST_VISION_MODEL")
-    os.symlink(gemma, os.path.join(d, "vision.gguf"))
-    os.symlink(tb.env_path("NPULLM_TEST_MMPROJ"), os.path.join(d, "vision.mmproj.gguf"))
-    os.symlink(tb.env_path("NPULLM_TEST_MODEL"), os.path.join(d, "plain.gguf"))
-    os.symlink(gemma, os.path.join(d, "badproj.gguf"))
-    os.symlink(gemma, os.path.join(d, "badproj.mmproj.gguf"))  # a text model, not a projector
+    mmproj = tb.env_path("NPULLM_TEST_MMPROJ")
+    tb.place_model(gemma, os.path.join(d, "vision.gguf"))
+    tb.place_model(mmproj, os.path.join(d, "vision.mmproj.gguf"))
+    tb.place_model(tb.env_path("NPULLM_TEST_MODEL"), os.path.join(d, "plain.gguf"))
+    tb.place_model(gemma, os.path.join(d, "bad", "badproj.gguf"))
+    g = gguf_patch.GGUF(mmproj)
+    g.tensors = [t for t in g.tensors if t["name"] != "v.blk.0.attn_q.weight"]
+    g.write(os.path.join(d, "bad", "badproj.mmproj.gguf"))
     return d
 
 
