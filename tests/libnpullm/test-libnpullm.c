@@ -266,7 +266,7 @@ static int case_errors(int argc, char **argv)
 {
     /* every org.npullm.Error name maps to its NpullmError code and back */
     GEnumClass *codes = g_type_class_ref(NPULLM_TYPE_ERROR);
-    CHECK(codes->n_values == 9);
+    CHECK(codes->n_values == 10);
     for (guint i = 0; i < codes->n_values; i++) {
         const char *name = npullm_error_to_dbus_name(codes->values[i].value);
         CHECK(g_str_has_prefix(name, "org.npullm.Error."));
@@ -285,9 +285,10 @@ static int case_errors(int argc, char **argv)
     CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NO_SUCH_MODEL));
     CHECK(!g_dbus_error_is_remote_error(error)); /* stripped */
     g_clear_error(&error);
+    /* not a GGUF file: listed, but the engine cannot run it */
     g_object_set(opts, "model", "broken", NULL);
     CHECK(generate("hi", opts, NULL, &error) == NULL);
-    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_MODEL_LOAD_FAILED));
+    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NOT_SUPPORTED));
     g_clear_error(&error);
     g_autoptr(NpullmOptions) bad = npullm_options_new();
     g_object_set(bad, "priority", "urgent", NULL);

@@ -28,8 +28,8 @@ def model_dir(workdir):
     """tiny (default), tiny2, broken from the service tests, plus vision +
     its projector."""
     d = tb.make_model_dir(workdir)
-    os.symlink(tb.env_path("NPULLM_TEST_VISION_MODEL"), os.path.join(d, "vision.gguf"))
-    os.symlink(tb.env_path("NPULLM_TEST_MMPROJ"), os.path.join(d, "vision.mmproj.gguf"))
+    tb.place_model(tb.env_path("NPULLM_TEST_VISION_MODEL"), os.path.join(d, "vision.gguf"))
+    tb.place_model(tb.env_path("NPULLM_TEST_MMPROJ"), os.path.join(d, "vision.mmproj.gguf"))
     return d
 
 
