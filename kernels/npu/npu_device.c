@@ -120,6 +120,11 @@ npl_status npl_npu_buffer_alloc(npl_npu_device *dev, size_t size, npl_npu_buf_cl
     if (!dev || size == 0 || (unsigned)cls >= NPL_NPU_BUF_CLASS_COUNT)
         return npl_error_set(err, NPL_ERR_INVALID_ARG,
                              "npu: buffer needs a device, a size and a valid class");
+    if (size > NPL_NPU_MAX_BUFFER_BYTES)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                             "npu: buffer %s of %zu bytes is larger than %zu: transfers address "
+                             "it with 32-bit words", label ? label : "unnamed", size,
+                             NPL_NPU_MAX_BUFFER_BYTES);
     if (cls == NPL_NPU_BUF_STATIC && dev->sealed)
         return npl_error_set(err, NPL_ERR_INVALID_ARG,
                              "npu: weights are sealed; no new static buffer (%s)",
@@ -416,6 +421,23 @@ void npl_npu_runlist_free(npl_npu_runlist *rl)
     free(rl);
 }
 
+/* (Re)generates a run's instruction stream for a shape. */
+static npl_status entry_build(npl_npu_run_entry *e, const npl_npu_shape *shape, npl_error *err)
+{
+    bool present[NPL_NPU_MAX_ARGS];
+    for (uint32_t a = 0; a < NPL_NPU_MAX_ARGS; a++)
+        present[a] = a < e->group->spec->n_args && e->args[a].buf;
+    uint32_t words[NPL_NPU_INSTR_MAX_WORDS], n = 0, patched = 0;
+    npl_status st = npl_npu_instr_build(e->group->spec, shape, present, words, &n, &patched, err);
+    if (st != NPL_OK)
+        return st;
+    memcpy(e->instr, words, n * sizeof *words);
+    e->n_instr = n;
+    e->n_patched = patched;
+    e->shape = *shape;
+    return NPL_OK;
+}
+
 npl_status npl_npu_runlist_add(npl_npu_runlist *rl, npl_npu_group *group, const npl_npu_arg *args,
                                const npl_npu_shape *shape, npl_error *err)
 {
@@ -433,12 +455,15 @@ npl_status npl_npu_runlist_add(npl_npu_runlist *rl, npl_npu_group *group, const 
         rl->runs = r;
         rl->cap = cap;
     }
-    runlist_unprepare(rl);
-    npl_npu_run_entry *e = &rl->runs[rl->count++];
+    npl_npu_run_entry *e = &rl->runs[rl->count];
     memset(e, 0, sizeof *e);
     e->group = group;
     memcpy(e->args, args, group->spec->n_args * sizeof *args);
-    e->shape = *shape;
+    st = entry_build(e, shape, err);
+    if (st != NPL_OK)
+        return st;
+    runlist_unprepare(rl);
+    rl->count++;
     return NPL_OK;
 }
 
@@ -450,7 +475,7 @@ npl_status npl_npu_runlist_set_shape(npl_npu_runlist *rl, size_t index, const np
     npl_npu_run_entry *e = &rl->runs[index];
     npl_status st = npl_npu_validate_run(e->group, e->args, shape, err);
     if (st == NPL_OK)
-        e->shape = *shape;
+        st = entry_build(e, shape, err);
     return st;
 }
 
@@ -487,11 +512,12 @@ npl_status npl_npu_runlist_submit(npl_npu_runlist *rl, npl_error *err)
         return st;
     dev->stats.submissions++;
     for (size_t i = 0; i < rl->count; i++) {
-        npl_npu_group *g = rl->runs[i].group;
-        g->dispatches++;
+        npl_npu_run_entry *e = &rl->runs[i];
+        e->group->dispatches++;
         dev->stats.dispatches++;
-        if (g->spec->params_shape)
-            dev->stats.h2d_activation_bytes += NPL_NPU_SHAPE_WORDS * sizeof(uint32_t);
+        /* The words a reused run list rewrites for every submission
+         * (position, rows); the rest of the stream went with the list. */
+        dev->stats.h2d_activation_bytes += (uint64_t)e->n_patched * sizeof(uint32_t);
     }
     return NPL_OK;
 }

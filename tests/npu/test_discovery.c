@@ -68,7 +68,7 @@ static void add_accel(const tree *t, int index, const char *driver, const char *
 
 static const char manifest_xdna2[] =
     "npullm-npu-manifest 1\ndevice = xdna2\n[group lm_head]\n"
-    "xclbin = lm.xclbin\ninstr = lm.bin\nkernel = MLIR_AIE\narg = x io f32 [n_embd]\n";
+    "xclbin = lm.xclbin\nkernel = MLIR_AIE\narg = x io f32 [n_embd]\n";
 
 static void tree_init(tree *t)
 {
@@ -82,7 +82,6 @@ static void tree_init(tree *t)
     mkdir(t->sysfs, 0755);
     put(t, "kernels/manifest.txt", manifest_xdna2);
     put(t, "kernels/lm.xclbin", "x");
-    put(t, "kernels/lm.bin", "i");
     npl_npu_probe_config_default(&t->cfg);
     t->cfg.sysfs_root = t->sysfs;
     t->cfg.dev_root = t->dev;
@@ -145,7 +144,7 @@ static void usable_xdna1(void)
     add_accel(&t, 0, "amdxdna", "0x1022\n", "0x1502\n", "0x00\n");
     put(&t, "kernels/manifest.txt",
         "npullm-npu-manifest 1\ndevice = xdna1\n[group lm_head]\n"
-        "xclbin = lm.xclbin\ninstr = lm.bin\nkernel = MLIR_AIE\narg = x io f32 [n_embd]\n");
+        "xclbin = lm.xclbin\nkernel = MLIR_AIE\narg = x io f32 [n_embd]\n");
     npl_npu_probe_result r = probe(&t);
     CHECK_VERDICT(r, NPL_NPU_USABLE, "");
     CHECK(strcmp(r.backend, "npu:xdna1") == 0 && r.fw_version[0] == '\0');
@@ -332,19 +331,19 @@ static void kernels_missing(void)
     tree_init(&t);
     strix(&t);
     char path[1024];
-    snprintf(path, sizeof path, "%s/lm.bin", t.kernels);
+    snprintf(path, sizeof path, "%s/lm.xclbin", t.kernels);
     unlink(path);
     npl_npu_probe_result r = probe(&t);
-    CHECK_VERDICT(r, NPL_NPU_KERNELS_MISSING, "lm.bin of group lm_head is missing");
+    CHECK_VERDICT(r, NPL_NPU_KERNELS_MISSING, "lm.xclbin of group lm_head is missing");
     put(&t, "kernels/manifest.txt",
-        "npullm-npu-manifest 1\ndevice = xdna1\n[group g]\nxclbin = a\ninstr = b\nkernel = K\n"
+        "npullm-npu-manifest 1\ndevice = xdna1\n[group g]\nxclbin = a\nkernel = K\n"
         "arg = x io f32 [1]\n");
     r = probe(&t);
     CHECK_VERDICT(r, NPL_NPU_KERNELS_MISSING, "is built for xdna1, this NPU is xdna2");
     put(&t, "kernels/manifest.txt",
         "npullm-npu-manifest 1\ndevice = xdna2\n[group g]\narg = x io f32 [1]\n");
     r = probe(&t);
-    CHECK_VERDICT(r, NPL_NPU_KERNELS_MISSING, "needs xclbin, instr and kernel");
+    CHECK_VERDICT(r, NPL_NPU_KERNELS_MISSING, "needs xclbin and kernel");
     snprintf(path, sizeof path, "%s/manifest.txt", t.kernels);
     unlink(path);
     r = probe(&t);

@@ -423,13 +423,13 @@ static void rms_qkv_rope_mv_llama(void)
     check_qkv_variant(base_shape(), o, 101);
 }
 
-static void rms_qkv_rope_mv_neox_with_norms_and_bias(void)
+static void rms_qkv_rope_mv_neox_with_norms(void)
 {
     npl_npu_shape s = base_shape();
     s.rope_style = NPL_NPU_ROPE_NEOX;
     s.rope_theta = 1e6f;
     s.rope_freq_scale = 0.5f;
-    qkv_opts o = { true, true, false };
+    qkv_opts o = { false, true, false };
     check_qkv_variant(s, o, 202);
 }
 
@@ -658,7 +658,11 @@ static void noncausal_attention(void)
 }
 
 /* A two-layer decode loop through run lists: two dispatches per layer
- * plus the LM head, one submission per token, no weight bytes moved. */
+ * plus the LM head, one submission per token, no weight bytes moved; the
+ * host rewrites only the instruction words that follow the position and
+ * rows: n_tokens, pos and causal in every group's parameters, the K/V row
+ * offsets and lengths of rms_qkv_rope_mv (4) and the K/V lengths of
+ * attn_o_ffn_mv (2): 12 words per layer and 3 for the LM head. */
 static void decode_dispatch_and_traffic_budget(void)
 {
     enum { LAYERS = 2, TOKENS = 4 };
@@ -697,8 +701,8 @@ static void decode_dispatch_and_traffic_budget(void)
     }
     npl_npu_arg h[4] = { { L.x, 0 }, { L.b_out_norm, 0 }, { L.wout.buf, 0 }, { L.logits, 0 } };
     CHECK_OK(npl_npu_runlist_add(rl, head, h, &s, &err), &err);
-    npl_npu_device_stats_reset(L.dev);
     npu_rng rng = { 1112 };
+    npl_npu_device_stats_reset(L.dev);
     for (uint32_t t = 0; t < TOKENS; t++) {
         float x[E], logits[VOCAB];
         random_x(x, E, &rng); /* the host's embedding lookup */
@@ -716,7 +720,7 @@ static void decode_dispatch_and_traffic_budget(void)
     CHECK(st.dispatches == TOKENS * (2 * LAYERS + 1));
     CHECK(st.submissions == TOKENS);
     CHECK(st.h2d_weight_bytes == 0 && st.d2h_weight_bytes == 0);
-    CHECK(st.h2d_activation_bytes == TOKENS * (E * 4 + (2 * LAYERS + 1) * NPL_NPU_SHAPE_WORDS * 4));
+    CHECK(st.h2d_activation_bytes == TOKENS * (E * 4 + (12 * LAYERS + 3) * 4));
     CHECK(st.d2h_activation_bytes == TOKENS * VOCAB * 4);
     npl_npu_runlist_free(rl);
     layer_close(&L);
@@ -729,9 +733,10 @@ static void groups_reject_bad_shapes(void)
     npl_error err;
     qkv_opts o = { false, false, false };
     npl_npu_shape s = base_shape();
+    /* A row past the cache: the device refuses the transfer. */
     s.pos = CTX;
-    CHECK_FAILS(run_qkv(&L, "rms_qkv_rope_mv", &s, o, &err), NPL_ERR_CONTEXT_OVERFLOW, &err,
-                "do not fit a KV cache of 40");
+    CHECK_FAILS(run_qkv(&L, "rms_qkv_rope_mv", &s, o, &err), NPL_ERR_INVALID_ARG, &err,
+                "transfer out of 'k_cache' [2560, +64) runs past k_cache");
     s = base_shape();
     s.rope_dims = 7;
     CHECK_FAILS(run_qkv(&L, "rms_qkv_rope_mv", &s, o, &err), NPL_ERR_INVALID_ARG, &err,
@@ -744,7 +749,7 @@ static void groups_reject_bad_shapes(void)
     s.chunk = 4;
     s.n_tokens = 5;
     CHECK_FAILS(run_attention(&L, "attention", &s, &err), NPL_ERR_INVALID_ARG, &err,
-                "5 rows exceed the chunk of 4");
+                "transfer in of 'q' [0, +640) runs past q");
     s = base_shape();
     s.act = 9;
     CHECK_FAILS(run_ffn(&L, "o_ffn_mv", &s, false, &err), NPL_ERR_INVALID_ARG, &err,
@@ -754,7 +759,7 @@ static void groups_reject_bad_shapes(void)
 
 static const npu_case cases[] = {
     { "rms_qkv_rope_mv_llama", rms_qkv_rope_mv_llama },
-    { "rms_qkv_rope_mv_neox_with_norms_and_bias", rms_qkv_rope_mv_neox_with_norms_and_bias },
+    { "rms_qkv_rope_mv_neox_with_norms", rms_qkv_rope_mv_neox_with_norms },
     { "attention_decode_matches_reference", attention_decode_matches_reference },
     { "o_ffn_mv_silu", o_ffn_mv_silu },
     { "o_ffn_mv_gelu_post_norms", o_ffn_mv_gelu_post_norms },

@@ -170,9 +170,9 @@ static void test_auto_falls_back(void)
      * shim module installed, so opening the device fails. */
     CHECK(put(f.root, "kernels/manifest.txt",
               "npullm-npu-manifest 1\ndevice = xdna2\n[group lm_head]\n"
-              "xclbin = lm.xclbin\ninstr = lm.bin\nkernel = MLIR_AIE\n"
+              "xclbin = lm.xclbin\nkernel = MLIR_AIE\n"
               "arg = x io f32 [n_embd]\n"));
-    CHECK(put(f.root, "kernels/lm.xclbin", "x") && put(f.root, "kernels/lm.bin", "i"));
+    CHECK(put(f.root, "kernels/lm.xclbin", "x"));
     npl_device_choice c;
     npl_error err;
     CHECK(npl_device_select("auto", &f.cfg, &c, &err) == NPL_OK);
