@@ -68,6 +68,34 @@ npl_status npl_npu_instr_build(const npl_npu_group_spec *g, const npl_npu_shape 
     return NPL_OK;
 }
 
+npl_status npl_npu_instr_patch(const npl_npu_group_spec *g, const uint32_t *tmpl, uint32_t n,
+                               const npl_npu_shape *shape, uint32_t *words, uint32_t *n_patched,
+                               npl_error *err)
+{
+    memcpy(words, tmpl, (size_t)n * sizeof *words);
+    uint32_t runtime = 0;
+    for (uint32_t i = 0; i < g->n_patch; i++) {
+        uint64_t v = 0;
+        npl_error sub;
+        if (g->patch[i].word >= n)
+            return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                                 "npu: %s: patch of word %u, but %s has %u words", g->name,
+                                 g->patch[i].word, g->instr ? g->instr : "the stream", n);
+        if (npl_npu_expr_eval(&g->patch[i].value, shape, &v, &sub) != NPL_OK)
+            return npl_error_set(err, NPL_ERR_INVALID_ARG, "npu: %s: patch of word %u: %s",
+                                 g->name, g->patch[i].word, sub.message);
+        if (v > UINT32_MAX)
+            return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                                 "npu: %s: patch of word %u is %llu, beyond 32 bits", g->name,
+                                 g->patch[i].word, (unsigned long long)v);
+        words[g->patch[i].word] = (uint32_t)v;
+        runtime += npl_npu_expr_is_runtime(&g->patch[i].value);
+    }
+    if (n_patched)
+        *n_patched = runtime;
+    return NPL_OK;
+}
+
 npl_status npl_npu_instr_parse(const uint32_t *words, uint32_t n_words, uint32_t n_args,
                                npl_npu_shape *shape, bool *has_shape,
                                npl_npu_instr_dma dma[NPL_NPU_MAX_DMA], uint32_t *n_dma,

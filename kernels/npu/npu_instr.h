@@ -38,6 +38,15 @@ npl_status npl_npu_instr_build(const npl_npu_group_spec *g, const npl_npu_shape 
                                const bool *present, uint32_t words[NPL_NPU_INSTR_MAX_WORDS],
                                uint32_t *n_words, uint32_t *n_patched, npl_error *err);
 
+/* The stream of one run of a group that ships its own instruction file:
+ * the file's n words with every patch of the group written (the values
+ * of its expressions for this shape). Fails for a word index past the
+ * file or a value beyond 32 bits. *n_patched gets how many patched words
+ * depend on the position and rows. */
+npl_status npl_npu_instr_patch(const npl_npu_group_spec *g, const uint32_t *tmpl, uint32_t n,
+                               const npl_npu_shape *shape, uint32_t *words, uint32_t *n_patched,
+                               npl_error *err);
+
 /* One decoded transfer. */
 typedef struct npl_npu_instr_dma {
     uint32_t arg;

@@ -480,6 +480,37 @@ static npl_status parse_dma(parser *p, npl_npu_group_spec *g, const char *v, siz
     return NPL_OK;
 }
 
+/* patch = WORD VALUE: word WORD of the group's instruction file gets the
+ * value of the expression for every run. */
+static npl_status parse_patch(parser *p, npl_npu_group_spec *g, const char *v, size_t len)
+{
+    if (g->n_patch == NPL_NPU_MAX_DMA)
+        return fail(p, "a group patches at most %d words", NPL_NPU_MAX_DMA);
+    const char *s = v, *end = v + len, *w;
+    size_t wlen;
+    uint64_t word = 0;
+    if (!next_word(&s, end, &w, &wlen) || wlen > 9)
+        return fail(p, "'patch' needs a word index and a value");
+    for (size_t i = 0; i < wlen; i++) {
+        if (!isdigit((unsigned char)w[i]))
+            return fail(p, "'patch' word index must be a number");
+        word = word * 10 + (uint64_t)(w[i] - '0');
+    }
+    if (!next_word(&s, end, &w, &wlen))
+        return fail(p, "'patch' of word %llu needs a value", (unsigned long long)word);
+    npl_status st = parse_expr(p, w, wlen, &g->patch[g->n_patch].value);
+    if (st != NPL_OK)
+        return st;
+    if (next_word(&s, end, &w, &wlen))
+        return fail(p, "unexpected text after the 'patch' of word %llu (no spaces inside an "
+                       "expression)", (unsigned long long)word);
+    for (uint32_t i = 0; i < g->n_patch; i++)
+        if (g->patch[i].word == word)
+            return fail(p, "word %llu patched twice", (unsigned long long)word);
+    g->patch[g->n_patch++].word = (uint32_t)word;
+    return NPL_OK;
+}
+
 /* A group without dma lines moves every argument whole: in unless it is
  * an output, back out unless it holds weights. */
 static void default_dma(npl_npu_group_spec *g)
@@ -501,10 +532,15 @@ static npl_status finish_group(parser *p, const npl_npu_manifest *m, npl_npu_gro
     npl_status st = NPL_OK;
     if (g->n_args == 0)
         st = fail(p, "group '%s' declares no arguments", g->name);
-    else if (m->target == NPL_NPU_TARGET_EMU && (g->xclbin || g->kernel))
+    else if (m->target == NPL_NPU_TARGET_EMU && (g->xclbin || g->kernel || g->instr))
         st = fail(p, "group '%s' names binaries, but emu groups run on the host", g->name);
     else if (m->target != NPL_NPU_TARGET_EMU && (!g->xclbin || !g->kernel))
         st = fail(p, "group '%s' needs xclbin and kernel", g->name);
+    else if (g->n_patch && !g->instr)
+        st = fail(p, "group '%s' patches words but names no 'instr' file", g->name);
+    else if (g->instr && g->n_dma)
+        st = fail(p, "group '%s' has both an 'instr' file and 'dma' lines: the stream comes "
+                     "from one or the other", g->name);
     else if (g->n_args > m->max_args)
         st = fail(p, "group '%s' takes %u buffer arguments, more than max_args = %u",
                   g->name, g->n_args, m->max_args);
@@ -521,7 +557,7 @@ static npl_status finish_group(parser *p, const npl_npu_manifest *m, npl_npu_gro
         if (!moved)
             st = fail(p, "group '%s': no transfer moves argument '%s'", g->name, g->args[a].name);
     }
-    if (st == NPL_OK && g->n_dma == 0) {
+    if (st == NPL_OK && g->n_dma == 0 && !g->instr) {
         if (2 * g->n_args > NPL_NPU_MAX_DMA)
             st = fail(p, "group '%s' needs 'dma' lines: too many arguments to move each whole",
                       g->name);
@@ -536,6 +572,7 @@ static void free_group(npl_npu_group_spec *g)
 {
     free(g->xclbin);
     free(g->kernel);
+    free(g->instr);
 }
 
 void npl_npu_manifest_free(npl_npu_manifest *m)
@@ -554,8 +591,9 @@ static npl_status parse_group_key(parser *p, npl_npu_group_spec *g, const char *
     if (word_is(key, klen, "xclbin"))
         return copy_path(p, v, vlen, &g->xclbin, "xclbin");
     if (word_is(key, klen, "instr"))
-        return fail(p, "'instr' is not read: the host generates each run's instruction stream "
-                       "from the group's 'dma' lines");
+        return copy_path(p, v, vlen, &g->instr, "instr");
+    if (word_is(key, klen, "patch"))
+        return parse_patch(p, g, v, vlen);
     if (word_is(key, klen, "kernel")) {
         if (g->kernel)
             return fail(p, "'kernel' given twice");
@@ -798,6 +836,8 @@ npl_status npl_npu_manifest_check_files(const npl_npu_manifest *m, const char *k
         npl_status st = NPL_OK;
         if (g->xclbin)
             st = check_file(kernel_dir, g->xclbin, g->name, err);
+        if (st == NPL_OK && g->instr)
+            st = check_file(kernel_dir, g->instr, g->name, err);
         if (st != NPL_OK)
             return st;
     }

@@ -75,6 +75,15 @@ typedef struct npl_npu_group_spec {
     char name[NPL_NPU_NAME_MAX];
     char *xclbin;         /* paths relative to the kernel directory; NULL for emu */
     char *kernel;         /* kernel name inside the xclbin */
+    /* NPU targets may instead give the kernel build's own runtime
+     * sequence (raw little-endian u32 words) and the words the host
+     * patches per run: word index and the value's expression. */
+    char *instr;
+    uint32_t n_patch;
+    struct {
+        uint32_t word;
+        npl_npu_expr value;
+    } patch[NPL_NPU_MAX_DMA];
     bool params_shape;    /* the instruction stream writes the shape into the
                              cores' runtime parameters */
     uint32_t n_fixed;     /* shape symbols the binary was built for */
@@ -104,7 +113,7 @@ npl_status npl_npu_manifest_parse(const char *text, size_t len, const char *orig
 npl_status npl_npu_manifest_load(const char *kernel_dir, npl_npu_manifest **out,
                                  npl_error *err);
 
-/* Checks that every xclbin the manifest names is a
+/* Checks that every xclbin and instruction file the manifest names is a
  * readable regular file under kernel_dir. */
 npl_status npl_npu_manifest_check_files(const npl_npu_manifest *m, const char *kernel_dir,
                                         npl_error *err);

@@ -5,8 +5,10 @@
 // kernel by name after checking the argument count it declares, allocate
 // data buffers in host memory, and run with opcode 3 (execute the
 // instruction stream). Each run has its own instruction buffer (cacheable,
-// in the kernel's group 1) holding the stream the host generated for it
-// (npu_instr.h); a submission rewrites the streams of its runs. Runs that
+// in the kernel's group 1) holding the stream the host made for it: the
+// group's instruction file with its patched words written, or one
+// generated from its transfers (npu_instr.h); a submission rewrites the
+// streams of its runs. Runs that
 // share a hardware context go through one xrt::runlist, so a token is
 // submitted at once.
 //
@@ -222,8 +224,8 @@ npl_status shim_runlist_prepare(void *impl, npl_npu_runlist *rl, npl_error *err)
             PreparedRun r;
             r.ctx = g->ctx;
             r.run = xrt::run(g->kernel);
-            r.instr = xrt::bo(d->device, NPL_NPU_INSTR_MAX_WORDS * sizeof(uint32_t),
-                              xrt::bo::flags::cacheable, g->kernel.group_id(kInstrGroupArg));
+            r.instr = xrt::bo(d->device, e.n_instr * sizeof(uint32_t), xrt::bo::flags::cacheable,
+                              g->kernel.group_id(kInstrGroupArg));
             r.run.set_arg(0, kOpcodeRunInstructions);
             r.run.set_arg(1, r.instr);
             r.run.set_arg(2, e.n_instr);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "npu_device_backend.h"
 #include "npu_emu.h"
 #include "npu_instr.h"
 #include "npu_test.h"
@@ -475,6 +476,120 @@ static void limits_are_enforced(void)
     npl_npu_device_destroy(dev);
 }
 
+/* A backend that keeps buffers in host memory and records the instruction
+ * stream of every run it is asked to execute: for checking what the host
+ * hands a real device. */
+typedef struct recorder {
+    uint32_t words[64];
+    uint32_t n_words;
+    size_t runs;
+} recorder;
+
+static void rec_destroy(void *impl) { (void)impl; }
+static npl_status rec_alloc(void *impl, npl_npu_buffer *buf, npl_error *err)
+{
+    (void)impl;
+    buf->backend = calloc(1, buf->size);
+    return buf->backend ? NPL_OK : npl_error_set(err, NPL_ERR_NOMEM, "no memory");
+}
+static void rec_free(void *impl, npl_npu_buffer *buf) { (void)impl; free(buf->backend); }
+static void *rec_map(void *impl, npl_npu_buffer *buf, npl_error *err)
+{
+    (void)impl;
+    (void)err;
+    return buf->backend;
+}
+static npl_status rec_sync(void *impl, npl_npu_buffer *buf, npl_npu_sync_dir dir, size_t offset,
+                           size_t size, npl_error *err)
+{
+    (void)impl, (void)buf, (void)dir, (void)offset, (void)size, (void)err;
+    return NPL_OK;
+}
+static npl_status rec_group_load(void *impl, npl_npu_group *g, npl_error *err)
+{
+    (void)impl, (void)g, (void)err;
+    return NPL_OK;
+}
+static void rec_group_free(void *impl, npl_npu_group *g) { (void)impl, (void)g; }
+static npl_status rec_submit(void *impl, npl_npu_runlist *rl, npl_error *err)
+{
+    (void)err;
+    recorder *r = impl;
+    for (size_t i = 0; i < rl->count; i++) {
+        r->n_words = rl->runs[i].n_instr < 64 ? rl->runs[i].n_instr : 64;
+        memcpy(r->words, rl->runs[i].instr, r->n_words * sizeof(uint32_t));
+        r->runs++;
+    }
+    return NPL_OK;
+}
+static const npl_npu_backend_ops rec_ops = {
+    "recorder", rec_destroy, rec_alloc, rec_free, rec_map, rec_sync, NULL,
+    rec_group_load, rec_group_free, NULL, NULL, rec_submit,
+};
+
+/* A kernel build's own runtime sequence: the host sends the file's words
+ * with the patch table's words rewritten for each run, and refuses a
+ * patch past the file. */
+static void instr_file_is_patched_per_run(void)
+{
+    char *dir = npu_tempdir();
+    char path[1024];
+    npl_error err;
+    snprintf(path, sizeof path, "%s/seq.bin", dir);
+    uint8_t bytes[32];
+    for (int i = 0; i < 32; i++)
+        bytes[i] = (uint8_t)(i % 4 == 0 ? 0x10 + i / 4 : 0); /* words 0x10 .. 0x17 */
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(bytes, 1, sizeof bytes, f) == sizeof bytes);
+    if (f)
+        fclose(f);
+    static const char text[] =
+        "npullm-npu-manifest 1\ndevice = xdna2\nmax_args = 1\n"
+        "[group g]\nxclbin = k.xclbin\nkernel = K\ninstr = seq.bin\n"
+        "patch = 2 pos*64\npatch = 5 n_tokens*n_embd*4\npatch = 6 n_embd\n"
+        "arg = x io f32 [n_embd]\n"
+        "[group past]\nxclbin = k.xclbin\nkernel = K\ninstr = seq.bin\npatch = 8 pos\n"
+        "arg = x io f32 [n_embd]\n";
+    npl_npu_manifest *m = NULL;
+    CHECK_OK(npl_npu_manifest_parse(text, strlen(text), "rec", &m, &err), &err);
+    recorder rec;
+    memset(&rec, 0, sizeof rec);
+    npl_npu_device *dev = NULL;
+    CHECK_OK(npl_npu_device_create(&rec_ops, &rec, "recorder", m, true, &dev, &err), &err);
+    npl_npu_group *g = NULL, *past = NULL;
+    CHECK_FAILS(npl_npu_group_load(dev, "g", &g, &err), NPL_ERR_INVALID_ARG, &err,
+                "names an instruction file but the device has no kernel directory");
+    CHECK_OK(npl_npu_device_set_kernel_dir(dev, dir, &err), &err);
+    CHECK_OK(npl_npu_group_load(dev, "g", &g, &err), &err);
+    npl_npu_buffer *x = NULL;
+    CHECK_OK(npl_npu_buffer_alloc(dev, 256, NPL_NPU_BUF_IO, "x", &x, &err), &err);
+    npl_npu_runlist *rl = NULL;
+    CHECK_OK(npl_npu_runlist_create(dev, &rl, &err), &err);
+    npl_npu_arg a[1] = { { x, 0 } };
+    npl_npu_shape s = axpy_shape(64, 1.0f);
+    s.pos = 3;
+    CHECK_OK(npl_npu_runlist_add(rl, g, a, &s, &err), &err);
+    npl_npu_device_stats_reset(dev);
+    CHECK_OK(npl_npu_runlist_submit(rl, &err), &err);
+    const uint32_t want3[8] = { 0x10, 0x11, 192, 0x13, 0x14, 256, 64, 0x17 };
+    CHECK(rec.runs == 1 && rec.n_words == 8 && memcmp(rec.words, want3, sizeof want3) == 0);
+    s.pos = 4;
+    CHECK_OK(npl_npu_runlist_set_shape(rl, 0, &s, &err), &err);
+    CHECK_OK(npl_npu_runlist_submit(rl, &err), &err);
+    CHECK(rec.runs == 2 && rec.words[2] == 256 && rec.words[5] == 256 && rec.words[6] == 64);
+    /* Two of the three patches follow the position or rows: 8 bytes per
+     * dispatch. */
+    npl_npu_stats st;
+    npl_npu_device_stats(dev, &st);
+    CHECK(st.h2d_activation_bytes == 2 * 2 * 4);
+    CHECK_OK(npl_npu_group_load(dev, "past", &past, &err), &err);
+    CHECK_FAILS(npl_npu_runlist_add(rl, past, a, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                "patch of word 8, but seq.bin has 8 words");
+    npl_npu_device_destroy(dev);
+    npu_rmtree(dir);
+    free(dir);
+}
+
 static const npu_case cases[] = {
     { "residency_rules", residency_rules },
     { "seal_stops_weight_traffic", seal_stops_weight_traffic },
@@ -486,6 +601,7 @@ static const npu_case cases[] = {
     { "stream_moves_exactly_its_transfers", stream_moves_exactly_its_transfers },
     { "stream_refusals", stream_refusals },
     { "limits_are_enforced", limits_are_enforced },
+    { "instr_file_is_patched_per_run", instr_file_is_patched_per_run },
 };
 
 int main(int argc, char **argv)

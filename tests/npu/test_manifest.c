@@ -145,8 +145,15 @@ static void rejects_bad_manifests(void)
           ":4: 'xclbin' must stay inside the kernel directory" },
         { "!npullm-npu-manifest 1\ndevice = xdna2\n[group g]\nxclbin = a/../../up.xclbin\n",
           ":4: 'xclbin' must stay inside" },
-        { "!npullm-npu-manifest 1\ndevice = xdna2\n[group g]\ninstr = a.bin\n",
-          ":4: 'instr' is not read: the host generates" },
+        { "!npullm-npu-manifest 1\ndevice = emu\n[group g]\narg = x io f32 [1]\ninstr = a.bin\n",
+          ":3: group 'g' names binaries, but emu groups run on the host" },
+        { "arg = x io f32 [1]\npatch = 3 pos\n", ":3: group 'g' patches words but names no 'instr'" },
+        { "instr = a.bin\narg = x io f32 [1]\ndma = in x 0 *\n",
+          ":3: group 'g' has both an 'instr' file and 'dma' lines" },
+        { "instr = a.bin\npatch = x3 pos\n", ":8: 'patch' word index must be a number" },
+        { "instr = a.bin\npatch = 3\n", ":8: 'patch' of word 3 needs a value" },
+        { "instr = a.bin\npatch = 3 pos\npatch = 3 n_tokens\n", ":9: word 3 patched twice" },
+        { "instr = a.bin\npatch = 3 pos * 2\n", ":8: unexpected text after the 'patch' of word 3" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char text[2048];
