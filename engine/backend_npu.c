@@ -405,7 +405,7 @@ static npl_status init_base_shape(npl_backend_npu *b, npl_error *err)
      * argument offset, which must stay aligned. */
     if ((hp->n_embd * sizeof(float)) % NPL_NPU_ARG_ALIGN)
         return npl_error_set(err, NPL_ERR_UNSUPPORTED,
-                             "npu: n_embd = %u is not a multiple of 4, which the device's "
+                             "npu: n_embd = %u is not a multiple of 16, which the device's "
                              "argument alignment needs", hp->n_embd);
     npl_npu_shape *s = &b->base;
     memset(s, 0, sizeof *s);

@@ -51,6 +51,7 @@ static const char usage_text[] =
     "  --ctx N               context size in tokens (default: the model's, at most 4096)\n"
     "  --prefill-chunk N     prompt tokens per forward pass (default 256)\n"
     "  --kv f16|q8_0         KV cache format (default f16; q8_0: about half the memory)\n"
+    "  --device D            cpu (default), npu-emu, npu or auto (see docs/npu.md)\n"
     "  --json                print one JSON object instead of streaming text\n"
     "  --help                this text\n";
 
@@ -73,6 +74,7 @@ typedef struct options {
     uint32_t ctx;
     uint32_t prefill_chunk;
     const char *kv_type; /* NULL: the engine's default */
+    const char *device;  /* NULL: the CPU */
 } options;
 
 /* ---- errors ------------------------------------------------------------- */
@@ -247,6 +249,11 @@ static int parse_args(int argc, char **argv, options *o)
             if (strcmp(val, "f16") != 0 && strcmp(val, "q8_0") != 0)
                 return BAD_VALUE("f16 or q8_0");
             o->kv_type = val;
+        } else if (!strcmp(a, "--device")) {
+            NEED_VALUE();
+            if (strcmp(val, "cpu") && strcmp(val, "npu-emu") && strcmp(val, "npu") && strcmp(val, "auto"))
+                return BAD_VALUE("cpu, npu-emu, npu or auto");
+            o->device = val;
         } else if (a[0] == '-' && a[1] != '\0') {
             return fail(EXIT_USAGE, "unknown option '%s' (see --help)", a);
         } else if (!o->model) {
@@ -733,6 +740,7 @@ int main(int argc, char **argv)
     if (o.prefill_chunk)
         mp.prefill_chunk = o.prefill_chunk;
     mp.kv_type = o.kv_type;
+    mp.device = o.device;
     npl_error err;
     npl_error_clear(&err);
     npl_model *m = npl_model_load(o.model, &mp, &err);

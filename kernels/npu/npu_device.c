@@ -2,6 +2,7 @@
  * residency rules and counters. */
 #include "npu_device.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,7 @@ void npl_npu_device_destroy(npl_npu_device *dev)
         npl_npu_group *g = dev->groups;
         dev->groups = g->next;
         dev->ops->group_free(dev->impl, g);
+        free(g->tmpl);
         free(g);
     }
     dev->ops->destroy(dev->impl);
@@ -120,6 +122,11 @@ npl_status npl_npu_buffer_alloc(npl_npu_device *dev, size_t size, npl_npu_buf_cl
     if (!dev || size == 0 || (unsigned)cls >= NPL_NPU_BUF_CLASS_COUNT)
         return npl_error_set(err, NPL_ERR_INVALID_ARG,
                              "npu: buffer needs a device, a size and a valid class");
+    if (size > NPL_NPU_MAX_BUFFER_BYTES)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                             "npu: buffer %s of %zu bytes is larger than %zu: transfers address "
+                             "it with 32-bit words", label ? label : "unnamed", size,
+                             NPL_NPU_MAX_BUFFER_BYTES);
     if (cls == NPL_NPU_BUF_STATIC && dev->sealed)
         return npl_error_set(err, NPL_ERR_INVALID_ARG,
                              "npu: weights are sealed; no new static buffer (%s)",
@@ -284,6 +291,43 @@ bool npl_npu_device_weights_sealed(const npl_npu_device *dev)
 
 /* ---- groups ---- */
 
+/* A group's own runtime sequence: raw little-endian u32 words. */
+static npl_status read_instr_file(npl_npu_device *dev, npl_npu_group *g, npl_error *err)
+{
+    if (!dev->kernel_dir)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                             "npu: group %s names an instruction file but the device has no "
+                             "kernel directory", g->spec->name);
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/%s", dev->kernel_dir, g->spec->instr) >= (int)sizeof path)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "npu: instruction file path too long");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return npl_error_set(err, NPL_ERR_IO, "npu: cannot open %s: %s", path, strerror(errno));
+    npl_status st = NPL_OK;
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0)
+        size = ftell(f);
+    if (size <= 0 || size % 4 || size > (long)64 << 20 || fseek(f, 0, SEEK_SET) != 0) {
+        st = npl_error_set(err, NPL_ERR_FORMAT,
+                           "npu: %s is not a whole number of 32-bit words (1 to 16 Mi of them)",
+                           path);
+    } else if (!(g->tmpl = malloc((size_t)size))) {
+        st = npl_error_set(err, NPL_ERR_NOMEM, "npu: no memory for %s", path);
+    } else if (fread(g->tmpl, 1, (size_t)size, f) != (size_t)size) {
+        st = npl_error_set(err, NPL_ERR_IO, "npu: cannot read %s", path);
+    } else {
+        g->n_tmpl = (uint32_t)(size / 4);
+        for (uint32_t i = 0; i < g->n_tmpl; i++) {
+            const uint8_t *b = (const uint8_t *)&g->tmpl[i];
+            g->tmpl[i] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16
+                       | (uint32_t)b[3] << 24;
+        }
+    }
+    fclose(f);
+    return st;
+}
+
 npl_status npl_npu_group_load(npl_npu_device *dev, const char *name, npl_npu_group **out,
                               npl_error *err)
 {
@@ -306,8 +350,11 @@ npl_status npl_npu_group_load(npl_npu_device *dev, const char *name, npl_npu_gro
         return npl_error_set(err, NPL_ERR_NOMEM, "npu: no memory for a group");
     g->dev = dev;
     g->spec = spec;
-    npl_status st = dev->ops->group_load(dev->impl, g, err);
+    npl_status st = spec->instr ? read_instr_file(dev, g, err) : NPL_OK;
+    if (st == NPL_OK)
+        st = dev->ops->group_load(dev->impl, g, err);
     if (st != NPL_OK) {
+        free(g->tmpl);
         free(g);
         return st;
     }
@@ -412,8 +459,41 @@ void npl_npu_runlist_free(npl_npu_runlist *rl)
         rl->dev->runlists = rl->next;
     if (rl->next)
         rl->next->prev = rl->prev;
+    for (size_t i = 0; i < rl->count; i++)
+        free(rl->runs[i].instr);
     free(rl->runs);
     free(rl);
+}
+
+/* (Re)generates a run's instruction stream for a shape: from the group's
+ * transfers, or its instruction file with the patches written. */
+static npl_status entry_build(npl_npu_run_entry *e, const npl_npu_shape *shape, npl_error *err)
+{
+    const npl_npu_group *g = e->group;
+    uint32_t n = g->tmpl ? g->n_tmpl : NPL_NPU_INSTR_MAX_WORDS;
+    uint32_t *words = malloc((size_t)n * sizeof *words);
+    if (!words)
+        return npl_error_set(err, NPL_ERR_NOMEM, "npu: no memory for an instruction stream");
+    uint32_t patched = 0;
+    npl_status st;
+    if (g->tmpl) {
+        st = npl_npu_instr_patch(g->spec, g->tmpl, n, shape, words, &patched, err);
+    } else {
+        bool present[NPL_NPU_MAX_ARGS];
+        for (uint32_t a = 0; a < NPL_NPU_MAX_ARGS; a++)
+            present[a] = a < g->spec->n_args && e->args[a].buf;
+        st = npl_npu_instr_build(g->spec, shape, present, words, &n, &patched, err);
+    }
+    if (st != NPL_OK) {
+        free(words);
+        return st;
+    }
+    free(e->instr);
+    e->instr = words;
+    e->n_instr = n;
+    e->n_patched = patched;
+    e->shape = *shape;
+    return NPL_OK;
 }
 
 npl_status npl_npu_runlist_add(npl_npu_runlist *rl, npl_npu_group *group, const npl_npu_arg *args,
@@ -433,12 +513,15 @@ npl_status npl_npu_runlist_add(npl_npu_runlist *rl, npl_npu_group *group, const 
         rl->runs = r;
         rl->cap = cap;
     }
-    runlist_unprepare(rl);
-    npl_npu_run_entry *e = &rl->runs[rl->count++];
+    npl_npu_run_entry *e = &rl->runs[rl->count];
     memset(e, 0, sizeof *e);
     e->group = group;
     memcpy(e->args, args, group->spec->n_args * sizeof *args);
-    e->shape = *shape;
+    st = entry_build(e, shape, err);
+    if (st != NPL_OK)
+        return st;
+    runlist_unprepare(rl);
+    rl->count++;
     return NPL_OK;
 }
 
@@ -450,7 +533,7 @@ npl_status npl_npu_runlist_set_shape(npl_npu_runlist *rl, size_t index, const np
     npl_npu_run_entry *e = &rl->runs[index];
     npl_status st = npl_npu_validate_run(e->group, e->args, shape, err);
     if (st == NPL_OK)
-        e->shape = *shape;
+        st = entry_build(e, shape, err);
     return st;
 }
 
@@ -464,6 +547,8 @@ void npl_npu_runlist_clear(npl_npu_runlist *rl)
     if (!rl)
         return;
     runlist_unprepare(rl);
+    for (size_t i = 0; i < rl->count; i++)
+        free(rl->runs[i].instr);
     rl->count = 0;
 }
 
@@ -487,11 +572,12 @@ npl_status npl_npu_runlist_submit(npl_npu_runlist *rl, npl_error *err)
         return st;
     dev->stats.submissions++;
     for (size_t i = 0; i < rl->count; i++) {
-        npl_npu_group *g = rl->runs[i].group;
-        g->dispatches++;
+        npl_npu_run_entry *e = &rl->runs[i];
+        e->group->dispatches++;
         dev->stats.dispatches++;
-        if (g->spec->params_shape)
-            dev->stats.h2d_activation_bytes += NPL_NPU_SHAPE_WORDS * sizeof(uint32_t);
+        /* The words a reused run list rewrites for every submission
+         * (position, rows); the rest of the stream went with the list. */
+        dev->stats.h2d_activation_bytes += (uint64_t)e->n_patched * sizeof(uint32_t);
     }
     return NPL_OK;
 }

@@ -39,14 +39,19 @@ typedef enum npl_npu_sync_dir {
     NPL_NPU_SYNC_FROM_DEVICE = 1,
 } npl_npu_sync_dir;
 
-/* Argument offsets must be multiples of this (DMA alignment). */
-#define NPL_NPU_ARG_ALIGN 16u
+/* Argument offsets must be multiples of this: IRON and mlir-aie align
+ * buffers and sub-buffers to 64 bytes. */
+#define NPL_NPU_ARG_ALIGN 64u
+
+/* Largest buffer: transfer offsets and lengths are 32-bit words of the
+ * instruction stream. */
+#define NPL_NPU_MAX_BUFFER_BYTES ((size_t)UINT32_MAX + 1 - NPL_NPU_ARG_ALIGN)
 
 typedef struct npl_npu_stats {
     uint64_t dispatches;           /* group runs executed */
     uint64_t submissions;          /* run lists submitted (one host wait each) */
     uint64_t h2d_weight_bytes;     /* static buffers synced to the device */
-    uint64_t h2d_activation_bytes; /* io buffers and shape params to the device */
+    uint64_t h2d_activation_bytes; /* io buffers and instruction words to the device */
     uint64_t d2h_weight_bytes;     /* always 0: the interface refuses it */
     uint64_t d2h_activation_bytes; /* output and io buffers read back */
     uint64_t allocated_bytes[NPL_NPU_BUF_CLASS_COUNT]; /* live, by class */

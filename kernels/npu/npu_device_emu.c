@@ -113,27 +113,99 @@ static void emu_group_free(void *impl, npl_npu_group *group)
     group->backend = NULL;
 }
 
+/* Poison for tile memory no transfer filled: NaN as f32 and as bf16, so
+ * a kernel that reads bytes the instruction stream did not move computes
+ * garbage, as on the device. */
+#define EMU_TILE_POISON 0xff
+
+/* Executes one run as the device would: decodes its instruction stream,
+ * moves exactly the bytes its transfers name into tile memory, runs the
+ * group on tile memory and moves the output transfers back. Arguments no
+ * transfer reads are poison; bytes no transfer writes back stay on the
+ * tiles. Weights read whole are used in place (no copy: same bytes). */
+static npl_status emu_run(const npl_npu_run_entry *r, npl_error *err)
+{
+    const npl_npu_group_spec *spec = r->group->spec;
+    const npl_npu_emu_group_def *def = r->group->backend;
+    npl_npu_shape shape;
+    memset(&shape, 0, sizeof shape);
+    bool has_shape = false;
+    npl_npu_instr_dma dma[NPL_NPU_MAX_DMA];
+    uint32_t n_dma = 0;
+    npl_error sub;
+    if (npl_npu_instr_parse(r->instr, r->n_instr, spec->n_args, &shape, &has_shape, dma, &n_dma,
+                            &sub) != NPL_OK)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "npu-emu: %s: %s", spec->name, sub.message);
+    npl_npu_emu_call call;
+    memset(&call, 0, sizeof call);
+    call.spec = spec;
+    call.shape = &shape;
+    uint8_t *tile[NPL_NPU_MAX_ARGS] = {0};
+    npl_status st = NPL_OK;
+    for (uint32_t i = 0; i < n_dma && st == NPL_OK; i++) {
+        const npl_npu_instr_dma *d = &dma[i];
+        const npl_npu_arg *arg = &r->args[d->arg];
+        if (!arg->buf) {
+            st = npl_error_set(err, NPL_ERR_INVALID_ARG,
+                               "npu-emu: %s: transfer of '%s', which is not bound", spec->name,
+                               spec->args[d->arg].name);
+            break;
+        }
+        size_t view = 0;
+        if ((st = npl_npu_arg_bytes(&spec->args[d->arg], &shape, &view, err)) != NPL_OK)
+            break;
+        uint64_t end = (uint64_t)d->offset + d->length;
+        if (end > view || arg->offset + end > arg->buf->size) {
+            st = npl_error_set(err, NPL_ERR_INVALID_ARG,
+                               "npu-emu: %s: transfer %s of '%s' [%u, +%u) runs past %s "
+                               "(the kernel sees %zu bytes at offset %zu of %zu)", spec->name,
+                               d->out ? "out" : "in", spec->args[d->arg].name, d->offset,
+                               d->length, arg->buf->label, view, arg->offset, arg->buf->size);
+            break;
+        }
+        emu_buffer *b = arg->buf->backend;
+        uint8_t *dev = b->device + arg->offset;
+        call.bytes[d->arg] = view;
+        if (!call.data[d->arg]) {
+            if (!d->out && arg->buf->cls == NPL_NPU_BUF_STATIC && d->offset == 0 && d->length == view) {
+                call.data[d->arg] = dev; /* read-only weights, read whole */
+                continue;
+            }
+            tile[d->arg] = malloc(view ? view : 1);
+            if (!tile[d->arg]) {
+                st = npl_error_set(err, NPL_ERR_NOMEM, "npu-emu: no memory for %zu bytes of tile",
+                                   view);
+                break;
+            }
+            memset(tile[d->arg], EMU_TILE_POISON, view);
+            call.data[d->arg] = tile[d->arg];
+        }
+        if (!d->out && tile[d->arg])
+            memcpy(tile[d->arg] + d->offset, dev + d->offset, d->length);
+    }
+    if (st == NPL_OK && !has_shape && spec->params_shape)
+        st = npl_error_set(err, NPL_ERR_INVALID_ARG,
+                           "npu-emu: %s: the instruction stream carries no runtime parameters",
+                           spec->name);
+    if (st == NPL_OK)
+        st = def->run(&call, err);
+    for (uint32_t i = 0; i < n_dma && st == NPL_OK; i++) {
+        const npl_npu_instr_dma *d = &dma[i];
+        if (!d->out || !tile[d->arg])
+            continue;
+        emu_buffer *b = r->args[d->arg].buf->backend;
+        memcpy(b->device + r->args[d->arg].offset + d->offset, tile[d->arg] + d->offset, d->length);
+    }
+    for (uint32_t a = 0; a < NPL_NPU_MAX_ARGS; a++)
+        free(tile[a]);
+    return st;
+}
+
 static npl_status emu_runlist_submit(void *impl, npl_npu_runlist *rl, npl_error *err)
 {
     (void)impl;
     for (size_t i = 0; i < rl->count; i++) {
-        const npl_npu_run_entry *r = &rl->runs[i];
-        const npl_npu_group_spec *spec = r->group->spec;
-        const npl_npu_emu_group_def *def = r->group->backend;
-        npl_npu_emu_call call;
-        memset(&call, 0, sizeof call);
-        call.spec = spec;
-        call.shape = &r->shape;
-        for (uint32_t a = 0; a < spec->n_args; a++) {
-            if (!r->args[a].buf)
-                continue;
-            emu_buffer *b = r->args[a].buf->backend;
-            call.data[a] = b->device + r->args[a].offset;
-            npl_status st = npl_npu_arg_bytes(&spec->args[a], &r->shape, &call.bytes[a], err);
-            if (st != NPL_OK)
-                return st;
-        }
-        npl_status st = def->run(&call, err);
+        npl_status st = emu_run(&rl->runs[i], err);
         if (st != NPL_OK)
             return st;
     }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,9 +24,11 @@ const char *npl_npu_verdict_name(npl_npu_verdict v)
     case NPL_NPU_NO_DRIVER: return "no-driver";
     case NPL_NPU_UNSUPPORTED_GENERATION: return "unsupported-generation";
     case NPL_NPU_NO_PERMISSION: return "no-permission";
+    case NPL_NPU_MEMLOCK_LIMIT: return "memlock-limit";
     case NPL_NPU_NO_XRT_SUPPORT: return "no-xrt-support";
     case NPL_NPU_XRT_MISSING: return "xrt-missing";
     case NPL_NPU_XRT_TOO_OLD: return "xrt-too-old";
+    case NPL_NPU_NO_XDNA_PLUGIN: return "no-xdna-plugin";
     case NPL_NPU_KERNELS_MISSING: return "kernels-missing";
     }
     return "unknown";
@@ -71,6 +74,7 @@ void npl_npu_probe_config_default(npl_npu_probe_config *cfg)
     cfg->xrt_library = NPL_NPU_XRT_LIBRARY;
     cfg->xrt_version_json = NPL_NPU_XRT_VERSION_JSON;
     cfg->kernel_dir = NPL_NPU_DEFAULT_KERNEL_DIR;
+    cfg->xrt_plugin = NPL_NPU_XRT_XDNA_PLUGIN;
 #ifdef NPL_NPU_HAVE_XRT
     cfg->xrt_support_built = true;
 #endif
@@ -282,6 +286,44 @@ static bool probe_xrt(const npl_npu_probe_config *cfg, npl_npu_probe_result *r)
     return true;
 }
 
+/* XRT pins every buffer it hands the NPU; model weights are gigabytes, so
+ * the process must be allowed to lock unlimited memory (FastFlowLM's
+ * `flm validate` and lemonade's LimitMEMLOCK=infinity ask the same). */
+static bool probe_memlock(const npl_npu_probe_config *cfg, npl_npu_probe_result *r)
+{
+    uint64_t limit = cfg->memlock_limit;
+    if (!limit) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
+            rl.rlim_cur = 0;
+        limit = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+    }
+    r->memlock_limit = limit;
+    if (limit == UINT64_MAX)
+        return true;
+    set_reason(r, NPL_NPU_MEMLOCK_LIMIT,
+               "locked memory is limited to %llu KiB (ulimit -l); XRT pins the model's buffers, "
+               "so set it to unlimited (LimitMEMLOCK=infinity for a service, memlock unlimited "
+               "in /etc/security/limits.conf)", (unsigned long long)(limit / 1024));
+    return false;
+}
+
+static bool probe_xdna_plugin(const npl_npu_probe_config *cfg, npl_npu_probe_result *r)
+{
+    if (!cfg->xrt_plugin)
+        return true;
+    void *h = dlopen(cfg->xrt_plugin, RTLD_LAZY | RTLD_LOCAL);
+    if (h) {
+        dlclose(h);
+        return true;
+    }
+    const char *why = dlerror();
+    set_reason(r, NPL_NPU_NO_XDNA_PLUGIN,
+               "XRT has no amdxdna plugin: cannot load %s (%s); install the XRT plugin built "
+               "by AMD's xdna-driver", cfg->xrt_plugin, why ? why : "unknown error");
+    return false;
+}
+
 static bool probe_kernels(const npl_npu_probe_config *cfg, npl_npu_probe_result *r)
 {
     const char *dir = cfg->kernel_dir ? cfg->kernel_dir : NPL_NPU_DEFAULT_KERNEL_DIR;
@@ -352,6 +394,11 @@ npl_status npl_npu_probe(const npl_npu_probe_config *cfg, npl_npu_probe_result *
     if (snprintf(path, sizeof path, "%s/fw_version", dev_dir) >= (int)sizeof path
         || !read_line(path, r->fw_version, sizeof r->fw_version))
         r->fw_version[0] = '\0';
+    /* The out-of-tree driver publishes its version; report it. */
+    if (snprintf(path, sizeof path, "%s/module/amdxdna/version", cfg->sysfs_root)
+            >= (int)sizeof path
+        || !read_line(path, r->driver_version, sizeof r->driver_version))
+        r->driver_version[0] = '\0';
     if (r->generation == NPL_NPU_GEN_NONE) {
         set_reason(r, NPL_NPU_UNSUPPORTED_GENERATION,
                    "unsupported NPU generation: PCI %04x:%04x revision 0x%02x on %s",
@@ -372,7 +419,9 @@ npl_status npl_npu_probe(const npl_npu_probe_config *cfg, npl_npu_probe_result *
                    "node's group, usually 'render')", r->dev_path);
         return NPL_OK;
     }
-    if (!probe_xrt(cfg, r))
+    if (!probe_memlock(cfg, r))
+        return NPL_OK;
+    if (!probe_xrt(cfg, r) || !probe_xdna_plugin(cfg, r))
         return NPL_OK;
     if (!cfg->xrt_support_built) {
         set_reason(r, NPL_NPU_NO_XRT_SUPPORT,
@@ -434,6 +483,8 @@ int npl_npu_probe_result_json(const npl_npu_probe_result *r, char *buf, size_t c
         STR(r->chip);
         PUT(",\"firmware\":");
         STR(r->fw_version);
+        PUT(",\"driver\":");
+        STR(r->driver_version);
         PUT("}");
     } else {
         PUT("null");

@@ -23,6 +23,10 @@ extern "C" {
 #define NPL_NPU_XRT_MIN_MINOR 18
 #define NPL_NPU_XRT_LIBRARY "libxrt_coreutil.so.2"
 #define NPL_NPU_XRT_VERSION_JSON "/opt/xilinx/xrt/version.json"
+/* XRT's user-space driver for amdxdna, built by AMD's xdna-driver
+ * (src/shim) and installed next to libxrt_coreutil: without it XRT sees no
+ * NPU. */
+#define NPL_NPU_XRT_XDNA_PLUGIN "libxrt_driver_xdna.so.2"
 #ifndef NPL_NPU_DEFAULT_KERNEL_DIR
 #define NPL_NPU_DEFAULT_KERNEL_DIR "/usr/share/npullm/npu-kernels"
 #endif
@@ -39,9 +43,11 @@ typedef enum npl_npu_verdict {
     NPL_NPU_NO_DRIVER,           /* no accel node bound to amdxdna */
     NPL_NPU_UNSUPPORTED_GENERATION,
     NPL_NPU_NO_PERMISSION,       /* device node missing or not read/write */
+    NPL_NPU_MEMLOCK_LIMIT,       /* RLIMIT_MEMLOCK is not unlimited */
     NPL_NPU_NO_XRT_SUPPORT,      /* this build has no XRT shim */
     NPL_NPU_XRT_MISSING,
     NPL_NPU_XRT_TOO_OLD,
+    NPL_NPU_NO_XDNA_PLUGIN,      /* XRT without its amdxdna driver plugin */
     NPL_NPU_KERNELS_MISSING,     /* no manifest, bad manifest, missing binaries */
 } npl_npu_verdict;
 
@@ -55,6 +61,10 @@ typedef struct npl_npu_probe_config {
     const char *xrt_version_json;/* used when the library has no version API */
     const char *kernel_dir;      /* holds manifest.txt; per generation */
     bool xrt_support_built;      /* the XRT shim was compiled in */
+    const char *xrt_plugin;      /* dlopen name or path of XRT's xdna plugin */
+    /* The locked-memory limit to judge (bytes, UINT64_MAX = unlimited);
+     * 0 reads the process's RLIMIT_MEMLOCK. */
+    uint64_t memlock_limit;
 } npl_npu_probe_config;
 
 /* The defaults above; xrt_support_built from the build configuration. */
@@ -73,6 +83,8 @@ typedef struct npl_npu_probe_result {
     npl_npu_generation generation;
     char chip[32];           /* "Strix Point", ... */
     char fw_version[32];     /* from sysfs when the driver exposes it, else "" */
+    char driver_version[32]; /* amdxdna module version from sysfs, else "" */
+    uint64_t memlock_limit;  /* the limit judged; UINT64_MAX = unlimited */
     /* XRT */
     bool xrt_found;
     unsigned xrt_major, xrt_minor, xrt_patch;

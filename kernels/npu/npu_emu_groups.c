@@ -146,7 +146,6 @@ static npl_status group_rms_qkv_rope(const npl_npu_emu_call *c, npl_error *err)
         || (st = need(wv, c, "wv", err)) || (st = need(q_out, c, "q", err))
         || (st = need(kc, c, "k_cache", err)) || (st = need(vc, c, "v_cache", err)))
         return st;
-    const float *bias[3] = { arg_or_null(c, "bq"), arg_or_null(c, "bk"), arg_or_null(c, "bv") };
     const uint16_t *q_norm = arg_or_null(c, "q_norm"), *k_norm = arg_or_null(c, "k_norm");
     const float *freqs = arg_or_null(c, "rope_freqs");
 
@@ -165,12 +164,6 @@ static npl_status group_rms_qkv_rope(const npl_npu_emu_call *c, npl_error *err)
         goto out;
     for (uint32_t t = 0; t < d.T; t++) {
         float *qt = q + (size_t)t * d.QD, *kt = k + (size_t)t * d.KD, *vt = v + (size_t)t * d.KD;
-        for (uint32_t i = 0; bias[0] && i < d.QD; i++)
-            qt[i] += bias[0][i];
-        for (uint32_t i = 0; bias[1] && i < d.KD; i++)
-            kt[i] += bias[1][i];
-        for (uint32_t i = 0; bias[2] && i < d.KD; i++)
-            vt[i] += bias[2][i];
         for (uint32_t h = 0; q_norm && h < s->n_head; h++)
             rms_norm(qt + (size_t)h * s->head_dim, s->head_dim, s->rms_eps, q_norm,
                      qt + (size_t)h * s->head_dim);

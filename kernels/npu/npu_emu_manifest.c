@@ -1,34 +1,76 @@
 /* The contracts of the kernel groups the emulator implements, in the
- * manifest format an NPU kernel directory uses (docs/npu.md). A real
- * kernel build publishes the same argument names, classes and types. */
+ * manifest format an NPU kernel directory uses (docs/npu.md): arguments in
+ * the order the kernel takes them, and the transfers of each group's
+ * runtime sequence, from which the host generates its instruction stream
+ * per run. A real kernel build publishes the same argument names,
+ * classes and types. */
 #include "npu_emu.h"
+
+/* Pieces several groups share: the layer's weights (read whole) and the
+ * KV transfers (rows 0..pos+n_tokens-1 in; the rows of this call out). */
+#define FFN_WEIGHT_ARGS \
+    "arg = wo             static       q4nx [n_embd, n_head*head_dim]\n" \
+    "arg = post_attn_norm static       bf16 [n_embd] optional\n" \
+    "arg = ffn_norm       static       bf16 [n_embd]\n" \
+    "arg = w_gate         static       q4nx [n_ff, n_embd]\n" \
+    "arg = w_up           static       q4nx [n_ff, n_embd]\n" \
+    "arg = w_down         static       q4nx [n_embd, n_ff]\n" \
+    "arg = post_ffn_norm  static       bf16 [n_embd] optional\n"
+#define FFN_WEIGHT_DMA \
+    "dma = in  wo             0 *\n" \
+    "dma = in  post_attn_norm 0 *\n" \
+    "dma = in  ffn_norm       0 *\n" \
+    "dma = in  w_gate         0 *\n" \
+    "dma = in  w_up           0 *\n" \
+    "dma = in  w_down         0 *\n" \
+    "dma = in  post_ffn_norm  0 *\n"
+#define QKV_WEIGHT_ARGS \
+    "arg = attn_norm  static       bf16 [n_embd]\n" \
+    "arg = wq         static       q4nx [n_head*head_dim, n_embd]\n" \
+    "arg = wk         static       q4nx [n_head_kv*head_dim, n_embd]\n" \
+    "arg = wv         static       q4nx [n_head_kv*head_dim, n_embd]\n" \
+    "arg = q_norm     static       bf16 [head_dim] optional\n" \
+    "arg = k_norm     static       bf16 [head_dim] optional\n" \
+    "arg = rope_freqs static       f32  [rope_dims/2] optional\n"
+#define QKV_WEIGHT_DMA \
+    "dma = in  attn_norm      0 *\n" \
+    "dma = in  wq             0 *\n" \
+    "dma = in  wk             0 *\n" \
+    "dma = in  wv             0 *\n" \
+    "dma = in  q_norm         0 *\n" \
+    "dma = in  k_norm         0 *\n" \
+    "dma = in  rope_freqs     0 *\n"
+#define KV_ROWS_IN \
+    "dma = in  k_cache        0 (pos+n_tokens)*n_head_kv*head_dim*2\n" \
+    "dma = in  v_cache        0 (pos+n_tokens)*n_head_kv*head_dim*2\n"
+#define KV_ROW_OUT \
+    "dma = out k_cache        pos*n_head_kv*head_dim*2 n_tokens*n_head_kv*head_dim*2\n" \
+    "dma = out v_cache        pos*n_head_kv*head_dim*2 n_tokens*n_head_kv*head_dim*2\n"
 
 static const char emu_manifest[] =
     "npullm-npu-manifest 1\n"
     "device = emu\n"
+    "# Every group fits the command argument area with room to spare.\n"
+    "max_args = 11\n"
     "\n"
-    "# Decode: one token. RMSNorm, Q/K/V matvecs, optional biases and\n"
-    "# per-head Q/K norms, RoPE; K and V are stored at row `pos` of the cache.\n"
+    "# Decode: one token. RMSNorm, Q/K/V matvecs, optional per-head Q/K\n"
+    "# norms, RoPE; K and V go to row `pos` of the caches, and only that row\n"
+    "# moves back.\n"
     "[group rms_qkv_rope_mv]\n"
     "fixed = n_tokens=1\n"
     "params = shape\n"
     "arg = x          io           f32  [n_embd]\n"
-    "arg = attn_norm  static       bf16 [n_embd]\n"
-    "arg = wq         static       q4nx [n_head*head_dim, n_embd]\n"
-    "arg = wk         static       q4nx [n_head_kv*head_dim, n_embd]\n"
-    "arg = wv         static       q4nx [n_head_kv*head_dim, n_embd]\n"
-    "arg = bq         static       f32  [n_head*head_dim] optional\n"
-    "arg = bk         static       f32  [n_head_kv*head_dim] optional\n"
-    "arg = bv         static       f32  [n_head_kv*head_dim] optional\n"
-    "arg = q_norm     static       bf16 [head_dim] optional\n"
-    "arg = k_norm     static       bf16 [head_dim] optional\n"
-    "arg = rope_freqs static       f32  [rope_dims/2] optional\n"
+    QKV_WEIGHT_ARGS
     "arg = q          intermediate bf16 [n_head*head_dim]\n"
     "arg = k_cache    intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
     "arg = v_cache    intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
+    "dma = in  x              0 *\n"
+    QKV_WEIGHT_DMA
+    "dma = out q              0 *\n"
+    KV_ROW_OUT
     "\n"
     "# Decode attention over cache rows 0..pos (sliding window optional),\n"
-    "# streamed in chunks with an online softmax.\n"
+    "# streamed in chunks with an online softmax; only rows 0..pos move in.\n"
     "[group attention_decode]\n"
     "fixed = n_tokens=1\n"
     "params = shape\n"
@@ -36,6 +78,9 @@ static const char emu_manifest[] =
     "arg = k_cache intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
     "arg = v_cache intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
     "arg = attn    intermediate bf16 [n_head*head_dim]\n"
+    "dma = in  q              0 *\n"
+    KV_ROWS_IN
+    "dma = out attn           0 *\n"
     "\n"
     "# Decode: O projection, residual, RMSNorm, gate/up, activation, down,\n"
     "# residual; x is updated in place. Post-norms are Gemma's.\n"
@@ -44,13 +89,11 @@ static const char emu_manifest[] =
     "params = shape\n"
     "arg = attn           intermediate bf16 [n_head*head_dim]\n"
     "arg = x              io           f32  [n_embd]\n"
-    "arg = wo             static       q4nx [n_embd, n_head*head_dim]\n"
-    "arg = post_attn_norm static       bf16 [n_embd] optional\n"
-    "arg = ffn_norm       static       bf16 [n_embd]\n"
-    "arg = w_gate         static       q4nx [n_ff, n_embd]\n"
-    "arg = w_up           static       q4nx [n_ff, n_embd]\n"
-    "arg = w_down         static       q4nx [n_embd, n_ff]\n"
-    "arg = post_ffn_norm  static       bf16 [n_embd] optional\n"
+    FFN_WEIGHT_ARGS
+    "dma = in  attn           0 *\n"
+    "dma = in  x              0 *\n"
+    FFN_WEIGHT_DMA
+    "dma = out x              0 *\n"
     "\n"
     "# Decode: attention_decode fused with o_ffn_mv, so a decoded layer is\n"
     "# two dispatches (rms_qkv_rope_mv + attn_o_ffn_mv).\n"
@@ -61,41 +104,39 @@ static const char emu_manifest[] =
     "arg = k_cache        intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
     "arg = v_cache        intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
     "arg = x              io           f32  [n_embd]\n"
-    "arg = wo             static       q4nx [n_embd, n_head*head_dim]\n"
-    "arg = post_attn_norm static       bf16 [n_embd] optional\n"
-    "arg = ffn_norm       static       bf16 [n_embd]\n"
-    "arg = w_gate         static       q4nx [n_ff, n_embd]\n"
-    "arg = w_up           static       q4nx [n_ff, n_embd]\n"
-    "arg = w_down         static       q4nx [n_embd, n_ff]\n"
-    "arg = post_ffn_norm  static       bf16 [n_embd] optional\n"
+    FFN_WEIGHT_ARGS
+    "dma = in  q              0 *\n"
+    KV_ROWS_IN
+    "dma = in  x              0 *\n"
+    FFN_WEIGHT_DMA
+    "dma = out x              0 *\n"
     "\n"
     "# Final RMSNorm and vocabulary projection of one position (pass the\n"
     "# last row of a prefill chunk through the offset of x).\n"
     "[group lm_head]\n"
     "params = shape\n"
-    "arg = x        io     f32  [n_embd]\n"
-    "arg = out_norm static bf16 [n_embd]\n"
-    "arg = w_out    static q4nx [n_vocab, n_embd]\n"
-    "arg = logits   output f32  [n_vocab]\n"
+    "arg = x        io           f32  [n_embd]\n"
+    "arg = out_norm static       bf16 [n_embd]\n"
+    "arg = w_out    static       q4nx [n_vocab, n_embd]\n"
+    "arg = logits   output       f32  [n_vocab]\n"
+    "dma = in  x              0 *\n"
+    "dma = in  out_norm       0 *\n"
+    "dma = in  w_out          0 *\n"
+    "dma = out logits         0 *\n"
     "\n"
     "# Prefill: the same contracts over a chunk of n_tokens <= chunk rows at\n"
-    "# positions pos .. pos+n_tokens-1; rows past n_tokens are not computed.\n"
+    "# positions pos .. pos+n_tokens-1; only the chunk's rows move.\n"
     "[group rms_qkv_rope]\n"
     "params = shape\n"
     "arg = x          io           f32  [chunk, n_embd]\n"
-    "arg = attn_norm  static       bf16 [n_embd]\n"
-    "arg = wq         static       q4nx [n_head*head_dim, n_embd]\n"
-    "arg = wk         static       q4nx [n_head_kv*head_dim, n_embd]\n"
-    "arg = wv         static       q4nx [n_head_kv*head_dim, n_embd]\n"
-    "arg = bq         static       f32  [n_head*head_dim] optional\n"
-    "arg = bk         static       f32  [n_head_kv*head_dim] optional\n"
-    "arg = bv         static       f32  [n_head_kv*head_dim] optional\n"
-    "arg = q_norm     static       bf16 [head_dim] optional\n"
-    "arg = k_norm     static       bf16 [head_dim] optional\n"
-    "arg = rope_freqs static       f32  [rope_dims/2] optional\n"
+    QKV_WEIGHT_ARGS
     "arg = q          intermediate bf16 [chunk, n_head*head_dim]\n"
     "arg = k_cache    intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
     "arg = v_cache    intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
+    "dma = in  x              0 n_tokens*n_embd*4\n"
+    QKV_WEIGHT_DMA
+    "dma = out q              0 n_tokens*n_head*head_dim*2\n"
+    KV_ROW_OUT
     "\n"
     "# Prefill attention: causal (optionally windowed) or non-causal.\n"
     "[group attention]\n"
@@ -104,18 +145,19 @@ static const char emu_manifest[] =
     "arg = k_cache intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
     "arg = v_cache intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
     "arg = attn    intermediate bf16 [chunk, n_head*head_dim]\n"
+    "dma = in  q              0 n_tokens*n_head*head_dim*2\n"
+    KV_ROWS_IN
+    "dma = out attn           0 n_tokens*n_head*head_dim*2\n"
     "\n"
     "[group o_ffn]\n"
     "params = shape\n"
     "arg = attn           intermediate bf16 [chunk, n_head*head_dim]\n"
     "arg = x              io           f32  [chunk, n_embd]\n"
-    "arg = wo             static       q4nx [n_embd, n_head*head_dim]\n"
-    "arg = post_attn_norm static       bf16 [n_embd] optional\n"
-    "arg = ffn_norm       static       bf16 [n_embd]\n"
-    "arg = w_gate         static       q4nx [n_ff, n_embd]\n"
-    "arg = w_up           static       q4nx [n_ff, n_embd]\n"
-    "arg = w_down         static       q4nx [n_embd, n_ff]\n"
-    "arg = post_ffn_norm  static       bf16 [n_embd] optional\n";
+    FFN_WEIGHT_ARGS
+    "dma = in  attn           0 n_tokens*n_head*head_dim*2\n"
+    "dma = in  x              0 n_tokens*n_embd*4\n"
+    FFN_WEIGHT_DMA
+    "dma = out x              0 n_tokens*n_embd*4\n";
 
 const char *npl_npu_emu_builtin_manifest(void)
 {

@@ -225,6 +225,17 @@ npl_status npl_npu_expr_eval(const npl_npu_expr *e, const npl_npu_shape *shape, 
     return NPL_OK;
 }
 
+bool npl_npu_expr_is_runtime(const npl_npu_expr *e)
+{
+    for (int i = 0; i < e->n; i++)
+        if (e->tok[i].kind == 1) {
+            const char *sym = npl_npu_shape_symbol_names[e->tok[i].value];
+            if (!strcmp(sym, "pos") || !strcmp(sym, "n_tokens"))
+                return true;
+        }
+    return false;
+}
+
 npl_status npl_npu_arg_bytes(const npl_npu_arg_spec *a, const npl_npu_shape *shape,
                              size_t *bytes, npl_error *err)
 {
@@ -357,7 +368,8 @@ static npl_status parse_fixed(parser *p, npl_npu_group_spec *g, const char *v, s
 static npl_status parse_arg(parser *p, npl_npu_group_spec *g, const char *v, size_t len)
 {
     if (g->n_args == NPL_NPU_MAX_ARGS)
-        return fail(p, "a group takes at most 24 arguments");
+        return fail(p, "a group takes at most %d buffer arguments (the driver's command "
+                       "argument area holds %d bytes)", NPL_NPU_MAX_ARGS, NPL_NPU_CMD_ARG_BYTES);
     npl_npu_arg_spec *a = &g->args[g->n_args];
     memset(a, 0, sizeof *a);
     const char *s = v, *end = v + len, *w;
@@ -424,17 +436,134 @@ static npl_status parse_arg(parser *p, npl_npu_group_spec *g, const char *v, siz
     return NPL_OK;
 }
 
-static npl_status finish_group(parser *p, const npl_npu_manifest *m, const npl_npu_group_spec *g)
+/* dma = in|out ARG OFFSET LENGTH, expressions in bytes ('*' as LENGTH: the
+ * whole argument); the argument must be declared above. */
+static npl_status parse_dma(parser *p, npl_npu_group_spec *g, const char *v, size_t len)
+{
+    if (g->n_dma == NPL_NPU_MAX_DMA)
+        return fail(p, "a group describes at most %d transfers", NPL_NPU_MAX_DMA);
+    npl_npu_dma_spec *d = &g->dma[g->n_dma];
+    memset(d, 0, sizeof *d);
+    const char *s = v, *end = v + len, *w;
+    size_t wlen;
+    if (!next_word(&s, end, &w, &wlen) || !(word_is(w, wlen, "in") || word_is(w, wlen, "out")))
+        return fail(p, "'dma' starts with in or out");
+    d->out = word_is(w, wlen, "out");
+    if (!next_word(&s, end, &w, &wlen))
+        return fail(p, "'dma' needs an argument name");
+    char name[NPL_NPU_NAME_MAX];
+    snprintf(name, sizeof name, "%.*s", (int)(wlen < sizeof name ? wlen : sizeof name - 1), w);
+    int a = npl_npu_group_arg_index(g, name);
+    if (a < 0 || wlen >= sizeof name)
+        return fail(p, "'dma' names '%s', which is not an argument declared above", name);
+    d->arg = (uint32_t)a;
+    const npl_npu_buf_class cls = g->args[a].cls;
+    if (d->out && cls == NPL_NPU_BUF_STATIC)
+        return fail(p, "'dma out' to '%s': static buffers are never written", name);
+    if (!d->out && cls == NPL_NPU_BUF_OUTPUT)
+        return fail(p, "'dma in' from '%s': output buffers are written only", name);
+    if (!next_word(&s, end, &w, &wlen))
+        return fail(p, "'dma' of '%s' needs an offset", name);
+    npl_status st = parse_expr(p, w, wlen, &d->offset);
+    if (st != NPL_OK)
+        return st;
+    if (!next_word(&s, end, &w, &wlen))
+        return fail(p, "'dma' of '%s' needs a length", name);
+    if (word_is(w, wlen, "*"))
+        d->whole = true;
+    else if ((st = parse_expr(p, w, wlen, &d->length)) != NPL_OK)
+        return st;
+    if (next_word(&s, end, &w, &wlen))
+        return fail(p, "unexpected text after the 'dma' of '%s' (no spaces inside an expression)",
+                    name);
+    g->n_dma++;
+    return NPL_OK;
+}
+
+/* patch = WORD VALUE: word WORD of the group's instruction file gets the
+ * value of the expression for every run. */
+static npl_status parse_patch(parser *p, npl_npu_group_spec *g, const char *v, size_t len)
+{
+    if (g->n_patch == NPL_NPU_MAX_DMA)
+        return fail(p, "a group patches at most %d words", NPL_NPU_MAX_DMA);
+    const char *s = v, *end = v + len, *w;
+    size_t wlen;
+    uint64_t word = 0;
+    if (!next_word(&s, end, &w, &wlen) || wlen > 9)
+        return fail(p, "'patch' needs a word index and a value");
+    for (size_t i = 0; i < wlen; i++) {
+        if (!isdigit((unsigned char)w[i]))
+            return fail(p, "'patch' word index must be a number");
+        word = word * 10 + (uint64_t)(w[i] - '0');
+    }
+    if (!next_word(&s, end, &w, &wlen))
+        return fail(p, "'patch' of word %llu needs a value", (unsigned long long)word);
+    npl_status st = parse_expr(p, w, wlen, &g->patch[g->n_patch].value);
+    if (st != NPL_OK)
+        return st;
+    if (next_word(&s, end, &w, &wlen))
+        return fail(p, "unexpected text after the 'patch' of word %llu (no spaces inside an "
+                       "expression)", (unsigned long long)word);
+    for (uint32_t i = 0; i < g->n_patch; i++)
+        if (g->patch[i].word == word)
+            return fail(p, "word %llu patched twice", (unsigned long long)word);
+    g->patch[g->n_patch++].word = (uint32_t)word;
+    return NPL_OK;
+}
+
+/* A group without dma lines moves every argument whole: in unless it is
+ * an output, back out unless it holds weights. */
+static void default_dma(npl_npu_group_spec *g)
+{
+    for (uint32_t a = 0; a < g->n_args; a++) {
+        if (g->args[a].cls != NPL_NPU_BUF_OUTPUT)
+            g->dma[g->n_dma++] = (npl_npu_dma_spec){.arg = a, .out = false, .whole = true,
+                                                    .offset = {.n = 1}};
+        if (g->args[a].cls != NPL_NPU_BUF_STATIC)
+            g->dma[g->n_dma++] = (npl_npu_dma_spec){.arg = a, .out = true, .whole = true,
+                                                    .offset = {.n = 1}};
+    }
+}
+
+static npl_status finish_group(parser *p, const npl_npu_manifest *m, npl_npu_group_spec *g)
 {
     unsigned saved = p->line;
     p->line = g->line;
     npl_status st = NPL_OK;
     if (g->n_args == 0)
         st = fail(p, "group '%s' declares no arguments", g->name);
-    else if (m->target == NPL_NPU_TARGET_EMU && (g->xclbin || g->instr || g->kernel))
+    else if (m->target == NPL_NPU_TARGET_EMU && (g->xclbin || g->kernel || g->instr))
         st = fail(p, "group '%s' names binaries, but emu groups run on the host", g->name);
-    else if (m->target != NPL_NPU_TARGET_EMU && (!g->xclbin || !g->instr || !g->kernel))
-        st = fail(p, "group '%s' needs xclbin, instr and kernel", g->name);
+    else if (m->target != NPL_NPU_TARGET_EMU && (!g->xclbin || !g->kernel))
+        st = fail(p, "group '%s' needs xclbin and kernel", g->name);
+    else if (g->n_patch && !g->instr)
+        st = fail(p, "group '%s' patches words but names no 'instr' file", g->name);
+    else if (g->instr && g->n_dma)
+        st = fail(p, "group '%s' has both an 'instr' file and 'dma' lines: the stream comes "
+                     "from one or the other", g->name);
+    else if (g->n_args > m->max_args)
+        st = fail(p, "group '%s' takes %u buffer arguments, more than max_args = %u",
+                  g->name, g->n_args, m->max_args);
+    /* One hardware context per xclbin, and a run list waits on one
+     * context: every group must live in the first group's xclbin. */
+    else if (g->xclbin && strcmp(g->xclbin, m->groups[0].xclbin) != 0)
+        st = fail(p, "group '%s' is in %s, but every group must be in one xclbin (%s): "
+                     "one hardware context runs a whole run list",
+                  g->name, g->xclbin, m->groups[0].xclbin);
+    for (uint32_t a = 0; st == NPL_OK && g->n_dma && a < g->n_args; a++) {
+        bool moved = false;
+        for (uint32_t d = 0; d < g->n_dma; d++)
+            moved = moved || g->dma[d].arg == a;
+        if (!moved)
+            st = fail(p, "group '%s': no transfer moves argument '%s'", g->name, g->args[a].name);
+    }
+    if (st == NPL_OK && g->n_dma == 0 && !g->instr) {
+        if (2 * g->n_args > NPL_NPU_MAX_DMA)
+            st = fail(p, "group '%s' needs 'dma' lines: too many arguments to move each whole",
+                      g->name);
+        else
+            default_dma(g);
+    }
     p->line = saved;
     return st;
 }
@@ -442,8 +571,8 @@ static npl_status finish_group(parser *p, const npl_npu_manifest *m, const npl_n
 static void free_group(npl_npu_group_spec *g)
 {
     free(g->xclbin);
-    free(g->instr);
     free(g->kernel);
+    free(g->instr);
 }
 
 void npl_npu_manifest_free(npl_npu_manifest *m)
@@ -463,6 +592,8 @@ static npl_status parse_group_key(parser *p, npl_npu_group_spec *g, const char *
         return copy_path(p, v, vlen, &g->xclbin, "xclbin");
     if (word_is(key, klen, "instr"))
         return copy_path(p, v, vlen, &g->instr, "instr");
+    if (word_is(key, klen, "patch"))
+        return parse_patch(p, g, v, vlen);
     if (word_is(key, klen, "kernel")) {
         if (g->kernel)
             return fail(p, "'kernel' given twice");
@@ -480,8 +611,13 @@ static npl_status parse_group_key(parser *p, npl_npu_group_spec *g, const char *
             return fail(p, "'params' is 'shape' or 'none'");
         return NPL_OK;
     }
-    if (word_is(key, klen, "arg"))
+    if (word_is(key, klen, "arg")) {
+        if (g->n_dma)
+            return fail(p, "arguments come before the transfers ('dma')");
         return parse_arg(p, g, v, vlen);
+    }
+    if (word_is(key, klen, "dma"))
+        return parse_dma(p, g, v, vlen);
     char k[64];
     snprintf(k, sizeof k, "%.*s", (int)(klen > 60 ? 60 : klen), key);
     return fail(p, "unknown key '%s' in a group", k);
@@ -501,6 +637,8 @@ npl_status npl_npu_manifest_parse(const char *text, size_t len, const char *orig
     npl_npu_manifest *m = calloc(1, sizeof *m);
     if (!m)
         return npl_error_set(err, NPL_ERR_NOMEM, "manifest: no memory");
+    m->max_args = NPL_NPU_MAX_ARGS;
+    bool have_max_args = false;
     size_t cap = 0;
     bool have_magic = false, have_device = false;
     npl_status st = NPL_OK;
@@ -607,8 +745,24 @@ npl_status npl_npu_manifest_parse(const char *text, size_t len, const char *orig
             else
                 st = fail(&p, "unknown device (expected emu, xdna1 or xdna2)");
             have_device = true;
+        } else if (word_is(key, klen, "max_args")) {
+            unsigned long n = 0;
+            char num[16];
+            snprintf(num, sizeof num, "%.*s", (int)(vlen < 15 ? vlen : 15), val);
+            char *endp = NULL;
+            n = strtoul(num, &endp, 10);
+            if (have_max_args)
+                st = fail(&p, "'max_args' given twice");
+            else if (vlen == 0 || vlen > 3 || *endp || !isdigit((unsigned char)num[0]) || n < 1
+                     || n > NPL_NPU_MAX_ARGS)
+                st = fail(&p, "'max_args' must be 1..%d: the driver's command argument area "
+                              "holds %d bytes of 64-bit buffer addresses",
+                          NPL_NPU_MAX_ARGS, NPL_NPU_CMD_ARG_BYTES);
+            else
+                m->max_args = (uint32_t)n;
+            have_max_args = true;
         } else {
-            st = fail(&p, "unknown top-level key (only 'device' comes before groups)");
+            st = fail(&p, "unknown top-level key (only 'device' and 'max_args' come before groups)");
         }
     }
     if (st == NPL_OK && !have_magic)

@@ -19,7 +19,13 @@ extern "C" {
 #define NPL_NPU_MANIFEST_FILE "manifest.txt"   /* name inside a kernel directory */
 #define NPL_NPU_MANIFEST_VERSION 1
 #define NPL_NPU_NAME_MAX 48       /* group and argument names, with the NUL */
-#define NPL_NPU_MAX_ARGS 24
+/* The amdxdna driver copies a command's arguments after the instruction
+ * buffer into a firmware slot of 26 u32 words (MAX_NPU_ARGS_SIZE in
+ * drivers/accel/amdxdna/aie2_msg_priv.h): 13 buffer addresses of 64 bits.
+ * No group can take more; a manifest may set a lower max_args. */
+#define NPL_NPU_CMD_ARG_BYTES 104
+#define NPL_NPU_MAX_ARGS (NPL_NPU_CMD_ARG_BYTES / 8)
+#define NPL_NPU_MAX_DMA 24        /* transfers a group's instruction stream describes */
 #define NPL_NPU_MAX_DIMS 4
 #define NPL_NPU_MAX_FIXED 16
 #define NPL_NPU_EXPR_MAX_TOKENS 32
@@ -53,12 +59,33 @@ typedef struct npl_npu_arg_spec {
     npl_npu_expr dims[NPL_NPU_MAX_DIMS];
 } npl_npu_arg_spec;
 
+/* One DMA transfer of a group's runtime sequence: bytes [offset,
+ * offset+length) of an argument move into the tiles (in) or back out
+ * (out). Expressions are in bytes over the shape symbols; whole means the
+ * argument's contract size. */
+typedef struct npl_npu_dma_spec {
+    uint32_t arg;         /* index into args */
+    bool out;
+    bool whole;
+    npl_npu_expr offset;
+    npl_npu_expr length;
+} npl_npu_dma_spec;
+
 typedef struct npl_npu_group_spec {
     char name[NPL_NPU_NAME_MAX];
     char *xclbin;         /* paths relative to the kernel directory; NULL for emu */
-    char *instr;
     char *kernel;         /* kernel name inside the xclbin */
-    bool params_shape;    /* pass the packed shape in a params buffer */
+    /* NPU targets may instead give the kernel build's own runtime
+     * sequence (raw little-endian u32 words) and the words the host
+     * patches per run: word index and the value's expression. */
+    char *instr;
+    uint32_t n_patch;
+    struct {
+        uint32_t word;
+        npl_npu_expr value;
+    } patch[NPL_NPU_MAX_DMA];
+    bool params_shape;    /* the instruction stream writes the shape into the
+                             cores' runtime parameters */
     uint32_t n_fixed;     /* shape symbols the binary was built for */
     struct {
         uint32_t symbol;  /* index into npl_npu_shape_symbol_names */
@@ -66,11 +93,14 @@ typedef struct npl_npu_group_spec {
     } fixed[NPL_NPU_MAX_FIXED];
     uint32_t n_args;
     npl_npu_arg_spec args[NPL_NPU_MAX_ARGS];
+    uint32_t n_dma;
+    npl_npu_dma_spec dma[NPL_NPU_MAX_DMA];
     unsigned line;        /* where the group starts, for messages */
 } npl_npu_group_spec;
 
 typedef struct npl_npu_manifest {
     npl_npu_target target;
+    uint32_t max_args;    /* buffer arguments a kernel declares, <= NPL_NPU_MAX_ARGS */
     size_t n_groups;
     npl_npu_group_spec *groups;
 } npl_npu_manifest;
@@ -103,6 +133,10 @@ npl_status npl_npu_expr_eval(const npl_npu_expr *e, const npl_npu_shape *shape, 
 /* Bytes the argument needs for this shape (Q4NX uses the padded layout). */
 npl_status npl_npu_arg_bytes(const npl_npu_arg_spec *a, const npl_npu_shape *shape,
                              size_t *bytes, npl_error *err);
+
+/* True when the expression uses a symbol that changes from call to call
+ * of one run (pos, n_tokens, causal): the words it yields are patched. */
+bool npl_npu_expr_is_runtime(const npl_npu_expr *e);
 
 /* Checks a call's shape against the symbols the binary was built for. */
 npl_status npl_npu_group_check_fixed(const npl_npu_group_spec *g, const npl_npu_shape *shape,

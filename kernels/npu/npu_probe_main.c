@@ -74,6 +74,8 @@ int main(int argc, char **argv)
                r.fw_version[0] ? r.fw_version : "not reported");
     else
         printf("device:   none\n");
+    if (r.found)
+        printf("driver:   amdxdna %s\n", r.driver_version[0] ? r.driver_version : "(version not reported)");
     if (r.xrt_found && r.xrt_version_source[0])
         printf("xrt:      %u.%u.%u (from %s)\n", r.xrt_major, r.xrt_minor, r.xrt_patch,
                r.xrt_version_source);

@@ -43,25 +43,24 @@ static inline void store_u16(uint8_t *p, uint16_t v)
 uint16_t npl_q4nx_scale_bits(const void *q, const npl_q4nx_layout *l, uint32_t row, uint32_t group)
 {
     const uint8_t *blk = q4nx_block_at((uint8_t *)(uintptr_t)q, l, row, group * NPL_Q4NX_GROUP_COLS);
-    uint32_t idx = (row % NPL_Q4NX_BLOCK_ROWS) * NPL_Q4NX_GROUPS_PER_BLOCK_ROW
-                 + group % NPL_Q4NX_GROUPS_PER_BLOCK_ROW;
+    uint32_t idx = q4nx_param_index(row % NPL_Q4NX_BLOCK_ROWS,
+                                    group % NPL_Q4NX_GROUPS_PER_BLOCK_ROW);
     return load_u16(blk + NPL_Q4NX_SCALES_OFFSET + 2 * idx);
 }
 
 uint16_t npl_q4nx_min_bits(const void *q, const npl_q4nx_layout *l, uint32_t row, uint32_t group)
 {
     const uint8_t *blk = q4nx_block_at((uint8_t *)(uintptr_t)q, l, row, group * NPL_Q4NX_GROUP_COLS);
-    uint32_t idx = (row % NPL_Q4NX_BLOCK_ROWS) * NPL_Q4NX_GROUPS_PER_BLOCK_ROW
-                 + group % NPL_Q4NX_GROUPS_PER_BLOCK_ROW;
+    uint32_t idx = q4nx_param_index(row % NPL_Q4NX_BLOCK_ROWS,
+                                    group % NPL_Q4NX_GROUPS_PER_BLOCK_ROW);
     return load_u16(blk + NPL_Q4NX_MINS_OFFSET + 2 * idx);
 }
 
 uint8_t npl_q4nx_code(const void *q, const npl_q4nx_layout *l, uint32_t row, uint32_t col)
 {
     const uint8_t *blk = q4nx_block_at((uint8_t *)(uintptr_t)q, l, row, col);
-    uint32_t c = col % NPL_Q4NX_BLOCK_COLS;
-    uint8_t byte = blk[NPL_Q4NX_QS_OFFSET + (row % NPL_Q4NX_BLOCK_ROWS) * NPL_Q4NX_QS_ROW_BYTES + c / 2];
-    return (c & 1) ? (uint8_t)(byte >> 4) : (uint8_t)(byte & 15);
+    uint32_t r = row % NPL_Q4NX_BLOCK_ROWS;
+    return (uint8_t)((blk[q4nx_code_byte(r, col % NPL_Q4NX_BLOCK_COLS)] >> q4nx_code_shift(r)) & 15);
 }
 
 void q4nx_write_group(uint8_t *base, const npl_q4nx_layout *l, uint32_t row, uint32_t group,
@@ -70,18 +69,21 @@ void q4nx_write_group(uint8_t *base, const npl_q4nx_layout *l, uint32_t row, uin
     uint8_t *blk = q4nx_block_at(base, l, row, group * NPL_Q4NX_GROUP_COLS);
     uint32_t r = row % NPL_Q4NX_BLOCK_ROWS;
     uint32_t g = group % NPL_Q4NX_GROUPS_PER_BLOCK_ROW;
-    store_u16(blk + NPL_Q4NX_SCALES_OFFSET + 2 * (r * NPL_Q4NX_GROUPS_PER_BLOCK_ROW + g), d_bits);
-    store_u16(blk + NPL_Q4NX_MINS_OFFSET + 2 * (r * NPL_Q4NX_GROUPS_PER_BLOCK_ROW + g), m_bits);
-    uint8_t *qs = blk + NPL_Q4NX_QS_OFFSET + r * NPL_Q4NX_QS_ROW_BYTES + g * (NPL_Q4NX_GROUP_COLS / 2);
-    for (uint32_t j = 0; j < NPL_Q4NX_GROUP_COLS; j += 2)
-        qs[j / 2] = (uint8_t)((codes[j] & 15) | ((codes[j + 1] & 15) << 4));
+    store_u16(blk + NPL_Q4NX_SCALES_OFFSET + 2 * q4nx_param_index(r, g), d_bits);
+    store_u16(blk + NPL_Q4NX_MINS_OFFSET + 2 * q4nx_param_index(r, g), m_bits);
+    /* The byte is shared with the neighbouring row: keep its nibble. */
+    unsigned shift = q4nx_code_shift(r);
+    for (uint32_t j = 0; j < NPL_Q4NX_GROUP_COLS; j++) {
+        uint8_t *p = blk + q4nx_code_byte(r, g * NPL_Q4NX_GROUP_COLS + j);
+        *p = (uint8_t)((*p & ~(15u << shift)) | ((codes[j] & 15u) << shift));
+    }
 }
 
 /* The 16 values a group's codes decode to, in f32 as the reference
  * dequantizer computes them. */
 static void group_levels(const uint8_t *blk, uint32_t r, uint32_t g, bool round_bf16, float lut[16])
 {
-    uint32_t idx = r * NPL_Q4NX_GROUPS_PER_BLOCK_ROW + g;
+    uint32_t idx = q4nx_param_index(r, g);
     float d = npu_bf16_to_f32(load_u16(blk + NPL_Q4NX_SCALES_OFFSET + 2 * idx));
     float m = npu_bf16_to_f32(load_u16(blk + NPL_Q4NX_MINS_OFFSET + 2 * idx));
     for (int q = 0; q < 16; q++) {
@@ -100,13 +102,11 @@ static void dequantize_row(const void *q4nx, const npl_q4nx_layout *l, uint32_t 
         uint32_t g = (c0 % NPL_Q4NX_BLOCK_COLS) / NPL_Q4NX_GROUP_COLS;
         float lut[16];
         group_levels(blk, r, g, round_bf16, lut);
-        const uint8_t *qs = blk + NPL_Q4NX_QS_OFFSET + r * NPL_Q4NX_QS_ROW_BYTES
-                          + g * (NPL_Q4NX_GROUP_COLS / 2);
+        const uint8_t *qs = blk + q4nx_code_byte(r, g * NPL_Q4NX_GROUP_COLS);
+        unsigned shift = q4nx_code_shift(r);
         uint32_t n = l->cols - c0 < NPL_Q4NX_GROUP_COLS ? l->cols - c0 : NPL_Q4NX_GROUP_COLS;
-        for (uint32_t j = 0; j < n; j++) {
-            uint8_t byte = qs[j / 2];
-            dst[c0 + j] = lut[(j & 1) ? byte >> 4 : byte & 15];
-        }
+        for (uint32_t j = 0; j < n; j++)
+            dst[c0 + j] = lut[(qs[j * (NPL_Q4NX_BAND_ROWS / 2)] >> shift) & 15];
     }
 }
 
@@ -147,14 +147,13 @@ void npl_q4nx_matvec_ref(const void *q4nx, const npl_q4nx_layout *l, const uint1
             uint32_t g = (c0 % NPL_Q4NX_BLOCK_COLS) / NPL_Q4NX_GROUP_COLS;
             float lut[16];
             group_levels(blk, r, g, true, lut);
-            const uint8_t *qs = blk + NPL_Q4NX_QS_OFFSET + r * NPL_Q4NX_QS_ROW_BYTES
-                              + g * (NPL_Q4NX_GROUP_COLS / 2);
+            const uint8_t *qs = blk + q4nx_code_byte(r, g * NPL_Q4NX_GROUP_COLS);
+            unsigned shift = q4nx_code_shift(r);
             uint32_t n = l->cols - c0 < NPL_Q4NX_GROUP_COLS ? l->cols - c0 : NPL_Q4NX_GROUP_COLS;
             float part = 0.0f;
-            for (uint32_t j = 0; j < n; j++) {
-                uint8_t byte = qs[j / 2];
-                part += lut[(j & 1) ? byte >> 4 : byte & 15] * npu_bf16_to_f32(x[c0 + j]);
-            }
+            for (uint32_t j = 0; j < n; j++)
+                part += lut[(qs[j * (NPL_Q4NX_BAND_ROWS / 2)] >> shift) & 15]
+                      * npu_bf16_to_f32(x[c0 + j]);
             total += part;
         }
         y[row] = total;

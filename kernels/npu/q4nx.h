@@ -7,10 +7,17 @@
  * 0-31, then rows 32-63, ...), so the 32 output rows a tile computes read
  * one contiguous stripe. Each block is 5120 bytes:
  *
- *   [   0,  512)  256 bf16 scales d, index r*8 + g
- *   [ 512, 1024)  256 bf16 mins   m, index r*8 + g
- *   [1024, 5120)  32 rows x 128 bytes of 4-bit q, row-major; column c of
- *                 the block is in byte c/2, low nibble when c is even
+ *   [   0,  512)  256 bf16 scales d, index g*32 + r ([group][row])
+ *   [ 512, 1024)  256 bf16 mins   m, index g*32 + r
+ *   [1024, 5120)  4-bit q in two bands of 16 rows (2048 bytes each); in a
+ *                 band, column c owns bytes c*8 .. c*8+7 and byte k of them
+ *                 holds row 2k in its low nibble and row 2k+1 in its high
+ *                 nibble: one byte, two adjacent output rows
+ *
+ * This is the byte order of the public Q4NX reference (FastFlowLM's
+ * FLM_Q4NX_Converter, q4nx/model_converter.py `_pack_q4nx` with
+ * row_block_size 32, col_block_size 256, parallel_size 16), so kernels
+ * written for it read these buffers as they are.
  *
  * r is the row within the block (0-31), g the 32-column group (0-7), and
  * an element is w = d*q + m (q = 0..15). All fields are little-endian.
@@ -36,7 +43,8 @@ extern "C" {
 #define NPL_Q4NX_SCALES_OFFSET 0
 #define NPL_Q4NX_MINS_OFFSET 512
 #define NPL_Q4NX_QS_OFFSET 1024
-#define NPL_Q4NX_QS_ROW_BYTES 128
+#define NPL_Q4NX_BAND_ROWS 16     /* rows sharing one code band */
+#define NPL_Q4NX_BAND_BYTES 2048  /* 256 columns x 16 rows / 2 */
 #define NPL_Q4NX_BLOCK_BYTES 5120
 
 /* Largest magnitude the float quantizer takes: far from the f32 limit, so

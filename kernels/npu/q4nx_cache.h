@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 #define NPL_Q4NX_CACHE_MAGIC "NPLQ4NX\0"
-#define NPL_Q4NX_CACHE_VERSION 1u
+#define NPL_Q4NX_CACHE_VERSION 2u /* 2: the public reference's byte order */
 #define NPL_Q4NX_CACHE_HEADER_BYTES 64u
 #define NPL_Q4NX_CACHE_ALIGN 64u      /* tensor data offsets are multiples */
 #define NPL_Q4NX_CACHE_NAME_MAX 255u  /* bytes in a tensor name */

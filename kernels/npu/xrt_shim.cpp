@@ -1,24 +1,26 @@
 // The XRT backend of the NPU device interface (C++17, see xrt_shim.h).
 //
-// Flow per the XRT hardware-context API: open the device, register each
-// xclbin the manifest names and create a hardware context for it, take
-// the kernel by name, upload each group's instruction stream into a
-// cacheable buffer in the kernel's group 1, allocate data buffers in host
-// memory, and run with opcode 3 (execute the instruction stream). Runs of
-// one submission that share a hardware context go through one
-// xrt::runlist, so a layer or a token is submitted at once.
+// Flow per the XRT hardware-context API: open the device, register the
+// manifest's one xclbin and create its hardware context, take each
+// kernel by name after checking the argument count it declares, allocate
+// data buffers in host memory, and run with opcode 3 (execute the
+// instruction stream). Each run has its own instruction buffer (cacheable,
+// in the kernel's group 1) holding the stream the host made for it: the
+// group's instruction file with its patched words written, or one
+// generated from its transfers (npu_instr.h); a submission rewrites the
+// streams of its runs. Runs that
+// share a hardware context go through one xrt::runlist, so a token is
+// submitted at once.
 //
 // Kernel argument order (the ABI a kernel build must follow): 0 opcode
 // (u64 = 3), 1 instruction buffer, 2 instruction word count (u32), then
-// one buffer per manifest argument in contract order, then the params
-// buffer when the group has `params = shape`.
+// one buffer per manifest argument in contract order: 3 + n_args in all.
 #include "xrt_shim.h"
 
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -57,8 +59,6 @@ struct XclbinContext {
 struct LoadedGroup {
     XclbinContext *ctx = nullptr;
     xrt::kernel kernel;
-    xrt::bo instr;
-    uint32_t instr_words = 0;
 };
 
 struct Buffer {
@@ -69,8 +69,7 @@ struct Buffer {
 struct PreparedRun {
     xrt::run run;
     std::vector<xrt::bo> views;  // sub-buffers at the argument offsets
-    xrt::bo params;
-    bool has_params = false;
+    xrt::bo instr;  // this run's instruction stream
     XclbinContext *ctx = nullptr;
 };
 
@@ -97,21 +96,6 @@ npl_status fail(npl_error *err, const char *what, const std::exception &e)
     return npl_error_set(err, NPL_ERR_IO, "xrt: %s: %s", what, e.what());
 }
 
-std::vector<uint32_t> read_instructions(const std::string &path)
-{
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in)
-        throw std::runtime_error("cannot open " + path);
-    std::streamsize size = in.tellg();
-    if (size <= 0 || size % 4 != 0)
-        throw std::runtime_error(path + " is not a whole number of 32-bit instruction words");
-    std::vector<uint32_t> words(static_cast<size_t>(size) / 4);
-    in.seekg(0);
-    if (!in.read(reinterpret_cast<char *>(words.data()), size))
-        throw std::runtime_error("cannot read " + path);
-    return words;
-}
-
 XclbinContext *context_for(Device *d, const std::string &rel)
 {
     std::string path = d->kernel_dir + "/" + rel;
@@ -131,16 +115,20 @@ void load_group(Device *d, const npl_npu_group_spec &spec, bool first)
 {
     LoadedGroup g;
     g.ctx = context_for(d, spec.xclbin);
+    // Setting an argument the kernel does not declare fails inside XRT
+    // at run time; refuse at load, with the reason.
+    size_t declared = g.ctx->xclbin.get_kernel(spec.kernel).get_num_args();
+    if (declared != kFirstDataArg + spec.n_args)
+        throw std::runtime_error("kernel " + std::string(spec.kernel) + " of group " + spec.name +
+                                 " declares " + std::to_string(declared) +
+                                 " arguments; the manifest needs " +
+                                 std::to_string(kFirstDataArg + spec.n_args) +
+                                 " (opcode, instructions, their count and " +
+                                 std::to_string(spec.n_args) + " buffers)");
     auto k = g.ctx->kernels.find(spec.kernel);
     if (k == g.ctx->kernels.end())
         k = g.ctx->kernels.emplace(spec.kernel, xrt::kernel(g.ctx->context, spec.kernel)).first;
     g.kernel = k->second;
-    std::vector<uint32_t> words = read_instructions(d->kernel_dir + "/" + spec.instr);
-    g.instr_words = static_cast<uint32_t>(words.size());
-    g.instr = xrt::bo(d->device, words.size() * sizeof(uint32_t), xrt::bo::flags::cacheable,
-                      g.kernel.group_id(kInstrGroupArg));
-    std::memcpy(g.instr.map<void *>(), words.data(), words.size() * sizeof(uint32_t));
-    g.instr.sync(XCL_BO_SYNC_BO_TO_DEVICE);
     if (first)
         d->data_group = static_cast<xrt::memory_group>(g.kernel.group_id(kFirstDataArg));
     d->groups[spec.name] = g;
@@ -236,9 +224,11 @@ npl_status shim_runlist_prepare(void *impl, npl_npu_runlist *rl, npl_error *err)
             PreparedRun r;
             r.ctx = g->ctx;
             r.run = xrt::run(g->kernel);
+            r.instr = xrt::bo(d->device, e.n_instr * sizeof(uint32_t), xrt::bo::flags::cacheable,
+                              g->kernel.group_id(kInstrGroupArg));
             r.run.set_arg(0, kOpcodeRunInstructions);
-            r.run.set_arg(1, g->instr);
-            r.run.set_arg(2, g->instr_words);
+            r.run.set_arg(1, r.instr);
+            r.run.set_arg(2, e.n_instr);
             for (uint32_t a = 0; a < spec->n_args; a++) {
                 // Absent optional arguments stay unset (address 0).
                 if (!e.args[a].buf)
@@ -248,12 +238,6 @@ npl_status shim_runlist_prepare(void *impl, npl_npu_runlist *rl, npl_error *err)
                 xrt::bo view = off ? xrt::bo(b->bo, e.args[a].buf->size - off, off) : b->bo;
                 r.views.push_back(view);
                 r.run.set_arg(kFirstDataArg + static_cast<int>(a), view);
-            }
-            if (spec->params_shape) {
-                r.params = xrt::bo(d->device, NPL_NPU_SHAPE_WORDS * sizeof(uint32_t),
-                                   xrt::bo::flags::host_only, d->data_group);
-                r.run.set_arg(kFirstDataArg + static_cast<int>(spec->n_args), r.params);
-                r.has_params = true;
             }
             p->runs.push_back(std::move(r));
         }
@@ -283,14 +267,13 @@ npl_status shim_runlist_submit(void *impl, npl_npu_runlist *rl, npl_error *err)
     (void)impl;
     Prepared *p = static_cast<Prepared *>(rl->backend);
     try {
+        // The streams as the host last generated them (the position and
+        // row words change between submissions).
         for (size_t i = 0; i < rl->count; i++) {
-            PreparedRun &r = p->runs[i];
-            if (!r.has_params)
-                continue;
-            uint32_t words[NPL_NPU_SHAPE_WORDS];
-            npl_npu_shape_pack(&rl->runs[i].shape, words);
-            std::memcpy(r.params.map<void *>(), words, sizeof words);
-            r.params.sync(XCL_BO_SYNC_BO_TO_DEVICE);
+            const npl_npu_run_entry &e = rl->runs[i];
+            size_t bytes = e.n_instr * sizeof(uint32_t);
+            std::memcpy(p->runs[i].instr.map<void *>(), e.instr, bytes);
+            p->runs[i].instr.sync(XCL_BO_SYNC_BO_TO_DEVICE, bytes, 0);
         }
         for (Segment &s : p->segments) {
             if (s.count > 1) {

@@ -1,11 +1,14 @@
 /* The device interface on the emulator: residency rules, counters, the
  * group registry, validation of runs against the manifest, run lists, and
  * the XRT shim loader. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "npu_device_backend.h"
 #include "npu_emu.h"
+#include "npu_instr.h"
 #include "npu_test.h"
 #include "xrt_shim.h"
 
@@ -183,10 +186,13 @@ static void runs_are_validated(void)
     args[1].buf = e.y;
     args[1].offset = 8;
     CHECK_FAILS(npl_npu_run(e.dev, e.group, args, &s, &err), NPL_ERR_INVALID_ARG, &err,
-                "offset 8 of 'y' is not a multiple of 16");
+                "offset 8 of 'y' is not a multiple of 64");
     args[1].offset = 16;
     CHECK_FAILS(npl_npu_run(e.dev, e.group, args, &s, &err), NPL_ERR_INVALID_ARG, &err,
-                "'y' needs 256 bytes at offset 16, y has 256");
+                "offset 16 of 'y' is not a multiple of 64");
+    args[1].offset = 64;
+    CHECK_FAILS(npl_npu_run(e.dev, e.group, args, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                "'y' needs 256 bytes at offset 64, y has 256");
     args[1].offset = 0;
     CHECK_OK(npl_npu_buffer_alloc(e.dev, 1024, NPL_NPU_BUF_IO, "big", &big, &err), &err);
     args[1] = (npl_npu_arg){ big, 512 };
@@ -262,8 +268,16 @@ static void run_lists_chain_runs(void)
     npl_npu_stats st;
     npl_npu_device_stats(e.dev, &st);
     CHECK(st.dispatches == 6 && st.submissions == 2 && npl_npu_group_dispatches(e.group) == 6);
-    /* Shape params: 19 words per dispatch, plus the reads of y. */
-    CHECK(st.h2d_activation_bytes == 6 * NPL_NPU_SHAPE_WORDS * 4);
+    /* Instruction words rewritten per dispatch: the runtime parameters
+     * n_tokens, pos and causal (the transfers move whole arguments). */
+    uint32_t words[NPL_NPU_INSTR_MAX_WORDS], n_words = 0, n_patched = 0;
+    const bool present[3] = { true, true, false };
+    npl_npu_shape s1 = axpy_shape(64, 1.0f);
+    CHECK_OK(npl_npu_instr_build(npl_npu_group_spec_get(e.group), &s1, present, words, &n_words,
+                                 &n_patched, &err), &err);
+    CHECK(n_words == 2 + 1 + NPL_NPU_SHAPE_WORDS + 4 * 3); /* x and y in and out */
+    CHECK(n_patched == 3);
+    CHECK(st.h2d_activation_bytes == 6 * 3 * 4);
     CHECK(st.d2h_activation_bytes == 2 * sizeof y);
     /* Freeing a buffer a list uses empties the list instead of dangling. */
     npl_npu_buffer_free(e.y);
@@ -297,7 +311,7 @@ static void builtin_manifest_matches_registry(void)
     npl_npu_device_destroy(dev);
     /* An NPU manifest is refused by the emulator. */
     npl_npu_manifest *hw = NULL;
-    const char *t = "npullm-npu-manifest 1\ndevice = xdna2\n[group g]\nxclbin = a\ninstr = b\n"
+    const char *t = "npullm-npu-manifest 1\ndevice = xdna2\n[group g]\nxclbin = a\n# b\n"
                     "kernel = k\narg = x io f32 [1]\n";
     CHECK_OK(npl_npu_manifest_parse(t, strlen(t), "hw", &hw, &err), &err);
     npl_npu_emu_config cfg = { hw, NULL, 0 };
@@ -328,6 +342,254 @@ static void xrt_loader(void)
     npl_npu_device_destroy(dev);
 }
 
+
+/* The device moves only what the instruction stream says: an axpy whose
+ * stream reads half of x computes NaN (tile poison) on the other half, and
+ * one that writes back half of y leaves the rest of y as it was. */
+static const char axpy_half_manifest[] =
+    "npullm-npu-manifest 1\ndevice = emu\n"
+    "[group axpy]\nparams = shape\nfixed = n_tokens=1\n"
+    "arg = x io f32 [n_embd]\narg = y io f32 [n_embd]\n"
+    "dma = in x 0 n_embd*2\ndma = in y 0 *\ndma = out y 0 *\n"
+    "[group axpy_out_half]\nparams = shape\nfixed = n_tokens=1\n"
+    "arg = x io f32 [n_embd]\narg = y io f32 [n_embd]\n"
+    "dma = in x 0 *\ndma = in y 0 *\ndma = out y n_embd*2 n_embd*2\n";
+
+static const npl_npu_emu_group_def axpy_half_defs[] = {
+    { "axpy", group_axpy }, { "axpy_out_half", group_axpy } };
+
+static void stream_moves_exactly_its_transfers(void)
+{
+    npl_error err;
+    npl_npu_manifest *m = NULL;
+    CHECK_OK(npl_npu_manifest_parse(axpy_half_manifest, strlen(axpy_half_manifest), "half", &m,
+                                    &err), &err);
+    npl_npu_emu_config cfg = { m, axpy_half_defs, 2 };
+    npl_npu_device *dev = NULL;
+    CHECK_OK(npl_npu_emu_open(&cfg, &dev, &err), &err);
+    npl_npu_buffer *x, *y;
+    CHECK_OK(npl_npu_buffer_alloc(dev, 256, NPL_NPU_BUF_IO, "x", &x, &err), &err);
+    CHECK_OK(npl_npu_buffer_alloc(dev, 256, NPL_NPU_BUF_IO, "y", &y, &err), &err);
+    float ones[64], got[64];
+    for (int i = 0; i < 64; i++)
+        ones[i] = 1.0f;
+    CHECK_OK(npl_npu_buffer_write(x, 0, ones, sizeof ones, &err), &err);
+    npl_npu_shape s = axpy_shape(64, 2.0f);
+    npl_npu_group *half_in = NULL, *half_out = NULL;
+    CHECK_OK(npl_npu_group_load(dev, "axpy", &half_in, &err), &err);
+    CHECK_OK(npl_npu_group_load(dev, "axpy_out_half", &half_out, &err), &err);
+    npl_npu_arg args[2] = { { x, 0 }, { y, 0 } };
+    CHECK_OK(npl_npu_run(dev, half_in, args, &s, &err), &err);
+    CHECK_OK(npl_npu_buffer_read(y, 0, got, sizeof got, &err), &err);
+    CHECK(got[0] == 2.0f && got[31] == 2.0f && isnan(got[32]) && isnan(got[63]));
+    CHECK_OK(npl_npu_buffer_write(y, 0, ones, sizeof ones, &err), &err);
+    CHECK_OK(npl_npu_run(dev, half_out, args, &s, &err), &err);
+    CHECK_OK(npl_npu_buffer_read(y, 0, got, sizeof got, &err), &err);
+    CHECK(got[0] == 1.0f && got[31] == 1.0f && got[32] == 3.0f && got[63] == 3.0f);
+    npl_npu_device_destroy(dev);
+    npl_npu_manifest_free(m);
+}
+
+/* A stream the device cannot execute is refused, word by word. */
+static void stream_refusals(void)
+{
+    npl_error err;
+    npl_npu_shape shape;
+    bool has_shape;
+    npl_npu_instr_dma dma[NPL_NPU_MAX_DMA];
+    uint32_t n = 0;
+    const uint32_t good[] = { NPL_NPU_INSTR_MAGIC, 1, (2u << 24) | (1u << 16) | 1, 64, 128 };
+    CHECK_OK(npl_npu_instr_parse(good, 5, 2, &shape, &has_shape, dma, &n, &err), &err);
+    CHECK(n == 1 && dma[0].arg == 1 && dma[0].out && dma[0].offset == 64 && dma[0].length == 128
+          && !has_shape);
+    uint32_t w[8];
+    memcpy(w, good, sizeof good);
+    w[0] = 0x12345678;
+    CHECK_FAILS(npl_npu_instr_parse(w, 5, 2, &shape, &has_shape, dma, &n, &err), NPL_ERR_FORMAT,
+                &err, "bad header");
+    memcpy(w, good, sizeof good);
+    w[2] = (7u << 24);
+    CHECK_FAILS(npl_npu_instr_parse(w, 5, 2, &shape, &has_shape, dma, &n, &err), NPL_ERR_FORMAT,
+                &err, "unknown operation");
+    memcpy(w, good, sizeof good);
+    CHECK_FAILS(npl_npu_instr_parse(w, 5, 1, &shape, &has_shape, dma, &n, &err), NPL_ERR_FORMAT,
+                &err, "names argument 1 (direction 1) of a kernel with 1");
+    CHECK_FAILS(npl_npu_instr_parse(w, 4, 2, &shape, &has_shape, dma, &n, &err), NPL_ERR_FORMAT,
+                &err, "cut short");
+    w[1] = 2;
+    CHECK_FAILS(npl_npu_instr_parse(w, 5, 2, &shape, &has_shape, dma, &n, &err), NPL_ERR_FORMAT,
+                &err, "operation 1 of 2 runs past 5 words");
+    w[1] = 1;
+    w[5] = 0;
+    CHECK_FAILS(npl_npu_instr_parse(w, 6, 2, &shape, &has_shape, dma, &n, &err), NPL_ERR_FORMAT,
+                &err, "1 words after the last operation");
+    w[2] = (1u << 24) | 5;
+    CHECK_FAILS(npl_npu_instr_parse(w, 6, 2, &shape, &has_shape, dma, &n, &err), NPL_ERR_FORMAT,
+                &err, "runtime parameter block of 5 words");
+}
+
+/* The real limits: buffer arguments (the driver's command argument area),
+ * 64-byte alignment (runs_are_validated), buffer size, one xclbin. */
+static void limits_are_enforced(void)
+{
+    npl_error err;
+    npl_npu_manifest *m = NULL;
+    const char *too_many = "npullm-npu-manifest 1\ndevice = emu\nmax_args = 14\n"
+                           "[group g]\narg = x io f32 [n_embd]\n";
+    CHECK_FAILS(npl_npu_manifest_parse(too_many, strlen(too_many), "m", &m, &err), NPL_ERR_FORMAT,
+                &err, "'max_args' must be 1..13: the driver's command argument area holds 104");
+    const char *over = "npullm-npu-manifest 1\ndevice = emu\nmax_args = 2\n"
+                       "[group g]\narg = a io f32 [n_embd]\narg = b io f32 [n_embd]\n"
+                       "arg = c io f32 [n_embd]\n";
+    CHECK_FAILS(npl_npu_manifest_parse(over, strlen(over), "m", &m, &err), NPL_ERR_FORMAT, &err,
+                "group 'g' takes 3 buffer arguments, more than max_args = 2");
+    char big[4096];
+    int len = snprintf(big, sizeof big, "npullm-npu-manifest 1\ndevice = emu\n[group g]\n");
+    for (int i = 0; i < 14; i++)
+        len += snprintf(big + len, sizeof big - (size_t)len, "arg = a%d io f32 [n_embd]\n", i);
+    CHECK_FAILS(npl_npu_manifest_parse(big, (size_t)len, "m", &m, &err), NPL_ERR_FORMAT, &err,
+                "at most 13 buffer arguments (the driver's command argument area holds 104 bytes)");
+    const char *two = "npullm-npu-manifest 1\ndevice = xdna2\n"
+                      "[group a]\nxclbin = a.xclbin\nkernel = K\narg = x io f32 [n_embd]\n"
+                      "[group b]\nxclbin = b.xclbin\nkernel = K\narg = x io f32 [n_embd]\n";
+    CHECK_FAILS(npl_npu_manifest_parse(two, strlen(two), "m", &m, &err), NPL_ERR_FORMAT, &err,
+                "every group must be in one xclbin (a.xclbin)");
+    const char *bad_dma[] = {
+        "dma = out w 0 *\n", "'dma out' to 'w': static buffers are never written",
+        "dma = in z 0 *\n", "'dma' names 'z', which is not an argument declared above",
+        "dma = in x 0 *\n", "no transfer moves argument 'w'",
+        "dma = sideways x 0 *\n", "'dma' starts with in or out",
+        "dma = in x 0 n_embd * 4\n", "no spaces inside an expression",
+    };
+    for (size_t i = 0; i < sizeof bad_dma / sizeof bad_dma[0]; i += 2) {
+        len = snprintf(big, sizeof big, "npullm-npu-manifest 1\ndevice = emu\n[group g]\n"
+                       "arg = x io f32 [n_embd]\narg = w static bf16 [n_embd]\n%s", bad_dma[i]);
+        CHECK_FAILS(npl_npu_manifest_parse(big, (size_t)len, "m", &m, &err), NPL_ERR_FORMAT, &err,
+                    bad_dma[i + 1]);
+    }
+    npl_npu_device *dev = NULL;
+    CHECK_OK(npl_npu_emu_open(NULL, &dev, &err), &err);
+    npl_npu_buffer *b = NULL;
+    CHECK_FAILS(npl_npu_buffer_alloc(dev, NPL_NPU_MAX_BUFFER_BYTES + 64, NPL_NPU_BUF_STATIC, "huge",
+                                     &b, &err), NPL_ERR_INVALID_ARG, &err,
+                "transfers address it with 32-bit words");
+    npl_npu_device_destroy(dev);
+}
+
+/* A backend that keeps buffers in host memory and records the instruction
+ * stream of every run it is asked to execute: for checking what the host
+ * hands a real device. */
+typedef struct recorder {
+    uint32_t words[64];
+    uint32_t n_words;
+    size_t runs;
+} recorder;
+
+static void rec_destroy(void *impl) { (void)impl; }
+static npl_status rec_alloc(void *impl, npl_npu_buffer *buf, npl_error *err)
+{
+    (void)impl;
+    buf->backend = calloc(1, buf->size);
+    return buf->backend ? NPL_OK : npl_error_set(err, NPL_ERR_NOMEM, "no memory");
+}
+static void rec_free(void *impl, npl_npu_buffer *buf) { (void)impl; free(buf->backend); }
+static void *rec_map(void *impl, npl_npu_buffer *buf, npl_error *err)
+{
+    (void)impl;
+    (void)err;
+    return buf->backend;
+}
+static npl_status rec_sync(void *impl, npl_npu_buffer *buf, npl_npu_sync_dir dir, size_t offset,
+                           size_t size, npl_error *err)
+{
+    (void)impl, (void)buf, (void)dir, (void)offset, (void)size, (void)err;
+    return NPL_OK;
+}
+static npl_status rec_group_load(void *impl, npl_npu_group *g, npl_error *err)
+{
+    (void)impl, (void)g, (void)err;
+    return NPL_OK;
+}
+static void rec_group_free(void *impl, npl_npu_group *g) { (void)impl, (void)g; }
+static npl_status rec_submit(void *impl, npl_npu_runlist *rl, npl_error *err)
+{
+    (void)err;
+    recorder *r = impl;
+    for (size_t i = 0; i < rl->count; i++) {
+        r->n_words = rl->runs[i].n_instr < 64 ? rl->runs[i].n_instr : 64;
+        memcpy(r->words, rl->runs[i].instr, r->n_words * sizeof(uint32_t));
+        r->runs++;
+    }
+    return NPL_OK;
+}
+static const npl_npu_backend_ops rec_ops = {
+    "recorder", rec_destroy, rec_alloc, rec_free, rec_map, rec_sync, NULL,
+    rec_group_load, rec_group_free, NULL, NULL, rec_submit,
+};
+
+/* A kernel build's own runtime sequence: the host sends the file's words
+ * with the patch table's words rewritten for each run, and refuses a
+ * patch past the file. */
+static void instr_file_is_patched_per_run(void)
+{
+    char *dir = npu_tempdir();
+    char path[1024];
+    npl_error err;
+    snprintf(path, sizeof path, "%s/seq.bin", dir);
+    uint8_t bytes[32];
+    for (int i = 0; i < 32; i++)
+        bytes[i] = (uint8_t)(i % 4 == 0 ? 0x10 + i / 4 : 0); /* words 0x10 .. 0x17 */
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(bytes, 1, sizeof bytes, f) == sizeof bytes);
+    if (f)
+        fclose(f);
+    static const char text[] =
+        "npullm-npu-manifest 1\ndevice = xdna2\nmax_args = 1\n"
+        "[group g]\nxclbin = k.xclbin\nkernel = K\ninstr = seq.bin\n"
+        "patch = 2 pos*64\npatch = 5 n_tokens*n_embd*4\npatch = 6 n_embd\n"
+        "arg = x io f32 [n_embd]\n"
+        "[group past]\nxclbin = k.xclbin\nkernel = K\ninstr = seq.bin\npatch = 8 pos\n"
+        "arg = x io f32 [n_embd]\n";
+    npl_npu_manifest *m = NULL;
+    CHECK_OK(npl_npu_manifest_parse(text, strlen(text), "rec", &m, &err), &err);
+    recorder rec;
+    memset(&rec, 0, sizeof rec);
+    npl_npu_device *dev = NULL;
+    CHECK_OK(npl_npu_device_create(&rec_ops, &rec, "recorder", m, true, &dev, &err), &err);
+    npl_npu_group *g = NULL, *past = NULL;
+    CHECK_FAILS(npl_npu_group_load(dev, "g", &g, &err), NPL_ERR_INVALID_ARG, &err,
+                "names an instruction file but the device has no kernel directory");
+    CHECK_OK(npl_npu_device_set_kernel_dir(dev, dir, &err), &err);
+    CHECK_OK(npl_npu_group_load(dev, "g", &g, &err), &err);
+    npl_npu_buffer *x = NULL;
+    CHECK_OK(npl_npu_buffer_alloc(dev, 256, NPL_NPU_BUF_IO, "x", &x, &err), &err);
+    npl_npu_runlist *rl = NULL;
+    CHECK_OK(npl_npu_runlist_create(dev, &rl, &err), &err);
+    npl_npu_arg a[1] = { { x, 0 } };
+    npl_npu_shape s = axpy_shape(64, 1.0f);
+    s.pos = 3;
+    CHECK_OK(npl_npu_runlist_add(rl, g, a, &s, &err), &err);
+    npl_npu_device_stats_reset(dev);
+    CHECK_OK(npl_npu_runlist_submit(rl, &err), &err);
+    const uint32_t want3[8] = { 0x10, 0x11, 192, 0x13, 0x14, 256, 64, 0x17 };
+    CHECK(rec.runs == 1 && rec.n_words == 8 && memcmp(rec.words, want3, sizeof want3) == 0);
+    s.pos = 4;
+    CHECK_OK(npl_npu_runlist_set_shape(rl, 0, &s, &err), &err);
+    CHECK_OK(npl_npu_runlist_submit(rl, &err), &err);
+    CHECK(rec.runs == 2 && rec.words[2] == 256 && rec.words[5] == 256 && rec.words[6] == 64);
+    /* Two of the three patches follow the position or rows: 8 bytes per
+     * dispatch. */
+    npl_npu_stats st;
+    npl_npu_device_stats(dev, &st);
+    CHECK(st.h2d_activation_bytes == 2 * 2 * 4);
+    CHECK_OK(npl_npu_group_load(dev, "past", &past, &err), &err);
+    CHECK_FAILS(npl_npu_runlist_add(rl, past, a, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                "patch of word 8, but seq.bin has 8 words");
+    npl_npu_device_destroy(dev);
+    npu_rmtree(dir);
+    free(dir);
+}
+
 static const npu_case cases[] = {
     { "residency_rules", residency_rules },
     { "seal_stops_weight_traffic", seal_stops_weight_traffic },
@@ -336,6 +598,10 @@ static const npu_case cases[] = {
     { "run_lists_chain_runs", run_lists_chain_runs },
     { "builtin_manifest_matches_registry", builtin_manifest_matches_registry },
     { "xrt_loader", xrt_loader },
+    { "stream_moves_exactly_its_transfers", stream_moves_exactly_its_transfers },
+    { "stream_refusals", stream_refusals },
+    { "limits_are_enforced", limits_are_enforced },
+    { "instr_file_is_patched_per_run", instr_file_is_patched_per_run },
 };
 
 int main(int argc, char **argv)

@@ -68,7 +68,7 @@ static void add_accel(const tree *t, int index, const char *driver, const char *
 
 static const char manifest_xdna2[] =
     "npullm-npu-manifest 1\ndevice = xdna2\n[group lm_head]\n"
-    "xclbin = lm.xclbin\ninstr = lm.bin\nkernel = MLIR_AIE\narg = x io f32 [n_embd]\n";
+    "xclbin = lm.xclbin\nkernel = MLIR_AIE\narg = x io f32 [n_embd]\n";
 
 static void tree_init(tree *t)
 {
@@ -82,7 +82,6 @@ static void tree_init(tree *t)
     mkdir(t->sysfs, 0755);
     put(t, "kernels/manifest.txt", manifest_xdna2);
     put(t, "kernels/lm.xclbin", "x");
-    put(t, "kernels/lm.bin", "i");
     npl_npu_probe_config_default(&t->cfg);
     t->cfg.sysfs_root = t->sysfs;
     t->cfg.dev_root = t->dev;
@@ -90,6 +89,8 @@ static void tree_init(tree *t)
     t->cfg.xrt_library = env_path("NPU_FAKE_XRT_NEW");
     t->cfg.xrt_version_json = t->json;
     t->cfg.xrt_support_built = true;
+    t->cfg.xrt_plugin = env_path("NPU_FAKE_XRT_NEW"); /* a loadable stand-in */
+    t->cfg.memlock_limit = UINT64_MAX;                /* unlimited */
 }
 
 static void tree_free(tree *t)
@@ -102,6 +103,7 @@ static void strix(tree *t)
 {
     add_accel(t, 0, "amdxdna", "0x1022\n", "0x17f0\n", "0x10\n");
     put(t, "sys/devices/pci0000:00/0000:c5:00.0/fw_version", "1.5.5.391\n");
+    put(t, "sys/module/amdxdna/version", "0.6\n");
 }
 
 static npl_npu_probe_result probe(const tree *t)
@@ -133,6 +135,7 @@ static void usable_xdna2(void)
     CHECK(strcmp(r.node, "accel0") == 0 && r.generation == NPL_NPU_GEN_XDNA2);
     CHECK(r.pci_vendor == 0x1022 && r.pci_device == 0x17f0 && r.pci_revision == 0x10);
     CHECK(strcmp(r.chip, "Strix Point") == 0 && strcmp(r.fw_version, "1.5.5.391") == 0);
+    CHECK(strcmp(r.driver_version, "0.6") == 0 && r.memlock_limit == UINT64_MAX);
     CHECK(r.xrt_found && r.xrt_major == 2 && r.xrt_minor == 19 && r.xrt_patch == 7);
     CHECK(strcmp(r.xrt_version_source, "xrtVersionCode") == 0);
     tree_free(&t);
@@ -145,7 +148,7 @@ static void usable_xdna1(void)
     add_accel(&t, 0, "amdxdna", "0x1022\n", "0x1502\n", "0x00\n");
     put(&t, "kernels/manifest.txt",
         "npullm-npu-manifest 1\ndevice = xdna1\n[group lm_head]\n"
-        "xclbin = lm.xclbin\ninstr = lm.bin\nkernel = MLIR_AIE\narg = x io f32 [n_embd]\n");
+        "xclbin = lm.xclbin\nkernel = MLIR_AIE\narg = x io f32 [n_embd]\n");
     npl_npu_probe_result r = probe(&t);
     CHECK_VERDICT(r, NPL_NPU_USABLE, "");
     CHECK(strcmp(r.backend, "npu:xdna1") == 0 && r.fw_version[0] == '\0');
@@ -326,25 +329,50 @@ static void built_without_xrt(void)
     tree_free(&t);
 }
 
+/* XRT pins the model's buffers: a locked-memory limit falls back. */
+static void memlock_limited(void)
+{
+    tree t;
+    tree_init(&t);
+    strix(&t);
+    t.cfg.memlock_limit = 8u << 20;
+    npl_npu_probe_result r = probe(&t);
+    CHECK_VERDICT(r, NPL_NPU_MEMLOCK_LIMIT, "locked memory is limited to 8192 KiB");
+    CHECK(r.memlock_limit == 8u << 20);
+    tree_free(&t);
+}
+
+static void xdna_plugin_missing(void)
+{
+    tree t;
+    tree_init(&t);
+    strix(&t);
+    t.cfg.xrt_plugin = "/nonexistent/libxrt_driver_xdna.so.2";
+    npl_npu_probe_result r = probe(&t);
+    CHECK_VERDICT(r, NPL_NPU_NO_XDNA_PLUGIN,
+                  "XRT has no amdxdna plugin: cannot load /nonexistent/libxrt_driver_xdna.so.2");
+    tree_free(&t);
+}
+
 static void kernels_missing(void)
 {
     tree t;
     tree_init(&t);
     strix(&t);
     char path[1024];
-    snprintf(path, sizeof path, "%s/lm.bin", t.kernels);
+    snprintf(path, sizeof path, "%s/lm.xclbin", t.kernels);
     unlink(path);
     npl_npu_probe_result r = probe(&t);
-    CHECK_VERDICT(r, NPL_NPU_KERNELS_MISSING, "lm.bin of group lm_head is missing");
+    CHECK_VERDICT(r, NPL_NPU_KERNELS_MISSING, "lm.xclbin of group lm_head is missing");
     put(&t, "kernels/manifest.txt",
-        "npullm-npu-manifest 1\ndevice = xdna1\n[group g]\nxclbin = a\ninstr = b\nkernel = K\n"
+        "npullm-npu-manifest 1\ndevice = xdna1\n[group g]\nxclbin = a\nkernel = K\n"
         "arg = x io f32 [1]\n");
     r = probe(&t);
     CHECK_VERDICT(r, NPL_NPU_KERNELS_MISSING, "is built for xdna1, this NPU is xdna2");
     put(&t, "kernels/manifest.txt",
         "npullm-npu-manifest 1\ndevice = xdna2\n[group g]\narg = x io f32 [1]\n");
     r = probe(&t);
-    CHECK_VERDICT(r, NPL_NPU_KERNELS_MISSING, "needs xclbin, instr and kernel");
+    CHECK_VERDICT(r, NPL_NPU_KERNELS_MISSING, "needs xclbin and kernel");
     snprintf(path, sizeof path, "%s/manifest.txt", t.kernels);
     unlink(path);
     r = probe(&t);
@@ -391,6 +419,8 @@ static const npu_case cases[] = {
     { "xrt_version_from_json", xrt_version_from_json },
     { "built_without_xrt", built_without_xrt },
     { "kernels_missing", kernels_missing },
+    { "memlock_limited", memlock_limited },
+    { "xdna_plugin_missing", xdna_plugin_missing },
     { "json_report", json_report },
 };
 

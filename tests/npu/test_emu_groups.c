@@ -27,9 +27,9 @@ typedef struct layer {
     npl_npu_device *dev;
     weight wq, wk, wv, wo, wg, wu, wd, wout;
     uint16_t attn_norm[E], ffn_norm[E], post_attn[E], post_ffn[E], out_norm[E], q_norm[HD], k_norm[HD];
-    float bq[QD], bk[KD], bv[KD], freqs[HD / 2];
+    float freqs[HD / 2];
     npl_npu_buffer *b_attn_norm, *b_ffn_norm, *b_post_attn, *b_post_ffn, *b_out_norm;
-    npl_npu_buffer *b_q_norm, *b_k_norm, *b_bq, *b_bk, *b_bv, *b_freqs;
+    npl_npu_buffer *b_q_norm, *b_k_norm, *b_freqs;
     npl_npu_buffer *x, *q, *kc, *vc, *attn, *logits;
 } layer;
 
@@ -94,12 +94,6 @@ static void layer_open(layer *L, uint64_t seed)
     random_norm(L->out_norm, E, &rng);
     random_norm(L->q_norm, HD, &rng);
     random_norm(L->k_norm, HD, &rng);
-    for (int i = 0; i < QD; i++)
-        L->bq[i] = npu_rng_uniform(&rng, -0.5f, 0.5f);
-    for (int i = 0; i < KD; i++) {
-        L->bk[i] = npu_rng_uniform(&rng, -0.5f, 0.5f);
-        L->bv[i] = npu_rng_uniform(&rng, -0.5f, 0.5f);
-    }
     for (int i = 0; i < HD / 2; i++)
         L->freqs[i] = i < HD / 4 ? 1.0f : 8.0f;
     L->b_attn_norm = upload(L, L->attn_norm, sizeof L->attn_norm, "attn_norm");
@@ -109,9 +103,6 @@ static void layer_open(layer *L, uint64_t seed)
     L->b_out_norm = upload(L, L->out_norm, sizeof L->out_norm, "out_norm");
     L->b_q_norm = upload(L, L->q_norm, sizeof L->q_norm, "q_norm");
     L->b_k_norm = upload(L, L->k_norm, sizeof L->k_norm, "k_norm");
-    L->b_bq = upload(L, L->bq, sizeof L->bq, "bq");
-    L->b_bk = upload(L, L->bk, sizeof L->bk, "bk");
-    L->b_bv = upload(L, L->bv, sizeof L->bv, "bv");
     L->b_freqs = upload(L, L->freqs, sizeof L->freqs, "rope_freqs");
     CHECK_OK(npl_npu_buffer_alloc(L->dev, sizeof(float) * E * 8, NPL_NPU_BUF_IO, "x", &L->x, &err), &err);
     CHECK_OK(npl_npu_buffer_alloc(L->dev, 2 * QD * 8, NPL_NPU_BUF_INTERMEDIATE, "q", &L->q, &err), &err);
@@ -193,7 +184,7 @@ static void ref_rope(float *v, int heads, const npl_npu_shape *s, uint32_t pos, 
 }
 
 typedef struct qkv_opts {
-    bool bias, qk_norm, freqs;
+    bool qk_norm, freqs;
 } qkv_opts;
 
 static void ref_qkv(const layer *L, const float *x, const npl_npu_shape *s, uint32_t pos,
@@ -204,12 +195,6 @@ static void ref_qkv(const layer *L, const float *x, const npl_npu_shape *s, uint
     ref_matvec(&L->wq, xn, q);
     ref_matvec(&L->wk, xn, k);
     ref_matvec(&L->wv, xn, v);
-    for (int i = 0; o.bias && i < QD; i++)
-        q[i] += L->bq[i];
-    for (int i = 0; o.bias && i < KD; i++) {
-        k[i] += L->bk[i];
-        v[i] += L->bv[i];
-    }
     for (int h = 0; o.qk_norm && h < NH; h++)
         ref_rmsnorm(q + h * HD, L->q_norm, HD, s->rms_eps, q + h * HD);
     for (int h = 0; o.qk_norm && h < NKV; h++)
@@ -314,11 +299,6 @@ static npl_status run_qkv(layer *L, const char *group, const npl_npu_shape *s, q
     npl_npu_args_set(a, g, "wq", L->wq.buf, 0, err);
     npl_npu_args_set(a, g, "wk", L->wk.buf, 0, err);
     npl_npu_args_set(a, g, "wv", L->wv.buf, 0, err);
-    if (o.bias) {
-        npl_npu_args_set(a, g, "bq", L->b_bq, 0, err);
-        npl_npu_args_set(a, g, "bk", L->b_bk, 0, err);
-        npl_npu_args_set(a, g, "bv", L->b_bv, 0, err);
-    }
     if (o.qk_norm) {
         npl_npu_args_set(a, g, "q_norm", L->b_q_norm, 0, err);
         npl_npu_args_set(a, g, "k_norm", L->b_k_norm, 0, err);
@@ -419,17 +399,17 @@ static void check_qkv_variant(npl_npu_shape s, qkv_opts o, uint64_t seed)
 
 static void rms_qkv_rope_mv_llama(void)
 {
-    qkv_opts o = { false, false, true };
+    qkv_opts o = { false, true };
     check_qkv_variant(base_shape(), o, 101);
 }
 
-static void rms_qkv_rope_mv_neox_with_norms_and_bias(void)
+static void rms_qkv_rope_mv_neox_with_norms(void)
 {
     npl_npu_shape s = base_shape();
     s.rope_style = NPL_NPU_ROPE_NEOX;
     s.rope_theta = 1e6f;
     s.rope_freq_scale = 0.5f;
-    qkv_opts o = { true, true, false };
+    qkv_opts o = { true, false };
     check_qkv_variant(s, o, 202);
 }
 
@@ -437,7 +417,7 @@ static void rms_qkv_rope_mv_neox_with_norms_and_bias(void)
 static void fill_cache(layer *L, const npl_npu_shape *base, uint32_t n, npu_rng *rng)
 {
     npl_error err;
-    qkv_opts o = { false, false, false };
+    qkv_opts o = { false, false };
     for (uint32_t p = 0; p < n; p++) {
         float x[E];
         random_x(x, E, rng);
@@ -590,7 +570,7 @@ static void prefill_groups_match_decode(void)
     c.chunk = 8;
     c.n_tokens = T;
     c.pos = P0;
-    qkv_opts o = { false, true, false };
+    qkv_opts o = { true, false };
     CHECK_OK(npl_npu_buffer_write(A.x, 0, x, sizeof x, &err), &err);
     CHECK_OK(run_qkv(&A, "rms_qkv_rope", &c, o, &err), &err);
     CHECK_OK(run_attention(&A, "attention", &c, &err), &err);
@@ -637,7 +617,7 @@ static void noncausal_attention(void)
     s.chunk = 8;
     s.n_tokens = T;
     s.causal = 0;
-    qkv_opts o = { false, false, false };
+    qkv_opts o = { false, false };
     CHECK_OK(run_qkv(&L, "rms_qkv_rope", &s, o, &err), &err);
     CHECK_OK(run_attention(&L, "attention", &s, &err), &err);
     static uint16_t kc[CTX * KD], vc[CTX * KD];
@@ -658,7 +638,11 @@ static void noncausal_attention(void)
 }
 
 /* A two-layer decode loop through run lists: two dispatches per layer
- * plus the LM head, one submission per token, no weight bytes moved. */
+ * plus the LM head, one submission per token, no weight bytes moved; the
+ * host rewrites only the instruction words that follow the position and
+ * rows: n_tokens, pos and causal in every group's parameters, the K/V row
+ * offsets and lengths of rms_qkv_rope_mv (4) and the K/V lengths of
+ * attn_o_ffn_mv (2): 12 words per layer and 3 for the LM head. */
 static void decode_dispatch_and_traffic_budget(void)
 {
     enum { LAYERS = 2, TOKENS = 4 };
@@ -697,8 +681,8 @@ static void decode_dispatch_and_traffic_budget(void)
     }
     npl_npu_arg h[4] = { { L.x, 0 }, { L.b_out_norm, 0 }, { L.wout.buf, 0 }, { L.logits, 0 } };
     CHECK_OK(npl_npu_runlist_add(rl, head, h, &s, &err), &err);
-    npl_npu_device_stats_reset(L.dev);
     npu_rng rng = { 1112 };
+    npl_npu_device_stats_reset(L.dev);
     for (uint32_t t = 0; t < TOKENS; t++) {
         float x[E], logits[VOCAB];
         random_x(x, E, &rng); /* the host's embedding lookup */
@@ -716,7 +700,7 @@ static void decode_dispatch_and_traffic_budget(void)
     CHECK(st.dispatches == TOKENS * (2 * LAYERS + 1));
     CHECK(st.submissions == TOKENS);
     CHECK(st.h2d_weight_bytes == 0 && st.d2h_weight_bytes == 0);
-    CHECK(st.h2d_activation_bytes == TOKENS * (E * 4 + (2 * LAYERS + 1) * NPL_NPU_SHAPE_WORDS * 4));
+    CHECK(st.h2d_activation_bytes == TOKENS * (E * 4 + (12 * LAYERS + 3) * 4));
     CHECK(st.d2h_activation_bytes == TOKENS * VOCAB * 4);
     npl_npu_runlist_free(rl);
     layer_close(&L);
@@ -727,11 +711,12 @@ static void groups_reject_bad_shapes(void)
     layer L;
     layer_open(&L, 1212);
     npl_error err;
-    qkv_opts o = { false, false, false };
+    qkv_opts o = { false, false };
     npl_npu_shape s = base_shape();
+    /* A row past the cache: the device refuses the transfer. */
     s.pos = CTX;
-    CHECK_FAILS(run_qkv(&L, "rms_qkv_rope_mv", &s, o, &err), NPL_ERR_CONTEXT_OVERFLOW, &err,
-                "do not fit a KV cache of 40");
+    CHECK_FAILS(run_qkv(&L, "rms_qkv_rope_mv", &s, o, &err), NPL_ERR_INVALID_ARG, &err,
+                "transfer out of 'k_cache' [2560, +64) runs past k_cache");
     s = base_shape();
     s.rope_dims = 7;
     CHECK_FAILS(run_qkv(&L, "rms_qkv_rope_mv", &s, o, &err), NPL_ERR_INVALID_ARG, &err,
@@ -744,7 +729,7 @@ static void groups_reject_bad_shapes(void)
     s.chunk = 4;
     s.n_tokens = 5;
     CHECK_FAILS(run_attention(&L, "attention", &s, &err), NPL_ERR_INVALID_ARG, &err,
-                "5 rows exceed the chunk of 4");
+                "transfer in of 'q' [0, +640) runs past q");
     s = base_shape();
     s.act = 9;
     CHECK_FAILS(run_ffn(&L, "o_ffn_mv", &s, false, &err), NPL_ERR_INVALID_ARG, &err,
@@ -754,7 +739,7 @@ static void groups_reject_bad_shapes(void)
 
 static const npu_case cases[] = {
     { "rms_qkv_rope_mv_llama", rms_qkv_rope_mv_llama },
-    { "rms_qkv_rope_mv_neox_with_norms_and_bias", rms_qkv_rope_mv_neox_with_norms_and_bias },
+    { "rms_qkv_rope_mv_neox_with_norms", rms_qkv_rope_mv_neox_with_norms },
     { "attention_decode_matches_reference", attention_decode_matches_reference },
     { "o_ffn_mv_silu", o_ffn_mv_silu },
     { "o_ffn_mv_gelu_post_norms", o_ffn_mv_gelu_post_norms },

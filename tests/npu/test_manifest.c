@@ -14,7 +14,7 @@ static const char good[] =
     "device = xdna2   # comment after a value\n"
     "[group rms_qkv_rope_mv]\n"
     "xclbin = bin/decode.xclbin\n"
-    "instr  = bin/rms_qkv_rope_mv.bin\n"
+    "# no instr: the host generates the instruction streams\n"
     "kernel = MLIR_AIE\n"
     "fixed  = n_embd=2048 n_head=32 n_head_kv=8 head_dim=64 n_tokens=1\n"
     "params = shape\n"
@@ -24,7 +24,7 @@ static const char good[] =
     "arg = k_cache  intermediate bf16 [n_ctx, (n_head_kv) * head_dim]\n"
     "[group lm_head]\n"
     "xclbin = bin/decode.xclbin\n"
-    "instr = bin/lm_head.bin\n"
+    "# from the 'dma' lines (here the defaults)\n"
     "kernel = MLIR_AIE\n"
     "arg = logits output f32 [n_vocab]\n"
     "arg = counts io i32 [4, 2 + 2]\n"
@@ -57,7 +57,7 @@ static void parses_good_manifest(void)
     CHECK(m->n_groups == 2);
     const npl_npu_group_spec *g = npl_npu_manifest_find(m, "rms_qkv_rope_mv");
     CHECK(g && strcmp(g->xclbin, "bin/decode.xclbin") == 0 && strcmp(g->kernel, "MLIR_AIE") == 0);
-    CHECK(g && strcmp(g->instr, "bin/rms_qkv_rope_mv.bin") == 0 && g->params_shape);
+    CHECK(g && g->params_shape);
     CHECK(g && g->n_fixed == 5 && g->n_args == 4);
     CHECK(npl_npu_group_arg_index(g, "wq") == 1 && npl_npu_group_arg_index(g, "nope") == -1);
     const npl_npu_arg_spec *wq = &g->args[1];
@@ -91,7 +91,7 @@ static void parses_good_manifest(void)
 static void rejects_bad_manifests(void)
 {
     const char *head = "npullm-npu-manifest 1\ndevice = xdna2\n[group g]\n"
-                       "xclbin = a.xclbin\ninstr = a.bin\nkernel = K\n";
+                       "xclbin = a.xclbin\n# one line\nkernel = K\n";
     const struct {
         const char *body;   /* appended to head unless it starts with '!' */
         const char *needle;
@@ -107,7 +107,7 @@ static void rejects_bad_manifests(void)
         { "!npullm-npu-manifest 1\ndevice = emu\n[group g]\narg = x io f32 [1]\nxclbin = a\n",
           ":3: group 'g' names binaries, but emu groups run on the host" },
         { "!npullm-npu-manifest 1\ndevice = xdna1\n[group g]\narg = x io f32 [1]\n",
-          ":3: group 'g' needs xclbin, instr and kernel" },
+          ":3: group 'g' needs xclbin and kernel" },
         { "", ":3: group 'g' declares no arguments" },
         { "arg = x io f32 [1]\n[group g]\n", ":8: group 'g' declared twice" },
         { "arg = x io f32 [1]\n[group Bad]\n", ":8: group name must be" },
@@ -141,10 +141,19 @@ static void rejects_bad_manifests(void)
         { "arg = x io f32 [1]\nparams = yes\n", ":8: 'params' is 'shape' or 'none'" },
         { "!npullm-npu-manifest 1\ndevice = xdna2\n[group g]\nxclbin = /abs.xclbin\n",
           ":4: 'xclbin' must be a relative path" },
-        { "!npullm-npu-manifest 1\ndevice = xdna2\n[group g]\ninstr = ../up.bin\n",
-          ":4: 'instr' must stay inside the kernel directory" },
-        { "!npullm-npu-manifest 1\ndevice = xdna2\n[group g]\ninstr = a/../../up.bin\n",
-          ":4: 'instr' must stay inside" },
+        { "!npullm-npu-manifest 1\ndevice = xdna2\n[group g]\nxclbin = ../up.xclbin\n",
+          ":4: 'xclbin' must stay inside the kernel directory" },
+        { "!npullm-npu-manifest 1\ndevice = xdna2\n[group g]\nxclbin = a/../../up.xclbin\n",
+          ":4: 'xclbin' must stay inside" },
+        { "!npullm-npu-manifest 1\ndevice = emu\n[group g]\narg = x io f32 [1]\ninstr = a.bin\n",
+          ":3: group 'g' names binaries, but emu groups run on the host" },
+        { "arg = x io f32 [1]\npatch = 3 pos\n", ":3: group 'g' patches words but names no 'instr'" },
+        { "instr = a.bin\narg = x io f32 [1]\ndma = in x 0 *\n",
+          ":3: group 'g' has both an 'instr' file and 'dma' lines" },
+        { "instr = a.bin\npatch = x3 pos\n", ":8: 'patch' word index must be a number" },
+        { "instr = a.bin\npatch = 3\n", ":8: 'patch' of word 3 needs a value" },
+        { "instr = a.bin\npatch = 3 pos\npatch = 3 n_tokens\n", ":9: word 3 patched twice" },
+        { "instr = a.bin\npatch = 3 pos * 2\n", ":8: unexpected text after the 'patch' of word 3" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char text[2048];
@@ -221,12 +230,6 @@ static void loads_and_checks_files(void)
                 "bin/decode.xclbin of group rms_qkv_rope_mv is missing");
     snprintf(path, sizeof path, "%s/bin/decode.xclbin", dir);
     CHECK(npu_write_file(path, "xclbin") == 0);
-    snprintf(path, sizeof path, "%s/bin/rms_qkv_rope_mv.bin", dir);
-    CHECK(npu_write_file(path, "insts") == 0);
-    CHECK_FAILS(npl_npu_manifest_check_files(m, dir, &err), NPL_ERR_IO, &err,
-                "bin/lm_head.bin of group lm_head is missing");
-    snprintf(path, sizeof path, "%s/bin/lm_head.bin", dir);
-    CHECK(npu_write_file(path, "insts") == 0);
     CHECK_OK(npl_npu_manifest_check_files(m, dir, &err), &err);
     npl_npu_manifest_free(m);
     npu_rmtree(dir);

@@ -38,7 +38,9 @@ static void layout_shapes(void)
                 NPL_ERR_INVALID_ARG, &err, "outside");
 }
 
-/* Fields written by hand at the documented offsets decode as documented. */
+/* Fields written by hand at the documented offsets decode as documented:
+ * scales/mins indexed [group][row], codes in bands of 16 rows where one
+ * byte holds two adjacent rows of one column. */
 static void hand_block_layout(void)
 {
     npl_q4nx_layout l;
@@ -48,10 +50,12 @@ static void hand_block_layout(void)
     /* Block (row block 1, col block 1) is the 4th: row-block major. */
     uint8_t *blk = q + 3 * NPL_Q4NX_BLOCK_BYTES;
     int r = 3, g = 5; /* row 35, columns 256+160 .. 256+191 */
-    put16(blk + 2 * (r * 8 + g), 0x3f00);        /* d = 0.5 */
-    put16(blk + 512 + 2 * (r * 8 + g), 0xbf80);  /* m = -1 */
-    blk[1024 + r * 128 + 160 / 2] = 0x21;        /* col 160: q=1, col 161: q=2 */
-    blk[1024 + r * 128 + 191 / 2] = 0xf0;        /* col 190: q=0, col 191: q=15 */
+    put16(blk + 2 * (g * 32 + r), 0x3f00);        /* d = 0.5 */
+    put16(blk + 512 + 2 * (g * 32 + r), 0xbf80);  /* m = -1 */
+    /* Row 3 is the high nibble of byte 1 of its column (band 0). */
+    blk[1024 + 160 * 8 + 1] = 0x10;               /* col 160: q=1 */
+    blk[1024 + 161 * 8 + 1] = 0x20;               /* col 161: q=2 */
+    blk[1024 + 191 * 8 + 1] = 0xf0;               /* col 191: q=15 */
     float row[512];
     npl_q4nx_dequantize_row(q, &l, 35, row);
     for (int c = 0; c < 512; c++) {
@@ -74,10 +78,58 @@ static void hand_block_layout(void)
     CHECK(npl_q4nx_min_bits(q, &l, 35, 8 + 5) == 0xbf80);
     CHECK(npl_q4nx_code(q, &l, 35, 256 + 161) == 2);
     CHECK(npl_q4nx_code(q, &l, 35, 256 + 191) == 15);
+    CHECK(npl_q4nx_code(q, &l, 34, 256 + 191) == 0); /* the low nibble's row */
     /* Every other row is zero. */
     npl_q4nx_dequantize_row(q, &l, 3, row);
     for (int c = 0; c < 512; c++)
         CHECK(row[c] == 0.0f);
+    free(q);
+}
+
+/* A test vector worked out by hand from the public reference's byte order
+ * (docs/npu.md, Q4NX): a q4_1 matrix of 32 rows x 256 columns whose codes
+ * are all 0 except four, and one group with a scale and min, repacked; the
+ * bytes at the hand-computed offsets, and nothing else, are non-zero. */
+static void reference_byte_order_vector(void)
+{
+    enum { ROWS = 32, COLS = 256, BLOCKS = COLS / 32 };
+    npl_block_q4_1 src[ROWS][BLOCKS];
+    memset(src, 0, sizeof src);
+    /* q4_1 block: element j < 16 in the low nibble of qs[j], j >= 16 in
+     * the high nibble of qs[j - 16]. */
+    src[0][0].qs[0] = 0x03;   /* row 0,  col 0:   q = 3  */
+    src[1][0].qs[0] = 0x0a;   /* row 1,  col 0:   q = 10 */
+    src[17][0].qs[3] = 0x07;  /* row 17, col 3:   q = 7  */
+    src[30][7].qs[15] = 0xf0; /* row 30, col 255: q = 15 (element 31 of block 7) */
+    src[5][2].d = 0x3c00;     /* row 5, cols 64-95: d = 1.0 (fp16) */
+    src[5][2].m = 0xc000;     /* m = -2.0 (fp16) */
+    npl_q4nx_layout l;
+    npl_error err;
+    CHECK_OK(npl_q4nx_layout_init(&l, ROWS, COLS, &err), &err);
+    CHECK(l.bytes == 5120);
+    uint8_t *q = xcalloc(l.bytes);
+    CHECK_OK(npl_q4nx_repack(&l, NPL_TYPE_Q4_1, src, sizeof src, q, l.bytes, NULL, &err), &err);
+    /* By hand:
+     *   scale of (row 5, group 2) at 2 * (2*32 + 5) = 138: bf16 1.0 = 0x3f80
+     *   min at 512 + 138 = 650: bf16 -2.0 = 0xc000
+     *   rows 0 and 1, col 0: band 0, byte 1024 + 0*8 + 0: 0xa3 (row 1 high)
+     *   row 17, col 3: band 1, byte 1024 + 2048 + 3*8 + 0 = 3096, high: 0x70
+     *   row 30, col 255: band 1, byte 1024 + 2048 + 255*8 + 7 = 5119, low: 0x0f */
+    static const struct { unsigned at; uint8_t value; } want[] = {
+        { 138, 0x80 }, { 139, 0x3f }, { 650, 0x00 }, { 651, 0xc0 },
+        { 1024, 0xa3 }, { 3096, 0x70 }, { 5119, 0x0f },
+    };
+    size_t next = 0;
+    for (unsigned i = 0; i < l.bytes; i++) {
+        uint8_t expect = 0;
+        if (next < sizeof want / sizeof want[0] && want[next].at == i)
+            expect = want[next++].value;
+        if (q[i] != expect) {
+            CHECK(q[i] == expect);
+            npu_note("  byte %u: got 0x%02x want 0x%02x", i, q[i], expect);
+            break;
+        }
+    }
     free(q);
 }
 
@@ -516,6 +568,7 @@ static void bf16_helpers_match_reference(void)
 static const npu_case cases[] = {
     { "layout_shapes", layout_shapes },
     { "hand_block_layout", hand_block_layout },
+    { "reference_byte_order_vector", reference_byte_order_vector },
     { "q4_0_hand_block", q4_0_hand_block },
     { "q4_0_random_bound", q4_0_random_bound },
     { "q4_1_random_bound", q4_1_random_bound },

@@ -106,12 +106,10 @@ static void bad_binaries_fail_cleanly(void)
     char file[512];
     snprintf(file, sizeof file, "%s/manifest.txt", dir);
     CHECK(npu_write_file(file, "npullm-npu-manifest 1\ndevice = xdna2\n[group g]\n"
-                               "xclbin = bin/g.xclbin\ninstr = bin/g.bin\nkernel = MLIR_AIE\n"
+                               "xclbin = bin/g.xclbin\nkernel = MLIR_AIE\n"
                                "arg = x io f32 [n_embd]\n") == 0);
     snprintf(file, sizeof file, "%s/bin/g.xclbin", dir);
     CHECK(npu_write_file(file, "not an xclbin") == 0);
-    snprintf(file, sizeof file, "%s/bin/g.bin", dir);
-    CHECK(npu_write_file(file, "four") == 0);
     npl_npu_xrt_config cfg = { 0, dir };
     npl_npu_device *dev = NULL;
     npl_error err;

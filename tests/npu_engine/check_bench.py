@@ -20,7 +20,9 @@ def main():
     r = json.loads(out.stdout)
     d = r["device_stats"]
     per = d["decode_per_token"]
-    params = 76 * (2 * n_layer + 1)
+    # instruction words the host rewrites per token: 7 + 5 per layer, 3 for
+    # the LM head (docs/npu.md, "Instruction streams")
+    params = 4 * (12 * n_layer + 3)
     checks = [
         (r["device"] == "npu-emu", "device is %r" % r["device"]),
         (per["dispatches"] == 2 * n_layer + 1, "decode dispatches per token %r" % per["dispatches"]),

@@ -112,6 +112,7 @@ static bool fake_init(fake *f)
     f->cfg.xrt_library = "/nonexistent/libxrt_coreutil.so.2";
     f->cfg.xrt_version_json = "/nonexistent/version.json";
     f->cfg.xrt_support_built = true;
+    f->cfg.memlock_limit = UINT64_MAX; /* judged as unlimited, whatever this machine allows */
     return true;
 }
 
@@ -165,14 +166,15 @@ static void test_auto_falls_back(void)
         return;
     }
     f.cfg.xrt_library = fake_xrt;
+    f.cfg.xrt_plugin = fake_xrt; /* any loadable library stands in for the xdna plugin */
     check_fallback(&f, "kernels-missing");
     /* Kernels in place: discovery says usable, but this build has no XRT
      * shim module installed, so opening the device fails. */
     CHECK(put(f.root, "kernels/manifest.txt",
               "npullm-npu-manifest 1\ndevice = xdna2\n[group lm_head]\n"
-              "xclbin = lm.xclbin\ninstr = lm.bin\nkernel = MLIR_AIE\n"
+              "xclbin = lm.xclbin\nkernel = MLIR_AIE\n"
               "arg = x io f32 [n_embd]\n"));
-    CHECK(put(f.root, "kernels/lm.xclbin", "x") && put(f.root, "kernels/lm.bin", "i"));
+    CHECK(put(f.root, "kernels/lm.xclbin", "x"));
     npl_device_choice c;
     npl_error err;
     CHECK(npl_device_select("auto", &f.cfg, &c, &err) == NPL_OK);

@@ -21,7 +21,6 @@
 #include "npu_engine_test.h"
 #include "npullm.h"
 
-enum { PARAMS_BYTES = 76 /* shape parameters per dispatch */ };
 
 /* A sequence in the batch and its twin that decodes alone. */
 typedef struct pair {
@@ -56,6 +55,16 @@ static uint64_t runs_per_seq(const npl_model *m)
     npl_device_stats s;
     npl_model_device_stats(m, &s);
     return (uint64_t)s.groups_per_layer_decode * npl_model_get_info(m)->n_layer + 1;
+}
+
+/* Instruction words the host rewrites per decoded token (docs/npu.md):
+ * fused 7 + 5 per layer, unfused 7 + 5 + 3, and 3 for the LM head. */
+static uint64_t patched_bytes_per_seq(const npl_model *m)
+{
+    npl_device_stats s;
+    npl_model_device_stats(m, &s);
+    uint64_t per_layer = s.groups_per_layer_decode == 2 ? 12 : 15;
+    return 4 * (per_layer * npl_model_get_info(m)->n_layer + 3);
 }
 
 /* One step of the pairs ps[which[0..n)]: each twin alone, then the batch
@@ -113,7 +122,7 @@ static void check_traffic(const npl_model *m, const npl_device_traffic *t, uint6
            (unsigned long long)t->submissions, (unsigned long long)n);
     CHECKF(t->dispatches == n * runs, "%llu dispatches for %llu sequences",
            (unsigned long long)t->dispatches, (unsigned long long)n);
-    CHECK(t->h2d_activation_bytes == n * (in->n_embd * 4ull + runs * PARAMS_BYTES));
+    CHECK(t->h2d_activation_bytes == n * (in->n_embd * 4ull + patched_bytes_per_seq(m)));
     CHECK(t->d2h_activation_bytes == n * in->n_vocab * 4ull);
     CHECK(t->h2d_weight_bytes == 0);
 }

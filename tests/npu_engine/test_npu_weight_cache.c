@@ -333,6 +333,22 @@ static void test_write_then_read(void)
     workdir_free(&w);
 }
 
+/* The next load finds the cache stale: it repacks all n matrices and
+ * writes a new cache (note names why, when given), and the load after
+ * that reads it. */
+static void check_rebuilt_then_read(const workdir *w, const float *ref, uint32_t n,
+                                    const char *note)
+{
+    bool ok;
+    npl_device_stats s = load_and_run(w->model, NULL, true, ref, NULL, &ok);
+    CHECK(ok);
+    CHECK_REPACKED(s, n);
+    CHECK(s.load_cache_written && (!note || strstr(s.load_cache_note, note)));
+    s = load_and_run(w->model, NULL, true, ref, NULL, &ok);
+    CHECK(ok);
+    CHECK_CACHED(s, n);
+}
+
 static void test_stale(void)
 {
     workdir w;
@@ -348,26 +364,24 @@ static void test_stale(void)
     /* The model touched: its mtime is part of the key. */
     struct timespec times[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = 1000000000, .tv_nsec = 5}};
     REQUIRE(utimensat(AT_FDCWD, w.model, times, 0) == 0);
-    npl_device_stats s = load_and_run(w.model, NULL, true, ref, NULL, &ok);
-    CHECK(ok);
-    CHECK_REPACKED(s, n);
-    CHECK(s.load_cache_written && strstr(s.load_cache_note, "different model file"));
-    s = load_and_run(w.model, NULL, true, ref, NULL, &ok);
-    CHECK(ok);
-    CHECK_CACHED(s, n);
+    check_rebuilt_then_read(&w, ref, n, "different model file");
+
+    /* A cache of format version 1 (the old Q4NX byte order) is rebuilt,
+     * never read. */
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    REQUIRE(read_whole(w.cache, &bytes, &len) && len > 12);
+    bytes[8] = 1, bytes[9] = bytes[10] = bytes[11] = 0;
+    REQUIRE(write_whole(w.cache, bytes, len));
+    free(bytes);
+    check_rebuilt_then_read(&w, ref, n, "version 1");
 
     /* Another model under the same name. */
     uint32_t n_other = 0;
     float *ref_other = reference_logits(ne_arg(1), &n_other);
     REQUIRE(ref_other);
     REQUIRE(copy_file(ne_arg(1), w.model));
-    s = load_and_run(w.model, NULL, true, ref_other, NULL, &ok);
-    CHECK(ok);
-    CHECK_REPACKED(s, n_other);
-    CHECK(s.load_cache_written);
-    s = load_and_run(w.model, NULL, true, ref_other, NULL, &ok);
-    CHECK(ok);
-    CHECK_CACHED(s, n_other);
+    check_rebuilt_then_read(&w, ref_other, n_other, NULL);
     free(ref);
     free(ref_other);
     workdir_free(&w);

@@ -56,6 +56,10 @@ static_assert(has(static_cast<xrt::uuid (xrt::device::*)(const xrt::xclbin&)>(
 static_assert(std::is_constructible_v<xrt::xclbin, const std::string&>);
 static_assert(!std::is_convertible_v<const std::string&, xrt::xclbin>);
 static_assert(has(static_cast<xrt::uuid (xrt::xclbin::*)() const>(&xrt::xclbin::get_uuid)));
+static_assert(has(static_cast<xrt::xclbin::kernel (xrt::xclbin::*)(const std::string&) const>(
+    &xrt::xclbin::get_kernel)));
+static_assert(has(static_cast<size_t (xrt::xclbin::kernel::*)() const>(
+    &xrt::xclbin::kernel::get_num_args)));
 
 static_assert(std::is_copy_constructible_v<xrt::uuid> && std::is_copy_assignable_v<xrt::uuid>);
 
