@@ -88,6 +88,8 @@ static void on_token(NpullmRequest *request, const char *text, BridgeJob *job)
 
 static void on_finished(NpullmRequest *request, const char *reason, GVariant *stats, BridgeJob *job)
 {
+    g_debug("%s finished: %s%s", npullm_request_get_object_path(request), reason,
+            job->gone ? " (the client disconnected)" : "");
     if (job->gone) {
         job_free(job);
         return;

@@ -237,6 +237,8 @@ int main(int argc, char **argv)
         {NULL},
     };
     setlocale(LC_ALL, "");
+    /* stdout is for the listening addresses only */
+    g_log_writer_default_set_use_stderr(TRUE);
     g_autoptr(GOptionContext) ctx = g_option_context_new("— Ollama and OpenAI HTTP APIs for npullm");
     g_option_context_add_main_entries(ctx, entries, NULL);
     g_autoptr(GError) error = NULL;
