@@ -2,19 +2,24 @@
  * libnpullm, streamed or collected, cancelled when the client goes. */
 #include "bridge-job.h"
 
+#include <errno.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "bridge-http.h"
 
 static void job_free(BridgeJob *job)
 {
+    if (job->hangup_watch != NULL) {
+        g_source_destroy(job->hangup_watch);
+        g_source_unref(job->hangup_watch);
+    }
     if (job->disconnected_id != 0)
         g_signal_handler_disconnect(job->msg, job->disconnected_id);
     if (job->request != NULL)
         g_signal_handlers_disconnect_by_data(job->request, job);
     g_clear_object(&job->request); /* drops (and so cancels) an unfinished one */
-    g_clear_object(&job->cancellable);
     g_clear_object(&job->options);
     g_clear_object(&job->conversation);
     g_clear_pointer(&job->image, g_bytes_unref);
@@ -29,10 +34,43 @@ static void job_free(BridgeJob *job)
 
 static void on_disconnected(SoupServerMessage *msg, BridgeJob *job)
 {
-    job->gone = TRUE;
-    g_cancellable_cancel(job->cancellable);
+    job->gone = TRUE; /* a request not in yet is cancelled by started_cb */
     if (job->request != NULL)
         npullm_request_cancel(job->request);
+}
+
+/* libsoup reads nothing from a paused message's connection, so a client
+ * that closes it while waiting for a whole answer (or for its first
+ * token) would go unnoticed until the end: peek at the socket instead. */
+static gboolean on_socket_event(GSocket *socket, GIOCondition condition, gpointer data)
+{
+    BridgeJob *job = data;
+    char c;
+    ssize_t n = recv(g_socket_get_fd(socket), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return G_SOURCE_CONTINUE;
+    g_clear_pointer(&job->hangup_watch, g_source_unref);
+    if (n > 0)
+        return G_SOURCE_REMOVE; /* a pipelined next request: the client is there */
+    if (job->gone)
+        return G_SOURCE_REMOVE;
+    g_autoptr(SoupServerMessage) msg = g_object_ref(job->msg);
+    if (!job->streaming)
+        soup_server_message_set_status(msg, SOUP_STATUS_BAD_REQUEST, NULL);
+    on_disconnected(msg, job); /* may end the job */
+    /* let libsoup write, find the connection closed and drop it */
+    soup_server_message_unpause(msg);
+    return G_SOURCE_REMOVE;
+}
+
+static void watch_hangup(BridgeJob *job)
+{
+    GSocket *socket = soup_server_message_get_socket(job->msg);
+    if (socket == NULL)
+        return;
+    job->hangup_watch = g_socket_create_source(socket, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
+    g_source_set_callback(job->hangup_watch, G_SOURCE_FUNC(on_socket_event), job, NULL);
+    g_source_attach(job->hangup_watch, NULL);
 }
 
 BridgeJob *bridge_job_new(Bridge *bridge, SoupServerMessage *msg, BridgeApi api, const BridgeFormat *format,
@@ -47,7 +85,6 @@ BridgeJob *bridge_job_new(Bridge *bridge, SoupServerMessage *msg, BridgeApi api,
     job->model = g_strdup(model != NULL ? model : "");
     job->created = g_get_real_time() / G_USEC_PER_SEC;
     job->start_us = g_get_monotonic_time();
-    job->cancellable = g_cancellable_new();
     job->options = npullm_options_new();
     bridge_option_model(job->options, model);
     job->disconnected_id = g_signal_connect(msg, "disconnected", G_CALLBACK(on_disconnected), job);
@@ -156,12 +193,17 @@ static void started_cb(GObject *source, GAsyncResult *res, gpointer data)
         return;
     }
     job->request = request;
-    if (job->gone) {
+    if (job->gone && npullm_request_get_state(request) == NPULLM_REQUEST_STATE_FINISHED) {
         job_free(job);
         return;
     }
     g_signal_connect(request, "token", G_CALLBACK(on_token), job);
     g_signal_connect(request, "finished", G_CALLBACK(on_finished), job);
+    if (job->gone) {
+        /* the client left before the request was in: its Finished ends the job */
+        npullm_request_cancel(request);
+        return;
+    }
     if (job->stream)
         begin_stream(job);
 }
@@ -197,7 +239,7 @@ static void start_request(BridgeJob *job)
 {
     NpullmClient *client = job->bridge->client;
     if (job->conversation != NULL) {
-        npullm_client_chat_async(client, job->conversation, job->options, job->cancellable, started_cb, job);
+        npullm_client_chat_async(client, job->conversation, job->options, NULL, started_cb, job);
     } else if (job->image != NULL) {
         g_autoptr(GError) error = NULL;
         int fd = image_memfd(job->image, &error);
@@ -207,17 +249,18 @@ static void start_request(BridgeJob *job)
             job_free(job);
             return;
         }
-        npullm_client_describe_image_fd_async(client, fd, job->prompt, job->options, job->cancellable, started_cb,
+        npullm_client_describe_image_fd_async(client, fd, job->prompt, job->options, NULL, started_cb,
                                               job);
         close(fd); /* the library holds its own copy */
     } else {
-        npullm_client_generate_async(client, job->prompt, job->options, job->cancellable, started_cb, job);
+        npullm_client_generate_async(client, job->prompt, job->options, NULL, started_cb, job);
     }
 }
 
 void bridge_job_start(BridgeJob *job)
 {
     soup_server_message_pause(job->msg);
+    watch_hangup(job);
     start_request(job);
 }
 

@@ -23,7 +23,7 @@ struct BridgeJob {
     gboolean streaming; /* the headers of the stream are out */
     gboolean gone;      /* the client disconnected */
     gulong disconnected_id;
-    GCancellable *cancellable;
+    GSource *hangup_watch;  /* notices a client that closes while nothing is written */
     NpullmRequest *request;
     char *model;        /* as the client named it, echoed back */
     gint64 created;     /* unix seconds */

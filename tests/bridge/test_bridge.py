@@ -12,6 +12,8 @@ NPULLM_TEST_MMPROJ, NPULLM_TEST_IMAGES, NODE."""
 import base64
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -420,6 +422,45 @@ class BridgeTest(ServiceTestCase):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+    def test_close_while_waiting_cancels(self):
+        """A client that closes its connection while waiting for a whole
+        (non-streamed) answer cancels the daemon's request."""
+        c = self.client()
+        before = self.bridge.read_log().count("(the client disconnected)")
+        host, port = self.bridge.url.rsplit("/", 1)[1].split(":")
+        body = json.dumps({"model": "tiny", "prompt": "Go on", "stream": False,
+                           "options": {"num_predict": 3000}}).encode()
+        with socket.create_connection((host, int(port))) as s:
+            s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            self.assertTrue(c.wait(lambda: c.prop("ActiveRequests") >= 1, 30), "the request did not start")
+        self.assertTrue(c.wait(lambda: self.bridge.read_log().count("finished: cancelled (the client disconnected)")
+                               > before, 30), self.bridge.read_log())
+        self.wait_idle(c)
+        self.assertEqual(self.get("/api/version")[0], 200)
+
+    def test_units_verify(self):
+        """The user units as installed (ExecStart pointed at the built
+        program) pass systemd-analyze verify, and listen on loopback only."""
+        analyze = shutil.which("systemd-analyze")
+        if analyze is None:
+            self.skipTest("systemd-analyze is not installed")
+        d = os.path.join(self.workdir, "units")
+        os.makedirs(d, exist_ok=True)
+        with open(tb.env_path("NPULLM_BRIDGE_SERVICE")) as f:
+            service = f.read()
+        self.assertRegex(service, r"(?m)^ExecStart=/\S+/npullm-bridge$")
+        service = re.sub(r"(?m)^ExecStart=.*$", "ExecStart=" + tb.env_path("NPULLM_BRIDGE"), service)
+        with open(os.path.join(d, "npullm-bridge.service"), "w") as f:
+            f.write(service)
+        shutil.copy(tb.env_path("NPULLM_BRIDGE_SOCKET"), d)
+        with open(tb.env_path("NPULLM_BRIDGE_SOCKET")) as f:
+            listens = re.findall(r"(?m)^ListenStream=(.*)$", f.read())
+        self.assertEqual(listens, ["127.0.0.1:11434", "[::1]:11434"])
+        p = subprocess.run([analyze, "verify", "--man=no", "npullm-bridge.socket", "npullm-bridge.service"], cwd=d,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual((p.returncode, p.stdout + p.stderr), (0, ""))
 
     # ---- the official npm clients ----
 
