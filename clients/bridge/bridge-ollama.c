@@ -171,8 +171,6 @@ static void models_reply(Bridge *bridge, SoupServerMessage *msg, GVariant *model
             continue;
         add_model(b, m);
         if (loaded_only) {
-            guint64 size = 0;
-            g_variant_lookup(m, "file_size", "t", &size);
             add_str(b, "expires_at", "1970-01-01T00:00:00Z");
             add_int(b, "size_vram", 0);
         }
@@ -342,7 +340,11 @@ static gboolean take_images(JsonArray *images, GBytes **image, GError **error)
 typedef struct {
     BridgeJob *job;
     gboolean unload;
+    char *name;
+    gboolean retried;
 } LoadCall;
+
+static void load_call(LoadCall *c);
 
 static void loaded_cb(GObject *source, GAsyncResult *res, gpointer data)
 {
@@ -351,6 +353,14 @@ static void loaded_cb(GObject *source, GAsyncResult *res, gpointer data)
     g_autoptr(GError) error = NULL;
     gboolean ok = c->unload ? npullm_client_unload_model_finish(NPULLM_CLIENT(source), res, &error)
                             : npullm_client_load_model_finish(NPULLM_CLIENT(source), res, &error);
+    if (!ok && !c->retried && g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NO_SUCH_MODEL) &&
+        g_str_has_suffix(c->name, ":latest")) {
+        /* NAME:latest is also the model NAME (the tag Ollama clients add) */
+        c->retried = TRUE;
+        c->name[strlen(c->name) - strlen(":latest")] = '\0';
+        load_call(c);
+        return;
+    }
     if (!ok) {
         bridge_reply_error(job->msg, BRIDGE_API_OLLAMA, bridge_status_for_error(error), "%s", error->message);
     } else {
@@ -363,7 +373,16 @@ static void loaded_cb(GObject *source, GAsyncResult *res, gpointer data)
     }
     soup_server_message_unpause(job->msg);
     bridge_job_discard(job);
+    g_free(c->name);
     g_free(c);
+}
+
+static void load_call(LoadCall *c)
+{
+    if (c->unload)
+        npullm_client_unload_model_async(c->job->bridge->client, c->name, NULL, loaded_cb, c);
+    else
+        npullm_client_load_model_async(c->job->bridge->client, c->name, NULL, loaded_cb, c);
 }
 
 /* Ollama's way to load a model (an empty prompt) and, with keep_alive 0,
@@ -380,15 +399,9 @@ static void load_or_unload(BridgeJob *job, JsonObject *body)
                                             g_strcmp0(json_node_get_string(keep), "0s") == 0));
     }
     const char *name = *job->model != '\0' ? job->model : npullm_client_get_default_model(job->bridge->client);
-    /* our names, or NAME:latest for them */
-    g_autofree char *bare = g_str_has_suffix(name ? name : "", ":latest") && strchr(name, ':') == strrchr(name, ':')
-                                ? g_strndup(name, strlen(name) - strlen(":latest"))
-                                : g_strdup(name ? name : "");
+    c->name = g_strdup(name != NULL ? name : "");
     soup_server_message_pause(job->msg);
-    if (c->unload)
-        npullm_client_unload_model_async(job->bridge->client, bare, NULL, loaded_cb, c);
-    else
-        npullm_client_load_model_async(job->bridge->client, bare, NULL, loaded_cb, c);
+    load_call(c);
 }
 
 static void handle_generate(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
