@@ -332,6 +332,21 @@ class BridgeTest(ServiceTestCase):
         status, text = curl(self.bridge.url, "/api/generate", body={"model": "tiny", "prompt": "x"}, uid=NOBODY)
         self.assertEqual(status, 403, text)
 
+    def test_ipv6_loopback(self):
+        """The peer check on [::1] (the socket unit's second address)."""
+        try:
+            socket.socket(socket.AF_INET6).bind(("::1", 0))
+        except OSError:
+            self.skipTest("no IPv6 loopback here")
+        b = Bridge(self.bus, self.workdir, ["--listen", "[::1]:0"], "ipv6")
+        try:
+            self.assertTrue(b.url.startswith("http://[::1]:"), b.url)
+            self.assertEqual(curl(b.url, "/api/version")[0], 200)
+            if os.getuid() == 0:
+                self.assertEqual(curl(b.url, "/api/version", uid=NOBODY)[0], 403)
+        finally:
+            self.assertEqual(b.stop(), 0)
+
     def test_foreign_host_and_origin(self):
         for h in ("Origin: http://evil.example", "Origin: null", "Origin: http://127.0.0.1.evil.example",
                   "Host: evil.example", "Host: evil.example:11434", "Host: 127.0.0.1.nip.io"):
