@@ -116,8 +116,12 @@ static void begin_stream(BridgeJob *job)
 
 static void on_token(NpullmRequest *request, const char *text, BridgeJob *job)
 {
-    if (!job->streaming || job->gone)
+    if (!job->stream || job->gone)
         return;
+    /* the headers wait for the first token: an error before it (a prompt
+     * that does not fit, a model that does not load) gets its own status */
+    if (!job->streaming)
+        begin_stream(job);
     g_autoptr(GString) out = g_string_new(NULL);
     job->format->token(job, text, out);
     write_out(job, out, FALSE);
@@ -147,6 +151,8 @@ static void on_finished(NpullmRequest *request, const char *reason, GVariant *st
         job_free(job);
         return;
     }
+    if (job->stream && !job->streaming)
+        begin_stream(job);
     job->format->finished(job, reason, stats, out);
     if (job->streaming) {
         write_out(job, out, TRUE);
@@ -204,8 +210,6 @@ static void started_cb(GObject *source, GAsyncResult *res, gpointer data)
         npullm_request_cancel(request);
         return;
     }
-    if (job->stream)
-        begin_stream(job);
 }
 
 static int image_memfd(GBytes *image, GError **error)

@@ -245,6 +245,14 @@ class BridgeTest(ServiceTestCase):
         for path, body, words in wrong_types:
             doc = self.assertStatus(400, self.post(path, body))
             self.assertIn(words, doc["error"], body)
+        # a prompt the context cannot hold: a status, even when streaming
+        # (the stream's headers wait for its first token)
+        long_prompt = "word " * 9000
+        doc = self.assertStatus(400, self.post("/api/generate", {"model": "tiny", "prompt": long_prompt}))
+        self.assertIn("context holds", doc["error"])
+        doc = self.assertStatus(400, self.post("/v1/completions", {"model": "tiny", "prompt": long_prompt,
+                                                                   "stream": True}), "openai")
+        self.assertIn("context holds", doc["error"]["message"])
         # a daemon-side range check names the option
         doc = self.assertStatus(400, self.post("/api/generate", {"model": "tiny", "prompt": "x",
                                                                  "options": {"temperature": -1}}))
