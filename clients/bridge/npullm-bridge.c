@@ -7,6 +7,8 @@
 #include <glib-unix.h>
 #include <glib/gstdio.h>
 #include <locale.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
@@ -43,6 +45,11 @@ void bridge_release(Bridge *bridge)
 
 static void on_request_started(SoupServer *server, SoupServerMessage *msg, Bridge *bridge)
 {
+    /* a stream is many small writes: send each at once, not when the
+     * previous one is acknowledged */
+    GSocket *connection = soup_server_message_get_socket(msg);
+    if (connection != NULL)
+        g_socket_set_option(connection, IPPROTO_TCP, TCP_NODELAY, 1, NULL);
     bridge_hold(bridge);
     g_object_set_data(G_OBJECT(msg), "npullm-bridge-held", GINT_TO_POINTER(1));
 }
