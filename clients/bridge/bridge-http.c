@@ -79,6 +79,33 @@ guint bridge_status_for_error_name(const char *dbus_name)
     return SOUP_STATUS_INTERNAL_SERVER_ERROR;
 }
 
+/* json-glib's parser recurses once per nesting level: deep nesting is
+ * refused before it could exhaust the stack. */
+#define MAX_JSON_DEPTH 64
+
+static gboolean nesting_within(const char *data, gsize len, guint max)
+{
+    guint depth = 0;
+    gboolean in_string = FALSE;
+    for (gsize i = 0; i < len; i++) {
+        char c = data[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = FALSE;
+        } else if (c == '"') {
+            in_string = TRUE;
+        } else if (c == '{' || c == '[') {
+            if (++depth > max)
+                return FALSE;
+        } else if ((c == '}' || c == ']') && depth > 0) {
+            depth--;
+        }
+    }
+    return TRUE;
+}
+
 JsonObject *bridge_parse_body(SoupServerMessage *msg, BridgeApi api)
 {
     SoupMessageBody *body = soup_server_message_get_request_body(msg);
@@ -87,6 +114,11 @@ JsonObject *bridge_parse_body(SoupServerMessage *msg, BridgeApi api)
     const char *data = g_bytes_get_data(bytes, &len);
     if (len == 0) {
         bridge_reply_error(msg, api, SOUP_STATUS_BAD_REQUEST, "the request has no JSON body");
+        return NULL;
+    }
+    if (!nesting_within(data, len, MAX_JSON_DEPTH)) {
+        bridge_reply_error(msg, api, SOUP_STATUS_BAD_REQUEST, "the body nests deeper than %d levels",
+                           MAX_JSON_DEPTH);
         return NULL;
     }
     g_autoptr(JsonParser) parser = json_parser_new_immutable();

@@ -217,6 +217,7 @@ class BridgeTest(ServiceTestCase):
             (b"[1, 2]", "JSON object"),
             (b"", "no JSON body"),
             (b"\xff\xfe", "not valid JSON"),
+            (b'{"a": ' + b"[" * 200000 + b"]" * 200000 + b"}", "nests deeper than 64"),
         ]
         for raw, words in bad:
             doc = self.assertStatus(400, self.get("/api/chat", raw_body=raw, method="POST"))
