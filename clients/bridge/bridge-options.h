@@ -1,0 +1,27 @@
+#pragma once
+
+#include "bridge.h"
+
+typedef enum {
+    BRIDGE_OPTION_UINT,    /* a whole number */
+    BRIDGE_OPTION_DOUBLE,
+    BRIDGE_OPTION_LIMIT,   /* a token count where a negative number means "no limit" */
+    BRIDGE_OPTION_SEED,    /* a negative seed means "random" */
+    BRIDGE_OPTION_STOP,    /* a string or an array of strings */
+} BridgeOptionKind;
+
+/* One request member (JSON) and the NpullmOptions property it sets. */
+typedef struct {
+    const char *key;
+    const char *property;
+    BridgeOptionKind kind;
+} BridgeOptionMap;
+
+/* Sets @options from the members of @o named in @map (n_map rows); a
+ * wrong type or range is an error naming the member. */
+gboolean bridge_options_apply(JsonObject *o, const BridgeOptionMap *map, gsize n_map, NpullmOptions *options,
+                              GError **error);
+
+/* The bytes of base64 text (a data: URL's payload too); an error when it
+ * is not base64 or empty. */
+GBytes *bridge_decode_image(const char *text, GError **error);

@@ -1,0 +1,169 @@
+// The official npm clients `ollama` and `openai` against npullm-bridge.
+// Usage: node clients.mjs BASE_URL IMAGE_PNG
+// Prints "ok NAME" per case; throws (exit 1) on the first failure.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { Ollama } from 'ollama';
+import OpenAI from 'openai';
+
+const [base, imagePath] = process.argv.slice(2);
+const image = readFileSync(imagePath).toString('base64');
+const ollama = new Ollama({ host: base });
+const openai = new OpenAI({ baseURL: base + '/v1', apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+const few = { num_predict: 4 };
+const user = (content) => [{ role: 'user', content }];
+
+function ok(name) {
+  console.log('ok ' + name);
+}
+
+async function collect(stream, piece) {
+  const parts = [];
+  let last;
+  for await (const chunk of stream) {
+    parts.push(piece(chunk));
+    last = chunk;
+  }
+  return { text: parts.join(''), last, n: parts.length };
+}
+
+const cases = {
+  async 'ollama version'() {
+    const v = await ollama.version();
+    assert.match(v.version, /^\d+\.\d+\.\d+$/);
+  },
+  async 'ollama list'() {
+    const { models } = await ollama.list();
+    const names = models.map((m) => m.name);
+    assert.ok(names.includes('tiny:latest'), names.join(','));
+    assert.ok(names.includes('vision:latest'), names.join(','));
+    assert.ok(!names.some((n) => n.startsWith('broken')), 'an unsupported model is not offered');
+  },
+  async 'ollama show'() {
+    const v = await ollama.show({ model: 'vision' });
+    assert.deepEqual(v.capabilities, ['completion', 'vision']);
+    const t = await ollama.show({ model: 'tiny:latest' });
+    assert.deepEqual(t.capabilities, ['completion']);
+  },
+  async 'ollama chat stream'() {
+    const stream = await ollama.chat({ model: 'tiny', messages: user('Hello'), stream: true, options: few });
+    const r = await collect(stream, (c) => c.message.content);
+    assert.equal(r.last.done, true);
+    assert.equal(r.last.done_reason, 'length');
+    assert.equal(r.last.eval_count, 4);
+    assert.ok(r.last.prompt_eval_count > 0);
+    assert.ok(r.text.length > 0);
+  },
+  async 'ollama generate stream'() {
+    const stream = await ollama.generate({ model: 'tiny:latest', prompt: 'Once', stream: true, options: few });
+    const r = await collect(stream, (c) => c.response);
+    assert.equal(r.last.done, true);
+    assert.equal(r.last.eval_count, 4);
+    assert.ok(r.n >= 2);
+  },
+  async 'ollama non-streaming'() {
+    const g = await ollama.generate({ model: 'tiny', prompt: 'Once', options: { ...few, seed: 7, temperature: 0.8 } });
+    const g2 = await ollama.generate({ model: 'tiny', prompt: 'Once', options: { ...few, seed: 7, temperature: 0.8 } });
+    assert.equal(g.done, true);
+    assert.equal(g.response, g2.response, 'same seed, same text');
+    const c = await ollama.chat({ model: 'tiny', messages: user('Hi'), options: few });
+    assert.equal(c.message.role, 'assistant');
+    assert.equal(c.done_reason, 'length');
+  },
+  async 'ollama image'() {
+    const r = await ollama.generate({ model: 'vision', prompt: 'Describe it.', images: [image], options: few });
+    assert.equal(r.done, true);
+    assert.ok(r.prompt_eval_count > 16, 'the image positions count in the prompt');
+    const c = await ollama.chat({ model: 'vision', messages: [{ role: 'user', content: 'What?', images: [image] }],
+      options: few });
+    assert.equal(c.done, true);
+  },
+  async 'ollama abort'() {
+    const stream = await ollama.chat({ model: 'tiny', messages: user('Go on'), stream: true,
+      options: { num_predict: 3000 } });
+    let n = 0;
+    try {
+      for await (const chunk of stream) {
+        if (++n === 2) stream.abort();
+        assert.ok(!chunk.done, 'aborted before the end');
+      }
+      assert.fail('the stream was not aborted');
+    } catch (e) {
+      assert.equal(e.name, 'AbortError', String(e));
+    }
+  },
+  async 'ollama unknown model'() {
+    await assert.rejects(ollama.chat({ model: 'nope:1b', messages: user('x') }), (e) => e.status_code === 404);
+  },
+  async 'openai models'() {
+    const ids = [];
+    for await (const m of openai.models.list()) ids.push(m.id);
+    assert.ok(ids.includes('tiny') && ids.includes('vision'), ids.join(','));
+    const m = await openai.models.retrieve('tiny');
+    assert.equal(m.id, 'tiny');
+  },
+  async 'openai chat stream'() {
+    const stream = await openai.chat.completions.create({ model: 'tiny', messages: user('Hello'), stream: true,
+      max_tokens: 4, stream_options: { include_usage: true } });
+    const chunks = [];
+    for await (const c of stream) chunks.push(c);
+    const usage = chunks[chunks.length - 1];
+    assert.deepEqual(usage.choices, []);
+    assert.equal(usage.usage.completion_tokens, 4);
+    const end = chunks[chunks.length - 2];
+    assert.equal(end.choices[0].finish_reason, 'length');
+    assert.equal(chunks[0].choices[0].delta.role, 'assistant');
+    const text = chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('');
+    assert.ok(text.length > 0);
+  },
+  async 'openai non-streaming'() {
+    const r = await openai.chat.completions.create({ model: 'tiny', messages: user('Hi'),
+      max_completion_tokens: 3, seed: 5, temperature: 0.7, top_p: 0.9 });
+    assert.equal(r.object, 'chat.completion');
+    assert.equal(r.choices[0].finish_reason, 'length');
+    assert.equal(r.usage.completion_tokens, 3);
+    const c = await openai.completions.create({ model: 'tiny', prompt: 'Once upon', max_tokens: 3 });
+    assert.equal(c.object, 'text_completion');
+    assert.equal(c.usage.completion_tokens, 3);
+    assert.equal(typeof c.choices[0].text, 'string');
+  },
+  async 'openai image'() {
+    const r = await openai.chat.completions.create({ model: 'vision', max_tokens: 3, messages: [{ role: 'user',
+      content: [{ type: 'text', text: 'Describe it.' },
+        { type: 'image_url', image_url: { url: 'data:image/png;base64,' + image } }] }] });
+    assert.ok(r.usage.prompt_tokens > 16);
+  },
+  async 'openai abort'() {
+    const stream = await openai.chat.completions.create({ model: 'tiny', messages: user('Go on'), stream: true,
+      max_tokens: 3000 });
+    let n = 0;
+    for await (const c of stream) {
+      assert.equal(c.choices[0].finish_reason, null, 'aborted before the end');
+      if (++n === 2) {
+        stream.controller.abort();
+        break;
+      }
+    }
+  },
+  async 'openai errors'() {
+    await assert.rejects(openai.chat.completions.create({ model: 'nope', messages: user('x') }),
+      (e) => e.status === 404 && /nope/.test(e.message));
+    await assert.rejects(openai.embeddings.create({ model: 'tiny', input: 'x' }), (e) => e.status === 404);
+  },
+  async 'concurrent streams'() {
+    const runs = [];
+    for (let i = 0; i < 3; i++) {
+      runs.push(ollama.chat({ model: 'tiny', messages: user('Hi ' + i), stream: true, options: few })
+        .then((s) => collect(s, (c) => c.message.content)).then((r) => r.last.eval_count));
+      runs.push(openai.chat.completions.create({ model: 'tiny2', messages: user('Yo ' + i), stream: true,
+        max_tokens: 4, stream_options: { include_usage: true } })
+        .then(async (s) => { let u; for await (const c of s) u = c.usage ?? u; return u.completion_tokens; }));
+    }
+    assert.deepEqual(await Promise.all(runs), [4, 4, 4, 4, 4, 4]);
+  },
+};
+
+for (const [name, run] of Object.entries(cases)) {
+  await run();
+  ok(name);
+}
