@@ -1,0 +1,143 @@
+"""A real GNOME Shell 43, headless, for the applet test: a private session
+bus, a fresh HOME and XDG_RUNTIME_DIR, the given system bus (npullmd's
+private bus), the extensions copied into HOME and enabled with gsettings
+before start, and org.gnome.Shell.Eval to drive it (unlocked by the
+test-only helper extension). A Shell that does not come up raises with
+its log, so the test fails with the reason."""
+
+import os
+import shutil
+import subprocess
+import time
+
+import gi
+
+gi.require_version("Gio", "2.0")
+gi.require_version("GLib", "2.0")
+from gi.repository import Gio, GLib  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HELPER_UUID = "npullm-test-helper@npullm.org"
+
+
+class ShellError(RuntimeError):
+    pass
+
+
+class GnomeShell:
+    def __init__(self, workdir, system_bus_address, extensions, library_dir, size="1280x800"):
+        """extensions: {uuid: source folder}; library_dir: libnpullm-1 and
+        its typelib (the build folder)."""
+        self.workdir = workdir
+        self.proc = None
+        self.home = os.path.join(workdir, "home")
+        self.runtime = os.path.join(workdir, "runtime")
+        os.makedirs(self.home)
+        os.makedirs(self.runtime, mode=0o700)
+        os.chmod(self.runtime, 0o700)
+        ext_root = os.path.join(self.home, ".local", "share", "gnome-shell", "extensions")
+        extensions = dict(extensions, **{HELPER_UUID: os.path.join(HERE, HELPER_UUID)})
+        for uuid, src in extensions.items():
+            dst = os.path.join(ext_root, uuid)
+            shutil.copytree(src, dst)
+            if os.path.isdir(os.path.join(dst, "schemas")):
+                subprocess.run(["glib-compile-schemas", "--strict", os.path.join(dst, "schemas")], check=True)
+
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("XDG_", "DBUS_", "WAYLAND_", "GNOME_", "LD_PRELOAD", "ASAN_"))
+               and k not in ("DISPLAY", "SESSION_MANAGER")}
+        env.update(HOME=self.home, XDG_RUNTIME_DIR=self.runtime, DBUS_SYSTEM_BUS_ADDRESS=system_bus_address,
+                   XDG_CONFIG_HOME=os.path.join(self.home, ".config"),
+                   XDG_DATA_HOME=os.path.join(self.home, ".local", "share"),
+                   XDG_CACHE_HOME=os.path.join(self.home, ".cache"),
+                   GI_TYPELIB_PATH=library_dir, LD_LIBRARY_PATH=library_dir,
+                   LANG="C.UTF-8", NO_AT_BRIDGE="1", GSETTINGS_BACKEND="dconf")
+        self.log_path = os.path.join(workdir, "gnome-shell.log")
+        self.log = open(self.log_path, "w")
+        self.session_bus = subprocess.Popen(
+            ["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1",
+             "--address=unix:path=" + os.path.join(self.runtime, "bus")],
+            # programs it activates (the prefs window) are clients of the Shell
+            env=dict(env, WAYLAND_DISPLAY="wayland-0", GDK_BACKEND="wayland"),
+            stdout=subprocess.PIPE, stderr=self.log, text=True)
+        address = self.session_bus.stdout.readline().strip()
+        if not address:
+            raise ShellError("the session dbus-daemon did not start:\n" + self.read_log())
+        env["DBUS_SESSION_BUS_ADDRESS"] = address
+        self.env = env
+
+        enabled = "[%s]" % ", ".join("'%s'" % u for u in extensions)
+        for key, value in (("enabled-extensions", enabled), ("welcome-dialog-last-shown-version", "'999'")):
+            subprocess.run(["gsettings", "set", "org.gnome.shell", key, value], env=env, check=True,
+                           stdout=self.log, stderr=self.log, timeout=30)
+
+        self.proc = subprocess.Popen(
+            ["gnome-shell", "--headless", "--virtual-monitor", size, "--wayland", "--no-x11"],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.conn = Gio.DBusConnection.new_for_address_sync(
+            address, Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
+            None, None)
+        try:
+            self.wait_eval("true", 60)
+        except BaseException:
+            self.stop()
+            raise
+
+    def read_log(self):
+        self.log.flush()
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def _call(self, iface, method, args, timeout_ms=20000):
+        reply = self.conn.call_sync("org.gnome.Shell", "/org/gnome/Shell" if iface == "org.gnome.Shell"
+                                    else "/org/gnome/Shell/Screenshot", iface, method, args, None,
+                                    Gio.DBusCallFlags.NONE, timeout_ms, None)
+        return reply.unpack()
+
+    def eval(self, code):
+        """Runs JavaScript in the Shell; returns its result as a string
+        (what JSON.stringify gives for it). Raises on a JS exception."""
+        if self.proc.poll() is not None:
+            raise ShellError("gnome-shell exited with %s:\n%s" % (self.proc.returncode, self.read_log()))
+        ok, result = self._call("org.gnome.Shell", "Eval", GLib.Variant("(s)", (code,)))
+        if not ok:
+            raise ShellError("Eval failed: %s\ncode: %s" % (result, code))
+        return result
+
+    def wait_eval(self, code, timeout=30, want="true"):
+        """Polls code until it evaluates to `want`."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while True:
+            if self.proc.poll() is not None:
+                raise ShellError("gnome-shell exited with %s:\n%s" % (self.proc.returncode, self.read_log()))
+            try:
+                last = self.eval(code)
+                if last == want:
+                    return last
+            except GLib.Error as e:  # not on the bus yet, or Eval still refused
+                last = e.message
+            if time.monotonic() > deadline:
+                raise ShellError("timed out waiting for %s == %s (last: %s); shell log:\n%s"
+                                 % (code, want, last, self.read_log()))
+            time.sleep(0.1)
+
+    def screenshot(self, path):
+        ok, used = self._call("org.gnome.Shell.Screenshot", "Screenshot",
+                              GLib.Variant("(bbs)", (False, False, path)))
+        if not ok:
+            raise ShellError("Screenshot failed")
+        return used
+
+    def stop(self):
+        # its exit status on SIGTERM means nothing (a headless Shell)
+        for proc in (self.proc, self.session_bus):
+            if proc and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        self.session_bus.stdout.close()
+        self.log.close()
