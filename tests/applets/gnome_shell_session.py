@@ -25,9 +25,11 @@ class ShellError(RuntimeError):
 
 
 class GnomeShell:
-    def __init__(self, workdir, system_bus_address, extensions, library_dir, size="1280x800"):
+    def __init__(self, workdir, system_bus_address, extensions, library_dir, size="1280x800", nested=False):
         """extensions: {uuid: source folder}; library_dir: libnpullm-1 and
-        its typelib (the build folder)."""
+        its typelib (the build folder). nested: a window in the desktop
+        this runs in (for trying it by hand; no test helper, no Eval)
+        instead of headless."""
         self.workdir = workdir
         self.proc = None
         self.home = os.path.join(workdir, "home")
@@ -36,7 +38,21 @@ class GnomeShell:
         os.makedirs(self.runtime, mode=0o700)
         os.chmod(self.runtime, 0o700)
         ext_root = os.path.join(self.home, ".local", "share", "gnome-shell", "extensions")
-        extensions = dict(extensions, **{HELPER_UUID: os.path.join(HERE, HELPER_UUID)})
+        if not nested:
+            extensions = dict(extensions, **{HELPER_UUID: os.path.join(HERE, HELPER_UUID)})
+        parent_display = {}
+        if nested:
+            # the desktop's display, found again from the fresh XDG_RUNTIME_DIR
+            wayland = os.environ.get("WAYLAND_DISPLAY", "")
+            if wayland and not os.path.isabs(wayland):
+                wayland = os.path.join(os.environ.get("XDG_RUNTIME_DIR", ""), wayland)
+            # X clients look for ~/.Xauthority when XAUTHORITY is unset; HOME changes here
+            xauth = os.environ.get("XAUTHORITY") or os.path.expanduser("~/.Xauthority")
+            parent_display = {k: v for k, v in (("WAYLAND_DISPLAY", wayland),
+                                                ("DISPLAY", os.environ.get("DISPLAY", "")),
+                                                ("XAUTHORITY", xauth if os.path.exists(xauth) else "")) if v}
+            if not parent_display:
+                raise ShellError("a nested GNOME Shell needs a desktop session (WAYLAND_DISPLAY or DISPLAY)")
         for uuid, src in extensions.items():
             dst = os.path.join(ext_root, uuid)
             shutil.copytree(src, dst)
@@ -71,12 +87,16 @@ class GnomeShell:
             subprocess.run(["gsettings", "set", "org.gnome.shell", key, value], env=env, check=True,
                            stdout=self.log, stderr=self.log, timeout=30)
 
-        self.proc = subprocess.Popen(
-            ["gnome-shell", "--headless", "--virtual-monitor", size, "--wayland", "--no-x11"],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        if nested:
+            cmd = ["gnome-shell", "--nested", "--wayland"]
+        else:
+            cmd = ["gnome-shell", "--headless", "--virtual-monitor", size, "--wayland", "--no-x11"]
+        self.proc = subprocess.Popen(cmd, env=dict(env, **parent_display), stdout=self.log, stderr=subprocess.STDOUT)
         self.conn = Gio.DBusConnection.new_for_address_sync(
             address, Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
             None, None)
+        if nested:
+            return
         try:
             self.wait_eval("true", 60)
         except BaseException:
