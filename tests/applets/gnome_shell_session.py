@@ -32,6 +32,8 @@ class GnomeShell:
         instead of headless."""
         self.workdir = workdir
         self.proc = None
+        if not shutil.which("gnome-shell"):
+            raise ShellError("gnome-shell is not installed (tools/npullm-dev deps installs it)")
         self.home = os.path.join(workdir, "home")
         self.runtime = os.path.join(workdir, "runtime")
         os.makedirs(self.home)
@@ -124,7 +126,7 @@ class GnomeShell:
             raise ShellError("Eval failed: %s\ncode: %s" % (result, code))
         return result
 
-    def wait_eval(self, code, timeout=30, want="true"):
+    def wait_eval(self, code, timeout=60, want="true"):
         """Polls code until it evaluates to `want`."""
         deadline = time.monotonic() + timeout
         last = None

@@ -2,8 +2,10 @@
 """The npullm GNOME Shell extension in a real, headless GNOME Shell 43,
 against the real npullmd on a private system bus (the project's bus policy,
 polkit mock) with the small test model: the indicator shows the device,
-the model picker offers the usable models, a typed prompt streams an
-answer, Stop stops one, an error is said in words with the question kept,
+the shortcut opens the popup, the model picker offers the usable models, a
+typed prompt streams an answer, a follow-up continues it, Copy copies it,
+Stop stops one, a screenshot question goes to the vision model, the
+preferences window opens, an error is said in words with the question kept,
 a PNG of the open popup is saved and is not blank, and disable() leaves
 nothing behind.
 
@@ -66,6 +68,18 @@ class GnomeShellExtensionTest(tb.ServiceTestCase):
     def eval(self, code):
         return json.loads(self.shell.eval(code))
 
+    def press_keys(self, *names):
+        """Presses the named keys (Clutter.KEY_*) in order, then releases
+        them in reverse: a chord such as Super+period."""
+        self.shell.eval("""
+            const {Clutter, GLib} = imports.gi;
+            const kb = global._npullmTestKeyboard;
+            const keys = %s.map(n => Clutter[`KEY_${n}`]);
+            let t = GLib.get_monotonic_time();
+            keys.forEach(k => kb.notify_keyval(t++, k, Clutter.KeyState.PRESSED));
+            keys.reverse().forEach(k => kb.notify_keyval(t++, k, Clutter.KeyState.RELEASED));
+            true""" % js(list(names)))
+
     def type_text(self, text):
         """Types into whatever has key focus, through a virtual keyboard
         (the events a person's key presses make)."""
@@ -110,6 +124,13 @@ class GnomeShellExtensionTest(tb.ServiceTestCase):
         device = self.eval("%s._deviceItem.label.text" % IND)
         self.assertTrue(device.startswith("CPU — no model loaded"), device)
 
+    def test_2_shortcut_opens_popup(self):
+        self.type_text("")  # creates the virtual keyboard
+        self.eval("%s.menu.close(false); true" % IND)
+        self.shell.wait_eval("!%s.menu.isOpen" % IND)
+        self.press_keys("Super_L", "period")
+        self.shell.wait_eval("%s.menu.isOpen" % IND)
+
     def test_2_model_picker_offers_usable_models(self):
         self.open_popup()
         self.shell.wait_eval("%s._modelMenu.menu._getMenuItems().length" % IND, want="3")
@@ -128,6 +149,13 @@ class GnomeShellExtensionTest(tb.ServiceTestCase):
         # a follow-up continues the conversation (Chat with the history)
         turns, status, history, _ = self.ask("And then?")
         self.assertEqual([t["role"] for t in turns], ["user", "assistant"] * 2)
+        # Copy puts the last answer on the clipboard
+        self.eval("""delete global._npullmTestClip; %s._copyButton.emit('clicked', 1);
+            St.Clipboard.get_default().get_text(St.ClipboardType.CLIPBOARD, (c, text) => {
+                global._npullmTestClip = text;
+            }); true""".replace("St.", "imports.gi.St.") % IND)
+        self.shell.wait_eval("global._npullmTestClip === %s._turns[3].content" % IND)
+        self.assertEqual(self.eval("global._npullmTestClip"), turns[3]["content"])
         # the popup keeps its width and wraps the answer
         self.assertLess(self.eval("%s.menu.actor.width" % IND), 560)
         self.shell.screenshot(os.path.join(os.environ["NPULLM_APPLET_ARTIFACTS"], "gnome-shell-extension.png"))
