@@ -101,6 +101,8 @@ class GnomeShell:
             return
         try:
             self.wait_eval("true", 60)
+            # its startup animation ends by showing the overview: wait for it
+            self.wait_eval("!Main.layoutManager._startingUp", 60)
         except BaseException:
             self.stop()
             raise

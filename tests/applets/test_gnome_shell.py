@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "service"))
@@ -102,6 +103,9 @@ class GnomeShellExtensionTest(tb.ServiceTestCase):
         self.eval("Main.overview.hide(); true")
         self.shell.wait_eval("!Main.overview.visible && !Main.overview.animationInProgress")
         self.eval("%s.menu.open(false); true" % IND)
+        self.shell.wait_eval("%s.menu.isOpen && global.stage.key_focus === %s._entry.clutter_text" % (IND, IND))
+        # and it stays there (nothing of the Shell's own took it back)
+        time.sleep(0.3)
         self.shell.wait_eval("%s.menu.isOpen && global.stage.key_focus === %s._entry.clutter_text" % (IND, IND))
 
     def ask(self, prompt):

@@ -242,6 +242,8 @@ const Indicator = GObject.registerClass({
             const m = Main.layoutManager.primaryMonitor;
             const stream = Gio.MemoryOutputStream.new_resizable();
             new Shell.Screenshot().screenshot_area(m.x, m.y, m.width, m.height, stream, (shot, res) => {
+                if (this._destroyed) // disabled while the screenshot was taken
+                    return;
                 this._starting = false;
                 try {
                     shot.screenshot_area_finish(res);
@@ -380,6 +382,7 @@ const Indicator = GObject.registerClass({
     }
 
     _onDestroy() {
+        this._destroyed = true;
         this._cancellable.cancel();
         if (this._focusLater)
             Meta.later_remove(this._focusLater);

@@ -2,8 +2,8 @@
 // which models to offer, error messages in words, the per-frame token
 // coalescer and the conversation window. No St/Clutter/Main imports here,
 // so tests/applets/test_logic.js runs it under plain gjs.
-/* exported deviceLabel, indicatorText, usableModels, errorText, progressText,
-   finishText, TokenCoalescer, trimHistory, MODEL_HINT */
+/* exported setGettext, deviceLabel, indicatorText, usableModels, errorText,
+   progressText, finishText, TokenCoalescer, trimHistory, MODEL_HINT */
 
 // gettext is injected by the caller (the extension's domain; identity in tests)
 let _ = s => s;
@@ -19,7 +19,7 @@ function fmt(template, ...args) {
 }
 
 // Where a user puts models when none is installed (docs/models.md).
-var MODEL_HINT = 'sudo npullm-client models add FILE.gguf';
+var MODEL_HINT = 'npullm-client add FILE.gguf';
 
 // `Device` property -> the short name on the panel.
 function deviceLabel(device) {
