@@ -22,6 +22,7 @@ npullmd; then either runs npullm-client ARGS against it, or (without
 import argparse
 import os
 import pwd
+import select
 import shutil
 import signal
 import subprocess
@@ -111,14 +112,17 @@ class PrivateBus:
         # stderr to a file: dbus-daemon complains that it cannot raise its
         # fd limit in containers.
         self.log = open(os.path.join(workdir, "dbus-daemon.log"), "w")
+        # The address is printed once the socket listens (the socket file
+        # alone appears at bind(), before connections are accepted).
         self.proc = subprocess.Popen(
-            ["dbus-daemon", "--config-file=" + self.config_path, "--nofork", "--nopidfile"],
-            stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.monotonic() + 10
-        while not os.path.exists(self.socket):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("dbus-daemon did not start")
-            time.sleep(0.02)
+            ["dbus-daemon", "--config-file=" + self.config_path, "--nofork", "--nopidfile", "--print-address"],
+            stdout=subprocess.PIPE, stderr=self.log)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        line = self.proc.stdout.readline() if ready else b""
+        self.proc.stdout.close()
+        if not line.strip():
+            stop_process(self.proc)
+            raise RuntimeError("dbus-daemon did not start (see %s)" % self.log.name)
         self.env = dict(os.environ)
         self.env["DBUS_SYSTEM_BUS_ADDRESS"] = self.address
         self.env.pop("DBUS_SESSION_BUS_ADDRESS", None)
