@@ -59,9 +59,11 @@ static npl_status check_architecture(npl_model *m, npl_error *err)
     if (!m->architecture)
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
     m->arch = strlen(m->architecture) == arch.len ? npl_arch_find(m->architecture) : NULL;
+    char names[128];
     if (!m->arch)
         return npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: %s)",
-                             path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr, npl_arch_names());
+                             path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr,
+                             npl_arch_names(names, sizeof names));
     npl_str name = {"", 0};
     npl_gguf_get_str(m->gguf, "general.name", &name);
     m->name = npl_str_dup(name);

@@ -112,15 +112,13 @@ const npl_arch *npl_arch_find(const char *name)
     return NULL;
 }
 
-const char *npl_arch_names(void)
+const char *npl_arch_names(char *buf, size_t cap)
 {
-    static char names[128];
-    if (!names[0]) {
-        size_t n = 0;
-        for (size_t i = 0; i < COUNT(arches) && n < sizeof names; i++)
-            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", arches[i].name);
-    }
-    return names;
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < COUNT(arches) && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", arches[i].name);
+    return buf;
 }
 
 /* The hyper-parameters every family names the same way. */

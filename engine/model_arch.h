@@ -78,8 +78,9 @@ typedef struct npl_arch {
 /* The entry named name (general.architecture), or NULL. */
 const npl_arch *npl_arch_find(const char *name);
 
-/* Names of every entry, comma-separated, for messages. */
-const char *npl_arch_names(void);
+/* Names of every entry, comma-separated, for messages: written to buf
+ * (cut to cap bytes), which is returned. */
+const char *npl_arch_names(char *buf, size_t cap);
 
 /* Reads the hyper-parameters and binds the weights of m (whose gguf and
  * tokenizer are open) as architecture a describes. */
