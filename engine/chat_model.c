@@ -45,6 +45,13 @@ void npl_chat_warn_fallback(const npl_model *m, const npl_error *why)
 npl_status npl_chat_tokenize(const npl_model *m, const npl_chat_message *msgs, size_t n_msgs,
                              bool add_generation_prompt, npl_tokens *out, npl_error *err)
 {
+    npl_chat_options o = {.add_generation_prompt = add_generation_prompt, .enable_thinking = -1, .tools_in_user_message = -1};
+    return npl_chat_tokenize_messages(m, msgs, n_msgs, &o, out, NULL, err);
+}
+
+npl_status npl_chat_tokenize_messages(const npl_model *m, const npl_chat_message *msgs, size_t n_msgs,
+                                      const npl_chat_options *opts, npl_tokens *out, char **prompt, npl_error *err)
+{
     if (!m)
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "chat: no model");
     if (n_msgs > 0 && !msgs)
@@ -73,9 +80,8 @@ npl_status npl_chat_tokenize(const npl_model *m, const npl_chat_message *msgs, s
     }
     if (!st)
         st = npl_buf_append(&json, "]", 1, err);
-    npl_chat_options o = {.add_generation_prompt = add_generation_prompt, .enable_thinking = -1, .tools_in_user_message = -1};
     if (!st)
-        st = npl_chat_tokenize_json(m, json.data, &o, out, NULL, err);
+        st = npl_chat_tokenize_json(m, json.data, opts, out, prompt, err);
     npl_buf_free(&json);
     return st;
 }

@@ -142,7 +142,7 @@ static void add_norm_task(void *ctx, size_t begin, size_t end, int thread)
     }
 }
 
-/* Per-head RMSNorm of Q and K (gemma3). */
+/* Per-head RMSNorm of Q and K (gemma3, qwen3). */
 static void head_norm(float *h, const float *w, size_t n, float eps)
 {
     float scale = rms_scale(h, n, eps);
@@ -160,7 +160,7 @@ static void rope_rotate(float *h, const float *cs, uint32_t half)
     }
 }
 
-/* NEOX pairs (gemma3): x[i] with x[i + half]. */
+/* NEOX pairs (gemma3, qwen2, qwen3): x[i] with x[i + half]. */
 static void rope_rotate_neox(float *h, const float *cs, uint32_t half)
 {
     for (uint32_t i = 0; i < half; i++) {
@@ -192,8 +192,17 @@ static void kv_store(const npl_model *m, const float *src, uint8_t *dst)
         npl_kv_store_row(m->kv_format, src, dst, m->hp.head_dim);
 }
 
-/* RoPE on the row's Q and K heads, then K and V into its cache (twice for
- * a mirrored ring row, see npl_seq.kv_ring). */
+/* x += bias, when the layer has one (qwen2's Q, K and V). */
+static void add_bias(float *x, const float *bias, size_t n)
+{
+    if (bias)
+        for (size_t j = 0; j < n; j++)
+            x[j] += bias[j];
+}
+
+/* The projections' biases, then RoPE on the row's Q and K heads, then K
+ * and V into its cache (twice for a mirrored ring row, see
+ * npl_seq.kv_ring). */
 static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
 {
     (void)thread;
@@ -208,7 +217,10 @@ static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
         const float *cs = table + i * hp->n_rot;
         float *q = fw->q + i * q_dim(hp);
         float *k = fw->k + i * kv_dim(hp);
-        const float *v = fw->v + i * kv_dim(hp);
+        float *v = fw->v + i * kv_dim(hp);
+        add_bias(q, L->bq, q_dim(hp));
+        add_bias(k, L->bk, kv_dim(hp));
+        add_bias(v, L->bv, kv_dim(hp));
         for (uint32_t h = 0; h < hp->n_head; h++)
             norm_rope_head(m, q + h * hd, L->attn_q_norm, cs);
         npl_seq *s = fw->row_seq[i];

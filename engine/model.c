@@ -10,6 +10,7 @@
 #include "backend_npu.h"
 #include "chat_prompt.h"
 #include "chat_template.h"
+#include "model_arch.h"
 #include "model_internal.h"
 
 void npl_model_params_default(npl_model_params *p)
@@ -57,11 +58,12 @@ static npl_status check_architecture(npl_model *m, npl_error *err)
     m->architecture = npl_str_dup(arch);
     if (!m->architecture)
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
-    if (strlen(m->architecture) != arch.len ||
-        (strcmp(m->architecture, "llama") != 0 && strcmp(m->architecture, "gemma3") != 0))
-        return npl_error_set(err, NPL_ERR_UNSUPPORTED,
-                             "%s: architecture '%.*s' is not supported (supported: llama, gemma3)", path,
-                             (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    m->arch = strlen(m->architecture) == arch.len ? npl_arch_find(m->architecture) : NULL;
+    char names[128];
+    if (!m->arch)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: %s)",
+                             path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr,
+                             npl_arch_names(names, sizeof names));
     npl_str name = {"", 0};
     npl_gguf_get_str(m->gguf, "general.name", &name);
     m->name = npl_str_dup(name);
@@ -70,21 +72,10 @@ static npl_status check_architecture(npl_model *m, npl_error *err)
     return NPL_OK;
 }
 
-/* Binds the weights of the file's architecture. The architecture
- * variants of the forward pass default to llama's; a loader changes what
- * its architecture does differently. */
+/* Binds the weights as the file's architecture entry describes them. */
 static npl_status load_architecture(npl_model *m, npl_error *err)
 {
-    m->embd_scale = 1.0f;
-    m->rope_neox = false;
-    m->ffn_gelu = false;
-    m->hp.rope_scale = 1.0f;
-    npl_status st = strcmp(m->architecture, "gemma3") == 0 ? npl_gemma3_load(m, err) : npl_llama_load(m, err);
-    if (st)
-        return st;
-    if (m->attn_scale == 0.0f)
-        m->attn_scale = 1.0f / sqrtf((float)m->hp.head_dim);
-    return NPL_OK;
+    return npl_arch_load(m->arch, m, err);
 }
 
 /* Angle per position of each rotated pair: base^(-2i/n_rot), divided by

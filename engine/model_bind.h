@@ -1,4 +1,4 @@
-/* Helpers of the architecture loaders (model_llama.c, model_gemma3.c): read an
+/* Helpers of the architecture loader (model_arch.c and its hooks): read an
  * architecture's metadata with defaults and range checks, and bind tensors
  * after checking presence, shape and type, with messages that name the
  * file, the key or tensor, and what was expected. */
@@ -16,6 +16,12 @@ typedef struct npl_binder {
      * embedding has rows (Ollama's Gemma 3 blobs have one); ids past the
      * rows are never sampled and a prompt holding one is refused. */
     uint32_t extra_tokens;
+    /* How the architecture's prepare hook (engine/model_arch.h) wants the
+     * common keys read. */
+    bool rms_eps_optional; /* absent: rms_eps_default */
+    float rms_eps_default;
+    bool own_rope_base; /* the family reads rope.freq_base itself */
+    uint32_t swa_pattern; /* gemma3: between read_extra and finish */
 } npl_binder;
 
 /* "<arch>.<key>" as an unsigned 32-bit integer in [lo, hi]; def when absent

@@ -56,6 +56,8 @@ typedef struct npl_layer {
     const float *post_attn_norm; /* n_embd: RMSNorm of the attention output before the residual add */
     const float *post_ffn_norm;  /* n_embd: same for the FFN output */
     bool local;                  /* sliding-window layer (hp.n_swa) */
+    /* qwen2; NULL otherwise. */
+    const float *bq, *bk, *bv;   /* biases added to the Q, K and V projections */
 } npl_layer;
 
 /* Scratch for one forward step of up to `rows` tokens; one set per model
@@ -87,6 +89,7 @@ struct npl_model {
     _Atomic bool chat_fallback_said; /* the template failure was logged */
     char *name;          /* owned copy of general.name */
     char *architecture;  /* owned copy of general.architecture */
+    const struct npl_arch *arch; /* its entry in the architecture table (engine/model_arch.h) */
     npl_hparams hp;
 
     npl_matrix tok_embd;
@@ -102,8 +105,8 @@ struct npl_model {
     npl_matmul_ws *mm_ws;
     npl_forward_ws fw;
 
-    /* Architecture variants of the forward pass (model.c sets the llama
-     * values before the architecture's loader runs). */
+    /* Architecture variants of the forward pass, set from the
+     * architecture's table entry by npl_arch_load. */
     float embd_scale;  /* token embeddings are multiplied by it (gemma3: sqrt(n_embd)) */
     float attn_scale;  /* multiplies q.k */
     bool rope_neox;    /* RoPE pairs (x[i], x[i + n_rot/2]) instead of (x[2i], x[2i+1]) */
@@ -142,12 +145,6 @@ struct npl_seq {
     size_t *kv_layer_off;
     struct npl_npu_seq *npu; /* engine/backend_npu.c: the KV cache on the NPU device, or NULL */
 };
-
-/* engine/model_llama.c: hyper-parameters and weights of a "llama" file. */
-npl_status npl_llama_load(npl_model *m, npl_error *err);
-
-/* engine/model_gemma3.c: hyper-parameters and weights of a "gemma3" file. */
-npl_status npl_gemma3_load(npl_model *m, npl_error *err);
 
 /* engine/model.c: the loader's checks of an open file (architecture,
  * tokenizer, every tensor's presence, type and shape) without threads or

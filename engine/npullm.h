@@ -160,6 +160,12 @@ typedef struct npl_chat_options {
 npl_status npl_chat_tokenize_json(const npl_model *m, const char *messages_json, const npl_chat_options *opts,
                                   npl_tokens *out, char **prompt, npl_error *err);
 
+/* npl_chat_tokenize_json for plain messages (checked as npl_chat_tokenize
+ * checks them), with options (NULL: generation prompt, template
+ * defaults) and the rendered prompt. */
+npl_status npl_chat_tokenize_messages(const npl_model *m, const npl_chat_message *msgs, size_t n_msgs,
+                                      const npl_chat_options *opts, npl_tokens *out, char **prompt, npl_error *err);
+
 /* ---- sampling --------------------------------------------------------- */
 
 typedef struct npl_sampler_params {

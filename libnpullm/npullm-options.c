@@ -202,6 +202,16 @@ static void npullm_options_finalize(GObject *object)
  *
  * Since: 1.0
  */
+/**
+ * NpullmOptions:think:
+ *
+ * Reasoning models (Qwen 3): think before answering or not, passed to the
+ * chat template as enable_thinking; unset, the template's default. The
+ * thinking arrives on #NpullmRequest::thinking. Not with
+ * #NpullmOptions:raw, not for DescribeImage.
+ *
+ * Since: 1.0
+ */
 
 static void npullm_options_class_init(NpullmOptionsClass *klass)
 {
@@ -229,7 +239,7 @@ static void npullm_options_init(NpullmOptions *self)
  * #NpullmOptions:temperature, #NpullmOptions:top-p, #NpullmOptions:top-k,
  * #NpullmOptions:min-p, #NpullmOptions:repeat-penalty,
  * #NpullmOptions:seed, #NpullmOptions:stop, #NpullmOptions:system,
- * #NpullmOptions:raw and #NpullmOptions:priority. A property that was
+ * #NpullmOptions:raw, #NpullmOptions:priority and #NpullmOptions:think. A property that was
  * set is sent, one that was not is not.
  *
  * Returns: (transfer full): new options

@@ -40,6 +40,8 @@ struct _NpullmRequest {
      * connected yet); pending_from is where the undelivered text starts. */
     gboolean live;
     gsize pending_from;
+    GString *thinking;          /* the model's thinking (Thinking signals) */
+    gsize thinking_pending_from; /* as pending_from, for thinking */
 
     NpullmConversation *conversation;
     guint reply_index;
@@ -67,7 +69,7 @@ G_DEFINE_FINAL_TYPE(NpullmRequest, npullm_request, G_TYPE_OBJECT)
 
 enum { PROP_0, PROP_STATE, PROP_QUEUE_POSITION, PROP_TEXT, PROP_FINISH_REASON, PROP_OBJECT_PATH, N_PROPS };
 static GParamSpec *props[N_PROPS];
-enum { SIGNAL_TOKEN, SIGNAL_FINISHED, N_SIGNALS };
+enum { SIGNAL_TOKEN, SIGNAL_FINISHED, SIGNAL_THINKING, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
 static void unsubscribe(NpullmRequest *self)
@@ -90,6 +92,11 @@ static void send_cancel(NpullmRequest *self)
 
 static void emit_pending(NpullmRequest *self)
 {
+    if (self->thinking_pending_from < self->thinking->len) {
+        const char *piece = self->thinking->str + self->thinking_pending_from;
+        self->thinking_pending_from = self->thinking->len;
+        g_signal_emit(self, signals[SIGNAL_THINKING], 0, piece);
+    }
     if (self->pending_from < self->text->len) {
         const char *piece = self->text->str + self->pending_from;
         self->pending_from = self->text->len;
@@ -167,6 +174,15 @@ static void signal_cb(GDBusConnection *bus, const char *sender, const char *path
             g_signal_emit(self, signals[SIGNAL_TOKEN], 0, text);
             g_object_notify_by_pspec(G_OBJECT(self), props[PROP_TEXT]);
         }
+    } else if (g_strcmp0(iface, NPP_REQUEST_IFACE) == 0 && g_strcmp0(member, "Thinking") == 0 &&
+               g_variant_is_of_type(params, G_VARIANT_TYPE("(s)"))) {
+        const char *text = NULL;
+        g_variant_get(params, "(&s)", &text);
+        g_string_append(self->thinking, text);
+        if (self->live) {
+            self->thinking_pending_from = self->thinking->len;
+            g_signal_emit(self, signals[SIGNAL_THINKING], 0, text);
+        }
     } else if (g_strcmp0(iface, NPP_REQUEST_IFACE) == 0 && g_strcmp0(member, "Finished") == 0 &&
                g_variant_is_of_type(params, G_VARIANT_TYPE("(sa{sv})"))) {
         const char *reason = NULL;
@@ -224,6 +240,7 @@ static void npullm_request_finalize(GObject *object)
     g_free(self->daemon);
     g_free(self->path);
     g_string_free(self->text, TRUE);
+    g_string_free(self->thinking, TRUE);
     g_free(self->finish_reason);
     g_clear_pointer(&self->stats, g_variant_unref);
     g_main_context_unref(self->context);
@@ -292,6 +309,20 @@ static void npullm_request_class_init(NpullmRequestClass *klass)
     signals[SIGNAL_TOKEN] = g_signal_new("token", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                                          NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
     /**
+     * NpullmRequest::thinking:
+     * @self: the request
+     * @text: a piece of the model's thinking, always whole UTF-8 characters
+     *
+     * A reasoning model (Qwen 3) thinks before it answers: that text comes
+     * here, not in #NpullmRequest::token or #NpullmRequest:text, so that
+     * it can be shown apart or folded away. #NpullmOptions:think turns it
+     * on or off where the model's template allows.
+     *
+     * Since: 1.0
+     */
+    signals[SIGNAL_THINKING] = g_signal_new("thinking", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL,
+                                            NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+    /**
      * NpullmRequest::finished:
      * @self: the request
      * @reason: stop, length, cancelled or error
@@ -310,6 +341,7 @@ static void npullm_request_class_init(NpullmRequestClass *klass)
 static void npullm_request_init(NpullmRequest *self)
 {
     self->text = g_string_new(NULL);
+    self->thinking = g_string_new(NULL);
     self->context = g_main_context_ref_thread_default();
 }
 

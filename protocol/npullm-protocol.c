@@ -58,6 +58,8 @@ const NppOption npp_options[NPP_N_OPTIONS] = {
     {NPP_OPT_PRIORITY, "priority", "s", 0, 0, FALSE, priorities, ALL, "interactive or background"},
     {NPP_OPT_HANDLE_TOKEN, "handle_token", "s", 0, 0, FALSE, NULL, NPP_CALLS_WITH_OBJECT,
      "names the request object path in advance"},
+    {NPP_OPT_THINK, "think", "b", 0, 0, FALSE, NULL, ALL & ~(1u << NPP_CALL_DESCRIBE_IMAGE),
+     "reasoning models: think first (enable_thinking; default: the template's)"},
 };
 #undef ALL
 

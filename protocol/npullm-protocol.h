@@ -74,9 +74,10 @@ typedef enum {
     NPP_OPT_RAW,
     NPP_OPT_PRIORITY,
     NPP_OPT_HANDLE_TOKEN,
+    NPP_OPT_THINK,
 } NppOptionId;
 
-#define NPP_N_OPTIONS (NPP_OPT_HANDLE_TOKEN + 1)
+#define NPP_N_OPTIONS (NPP_OPT_THINK + 1)
 
 #define NPP_MAX_STOP_STRINGS 16
 #define NPP_MAX_STOP_BYTES 256

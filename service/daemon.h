@@ -52,6 +52,7 @@ typedef struct {
     guint queue_position;
     GDBusMethodInvocation *complete; /* Complete: the call to answer at the end */
     GString *complete_text;
+    GString *complete_thinking; /* Complete: the thinking, returned as info["thinking"] */
     guint linger_id;     /* finished: removal timer */
 } NpdRequest;
 

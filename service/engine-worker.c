@@ -1,9 +1,11 @@
 #include "engine-worker.h"
 
 #include <malloc.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model-catalog.h"
+#include "think_split.h"
 #include "vision.h"
 
 /* ---- names ------------------------------------------------------------- */
@@ -97,6 +99,8 @@ typedef struct {
     gint64 t_last;
     guint32 generated;
     npl_buf text;
+    npl_think_split think; /* thinking apart from the answer */
+    npl_buf answer, thinking;
 } ActiveJob;
 
 typedef enum {
@@ -196,7 +200,7 @@ static void post_event(NpdWorker *w, NpdEvent *ev)
 {
     g_mutex_lock(&w->lock);
     NpdEvent *tail = g_queue_peek_tail(&w->events);
-    if (ev->kind == NPD_EVENT_TEXT && tail != NULL && tail->kind == NPD_EVENT_TEXT &&
+    if ((ev->kind == NPD_EVENT_TEXT || ev->kind == NPD_EVENT_THINKING) && tail != NULL && tail->kind == ev->kind &&
         tail->job_id == ev->job_id) {
         g_string_append_len(tail->text, ev->text->str, (gssize)ev->text->len);
         event_free(ev);
@@ -222,12 +226,12 @@ static void post_state(NpdWorker *w, guint64 job_id, NpdJobState state, guint po
     post_event(w, ev);
 }
 
-static void post_text(NpdWorker *w, guint64 job_id, const npl_buf *text)
+static void post_text(NpdWorker *w, guint64 job_id, NpdEventKind kind, const npl_buf *text)
 {
     if (text->len == 0)
         return;
     NpdEvent *ev = g_new0(NpdEvent, 1);
-    ev->kind = NPD_EVENT_TEXT;
+    ev->kind = kind;
     ev->job_id = job_id;
     ev->text = g_string_new_len(text->data, (gssize)text->len);
     post_event(w, ev);
@@ -437,6 +441,9 @@ static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, G
     npl_seq_free(aj->seq);
     npl_tokens_free(&aj->prompt);
     npl_buf_free(&aj->text);
+    npl_buf_free(&aj->answer);
+    npl_buf_free(&aj->thinking);
+    npl_think_split_free(&aj->think);
     if (aj->lm != NULL) {
         aj->lm->n_jobs--;
         aj->lm->last_used = now;
@@ -549,10 +556,15 @@ static QueuedJob *dequeue_next(NpdWorker *w)
     return qj;
 }
 
-static npl_status tokenize_job(const ActiveJob *aj, npl_tokens *out, npl_error *err)
+/* Also sets up the thinking split: a raw prompt's output is all answer;
+ * a templated one may start with (or, by the template, inside) a
+ * <think> block. */
+static npl_status tokenize_job(ActiveJob *aj, npl_tokens *out, npl_error *err)
 {
     const NpdJob *job = aj->job;
+    npl_think_split_init(&aj->think, NULL);
     if (job->raw) {
+        aj->think.state = NPL_THINK_ANSWER;
         const npl_tokenizer *tok = npl_model_tokenizer(aj->lm->model);
         return npl_tokenize(tok, job->prompt, strlen(job->prompt), NPL_TOKENIZE_ADD_BOS, out, err);
     }
@@ -563,8 +575,12 @@ static npl_status tokenize_job(const ActiveJob *aj, npl_tokens *out, npl_error *
         msgs[i].role = m->role;
         msgs[i].content = m->content;
     }
-    npl_status st = npl_chat_tokenize(aj->lm->model, msgs, n, true, out, err);
+    npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = job->think, .tools_in_user_message = -1};
+    char *prompt = NULL;
+    npl_status st = npl_chat_tokenize_messages(aj->lm->model, msgs, n, &o, out, &prompt, err);
     g_free(msgs);
+    npl_think_split_init(&aj->think, prompt);
+    free(prompt);
     return st;
 }
 
@@ -721,6 +737,26 @@ static void admit_jobs(NpdWorker *w)
         post_queue_positions(w);
 }
 
+/* The stream's new text (aj->text) as answer and thinking events; at the
+ * end, whatever the split still holds. FALSE when the job failed. */
+static gboolean post_output(NpdWorker *w, ActiveJob *aj, gboolean end)
+{
+    npl_error err;
+    npl_error_clear(&err);
+    npl_buf_clear(&aj->answer);
+    npl_buf_clear(&aj->thinking);
+    npl_status st = npl_think_split_push(&aj->think, aj->text.data, aj->text.len, &aj->answer, &aj->thinking, &err);
+    if (st == NPL_OK && end)
+        st = npl_think_split_finish(&aj->think, &aj->answer, &aj->thinking, &err);
+    if (st != NPL_OK) {
+        fail_active(w, aj, st, "decoding the output", &err);
+        return FALSE;
+    }
+    post_text(w, aj->job->id, NPD_EVENT_THINKING, &aj->thinking);
+    post_text(w, aj->job->id, NPD_EVENT_TEXT, &aj->answer);
+    return TRUE;
+}
+
 /* Feeds a sampled token to the job's stream; finishes the job or makes
  * the token the next decode input. */
 static void accept_sampled(NpdWorker *w, ActiveJob *aj, int32_t token)
@@ -738,7 +774,8 @@ static void accept_sampled(NpdWorker *w, ActiveJob *aj, int32_t token)
         fail_active(w, aj, err.code, "decoding the output", &err);
         return;
     }
-    post_text(w, aj->job->id, &aj->text);
+    if (!post_output(w, aj, FALSE))
+        return;
     if (reason == NPL_FINISH_NONE) {
         aj->pending = token;
         aj->phase = PHASE_DECODE;
@@ -750,7 +787,8 @@ static void accept_sampled(NpdWorker *w, ActiveJob *aj, int32_t token)
         fail_active(w, aj, st, "decoding the output", &err);
         return;
     }
-    post_text(w, aj->job->id, &aj->text);
+    if (!post_output(w, aj, TRUE))
+        return;
     finish_active(w, aj, reason == NPL_FINISH_LENGTH ? NPD_FINISH_LENGTH : NPD_FINISH_STOP, NULL);
 }
 

@@ -63,6 +63,7 @@ typedef struct {
     NpdImagePixels *image;  /* DescribeImage: the preprocessed image, shown to the
                              * model before the user turn's text; else NULL */
     guint32 uid;            /* the caller's user: the queue is fair between users */
+    gint think;             /* enable_thinking: -1 the template's default, 0 off, 1 on */
 } NpdJob;
 
 void npd_job_free(NpdJob *job);
@@ -79,6 +80,7 @@ typedef struct {
 typedef enum {
     NPD_EVENT_STATE,        /* job_id, state, queue_position */
     NPD_EVENT_TEXT,         /* job_id, text */
+    NPD_EVENT_THINKING,     /* job_id, text: the model's thinking (<think>...</think>) */
     NPD_EVENT_FINISHED,     /* job_id, reason, stats, error (when reason is error) */
     NPD_EVENT_MODELS,       /* loaded_models changed */
     NPD_EVENT_COMMAND_DONE, /* tag, error (LoadModel/UnloadModel) */

@@ -135,6 +135,7 @@ static void submit_request(PendingCall *p)
     job->priority = p->opts.priority;
     job->image = g_steal_pointer(&p->image);
     job->uid = p->client->uid;
+    job->think = p->opts.think;
     g_debug("request %" G_GUINT64_FORMAT " from %s: model %s, %s", r->id, p->client->name, p->model_name,
             r->path ? r->path : "Complete");
     npd_worker_submit(d->worker, job);

@@ -17,6 +17,8 @@ static void request_free(NpdRequest *r)
         g_source_remove(r->linger_id);
     if (r->complete_text != NULL)
         g_string_free(r->complete_text, TRUE);
+    if (r->complete_thinking != NULL)
+        g_string_free(r->complete_thinking, TRUE);
     npd_client_unref(r->client);
     g_free(r->node);
     g_free(r->path);
@@ -36,6 +38,7 @@ NpdRequest *npd_request_new(NpdDaemon *d, NpdClient *client, const char *node, c
     if (complete != NULL) {
         r->complete = complete;
         r->complete_text = g_string_new(NULL);
+        r->complete_thinking = g_string_new(NULL);
     } else {
         r->node = node != NULL ? g_strdup(node) : g_strdup_printf("%" G_GUINT64_FORMAT, r->id);
         r->path = g_strconcat(NPD_REQUEST_ROOT "/", r->node, NULL);
@@ -192,6 +195,11 @@ static void request_finished(NpdRequest *r, const NpdEvent *ev)
             g_variant_iter_init(&it, stats);
             while (g_variant_iter_loop(&it, "{&sv}", &key, &value))
                 g_variant_builder_add(&info, "{sv}", key, value);
+            if (r->complete_thinking->len > 0) {
+                g_autofree gchar *thinking =
+                    valid_utf8(r->complete_thinking->str, (gssize)r->complete_thinking->len);
+                g_variant_builder_add(&info, "{sv}", "thinking", g_variant_new_string(thinking));
+            }
             g_autofree gchar *text = valid_utf8(r->complete_text->str, (gssize)r->complete_text->len);
             g_dbus_method_invocation_return_value(inv, g_variant_new("(sa{sv})", text, &info));
         }
@@ -205,6 +213,17 @@ static void request_finished(NpdRequest *r, const NpdEvent *ev)
         npd_request_destroy(r);
     else
         r->linger_id = g_timeout_add_seconds(LINGER_SECONDS, linger_done_cb, r);
+}
+
+/* Output text: a unicast signal, or kept for Complete's reply. */
+static void stream_text(NpdRequest *r, const NpdEvent *ev, GString *complete_buf, const char *signal)
+{
+    if (r->complete != NULL) {
+        g_string_append_len(complete_buf, ev->text->str, (gssize)ev->text->len);
+    } else {
+        g_autofree gchar *text = valid_utf8(ev->text->str, (gssize)ev->text->len);
+        emit_to_owner(r, NPD_REQUEST_IFACE, signal, g_variant_new("(s)", text));
+    }
 }
 
 void npd_requests_handle_event(NpdDaemon *d, const NpdEvent *ev)
@@ -222,12 +241,10 @@ void npd_requests_handle_event(NpdDaemon *d, const NpdEvent *ev)
         }
         break;
     case NPD_EVENT_TEXT:
-        if (r->complete != NULL) {
-            g_string_append_len(r->complete_text, ev->text->str, (gssize)ev->text->len);
-        } else {
-            g_autofree gchar *text = valid_utf8(ev->text->str, (gssize)ev->text->len);
-            emit_to_owner(r, NPD_REQUEST_IFACE, "Token", g_variant_new("(s)", text));
-        }
+        stream_text(r, ev, r->complete_text, "Token");
+        break;
+    case NPD_EVENT_THINKING:
+        stream_text(r, ev, r->complete_thinking, "Thinking");
         break;
     case NPD_EVENT_FINISHED:
         request_finished(r, ev);

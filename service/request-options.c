@@ -160,6 +160,14 @@ static gboolean set_stop(const NppOption *opt, GVariant *value, gsize offset, Np
     return TRUE;
 }
 
+static gboolean set_think(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                          const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
+{
+    (void)opt, (void)offset, (void)kind, (void)cfg, (void)error;
+    out->think = g_variant_get_boolean(value) ? 1 : 0;
+    return TRUE;
+}
+
 /* Indexed by NppOptionId; key, type, range and methods come from the
  * protocol table. */
 static const struct {
@@ -179,6 +187,7 @@ static const struct {
     [NPP_OPT_RAW] = {set_boolean, offsetof(NpdRequestOptions, raw)},
     [NPP_OPT_PRIORITY] = {set_priority, 0},
     [NPP_OPT_HANDLE_TOKEN] = {set_handle_token, offsetof(NpdRequestOptions, handle_token)},
+    [NPP_OPT_THINK] = {set_think, 0},
 };
 
 G_STATIC_ASSERT((int)NPD_CALL_GENERATE == (int)NPP_CALL_GENERATE && (int)NPD_CALL_CHAT == (int)NPP_CALL_CHAT &&
@@ -228,6 +237,7 @@ gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const Np
     memset(out, 0, sizeof *out);
     npl_sampler_params_default(&out->sampling);
     out->priority = NPD_PRIORITY_INTERACTIVE;
+    out->think = -1;
 
     GVariantIter iter;
     const char *key = NULL;
@@ -243,6 +253,12 @@ gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const Np
     if (out->raw && out->system != NULL) {
         g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
                     "system: cannot be combined with raw (no chat template is applied)");
+        npd_request_options_clear(out);
+        return FALSE;
+    }
+    if (out->raw && out->think >= 0) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                    "think: cannot be combined with raw (no chat template is applied)");
         npd_request_options_clear(out);
         return FALSE;
     }

@@ -39,6 +39,7 @@ typedef struct {
     gboolean raw;
     NpdPriority priority;
     gchar *handle_token;
+    gint think; /* -1: the template's default, else 0 or 1 (enable_thinking) */
 } NpdRequestOptions;
 
 gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const NpdConfig *cfg,

@@ -570,10 +570,42 @@ static int case_objects(int argc, char **argv)
     return 0;
 }
 
+static void on_thinking(NpullmRequest *r, const char *text, GString *thinking)
+{
+    g_string_append(thinking, text);
+}
+
+/* The model "qwen" (tests/service/think-template.jinja) thinks unless told
+ * not to: its thinking arrives on ::thinking, never in ::token or :text. */
+static int case_thinking(int argc, char **argv)
+{
+    for (int think = 0; think < 2; think++) {
+        g_autoptr(NpullmOptions) opts = greedy(8);
+        g_object_set(opts, "model", "qwen", "think", (gboolean)think, NULL);
+        g_autoptr(GError) error = NULL;
+        NpullmRequest *r = generate("What is 2 + 2?", opts, NULL, &error);
+        CHECK(r != NULL);
+        if (r == NULL)
+            return 1;
+        GString *thinking = g_string_new(NULL);
+        g_signal_connect(r, "thinking", G_CALLBACK(on_thinking), thinking);
+        Stream *s = stream_new(r);
+        stream_wait(s);
+        CHECK(g_strcmp0(s->reason, "length") == 0);
+        CHECK(think ? thinking->len > 0 && s->tokens->len == 0 : thinking->len == 0 && s->tokens->len > 0);
+        CHECK(g_strcmp0(npullm_request_get_text(r), s->tokens->str) == 0);
+        g_signal_handlers_disconnect_by_data(r, thinking);
+        g_string_free(thinking, TRUE);
+        stream_free(s);
+    }
+    return 0;
+}
+
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
 } cases[] = {
+    {"thinking", case_thinking},
     {"objects", case_objects},
     {"stream", case_stream},       {"cancel", case_cancel},         {"dispose", case_dispose},
     {"errors", case_errors},       {"image-pipe", case_image_pipe}, {"image-file", case_image_file},

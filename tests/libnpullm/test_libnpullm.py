@@ -6,7 +6,7 @@ through its typelib from PyGObject and GJS, and the documentation's
 examples.
 
 Environment (tests/libnpullm/meson.build): NPULLMD, NPULLM_TEST_MODEL,
-NPULLM_TEST_VISION_MODEL, NPULLM_TEST_MMPROJ, NPULLM_TEST_IMAGES,
+NPULLM_TEST_VISION_MODEL, NPULLM_TEST_MMPROJ, NPULLM_TEST_QWEN_MODEL, NPULLM_TEST_IMAGES,
 LIBNPULLM_TEST (the C test program), LIBNPULLM_DIR (the build folder with
 the library and typelib), LIBNPULLM_EXAMPLE_C (the built C example),
 GJS (empty when introspection is off)."""
@@ -26,10 +26,11 @@ EXAMPLES = os.path.join(SOURCE_ROOT, "docs", "examples")
 
 def model_dir(workdir):
     """tiny (default), tiny2, broken from the service tests, plus vision +
-    its projector."""
+    its projector and qwen (a Qwen 3 model that thinks, test_thinking.py)."""
     d = tb.make_model_dir(workdir)
     tb.place_model(tb.env_path("NPULLM_TEST_VISION_MODEL"), os.path.join(d, "vision.gguf"))
     tb.place_model(tb.env_path("NPULLM_TEST_MMPROJ"), os.path.join(d, "vision.mmproj.gguf"))
+    tb.place_model(tb.env_path("NPULLM_TEST_QWEN_MODEL"), os.path.join(d, "qwen.gguf"))
     return d
 
 
@@ -68,6 +69,9 @@ class LibraryTest(ServiceTestCase):
 
     def image(self):
         return os.path.join(tb.env_path("NPULLM_TEST_IMAGES"), "rose.png")
+
+    def test_c_thinking(self):
+        self.c_case("thinking")
 
     def test_c_objects(self):
         self.c_case("objects")

@@ -118,12 +118,12 @@ class InstallTest(InstallTestBase):
         job, _, err, msg = self.add(c, self.write("text.gguf", b"hello, not a model\n" * 10), "text")
         self.assertEqual(err, "org.npullm.Error.InvalidArgument", msg)
         g = gguf_patch.GGUF(model)
-        g.set_kv("general.architecture", gguf_patch.STRING, b"qwen3")
-        qwen = os.path.join(self.workdir, "qwen.gguf")
-        g.write(qwen)
-        job, _, err, msg = self.add(c, qwen, "qwen")
+        g.set_kv("general.architecture", gguf_patch.STRING, b"mamba")
+        mamba = os.path.join(self.workdir, "mamba.gguf")
+        g.write(mamba)
+        job, _, err, msg = self.add(c, mamba, "mamba")
         self.assertEqual(err, "org.npullm.Error.NotSupported", msg)
-        self.assertIn("qwen3", msg)
+        self.assertIn("mamba", msg)
         # refused at the call: a taken name, a bad name, no regular file, an unknown option
         for name in ("tiny", "../evil", ""):
             self.assertDBusError("org.npullm.Error.InvalidArgument", self.add, c, model, name)

@@ -7,7 +7,7 @@ exactly as users have them:
 - an Ollama store (manifests/registry.ollama.ai/library/NAME/TAG, blobs/
   sha256-HEX) with a text model and a vision model (projector layer), plus
   a manifest with a bad digest, in another root;
-- an unsupported (qwen3) file whose name sorts first, a symlink out of the
+- an unsupported (mamba) file whose name sorts first, a symlink out of the
   root, a projector that fits no model.
 
 Environment (set by tests/vision/meson.build): NPULLMD, NPULLM_CLIENT,
@@ -29,7 +29,7 @@ from npullm_testbus import ServiceTestCase, run_tap, variant_dict  # noqa: E402
 GREEDY = {"temperature": ("d", 0.0), "max_tokens": ("u", 4)}
 LMSTUDIO = "Llama-3.2-1B-Instruct-Q4_K_M"
 HF_GEMMA = "gemma-3-4b-it-Q4_K_M"
-QWEN = "0-qwen3"
+MAMBA = "0-mamba"
 
 
 def ollama_blob(store, src):
@@ -80,8 +80,8 @@ class ModelsTest(ServiceTestCase):
         tb.place_model(mmproj, os.path.join(other, "mmproj-lonely.gguf"))
         tb.place_model(llama, os.path.join(other, "textonly.gguf"))
         g = gguf_patch.GGUF(llama)
-        g.set_kv("general.architecture", gguf_patch.STRING, b"qwen3")
-        g.write(os.path.join(root, QWEN + ".gguf"))
+        g.set_kv("general.architecture", gguf_patch.STRING, b"mamba")
+        g.write(os.path.join(root, MAMBA + ".gguf"))
         outside = os.path.join(workdir, "outside")
         os.makedirs(outside)
         tb.place_model(llama, os.path.join(outside, "escape.gguf"))
@@ -105,9 +105,9 @@ class ModelsTest(ServiceTestCase):
     def test_discovery(self):
         c = self.client()
         models = self.models(c)
-        self.assertEqual(sorted(models), sorted([QWEN, LMSTUDIO, HF_GEMMA, "textonly", "gemma3:4b", "llama3.2:1b"]))
+        self.assertEqual(sorted(models), sorted([MAMBA, LMSTUDIO, HF_GEMMA, "textonly", "gemma3:4b", "llama3.2:1b"]))
         for name, m in models.items():
-            self.assertEqual(m["supported"], name != QWEN, m)
+            self.assertEqual(m["supported"], name != MAMBA, m)
         self.assertEqual(models[LMSTUDIO]["architecture"], "llama")
         self.assertTrue(models[HF_GEMMA]["vision"])         # mmproj-model-f16.gguf, paired by metadata
         self.assertTrue(models["gemma3:4b"]["vision"])      # the manifest's projector layer
@@ -117,19 +117,19 @@ class ModelsTest(ServiceTestCase):
 
     def test_unsupported(self):
         c = self.client()
-        m = self.models(c)[QWEN]
-        self.assertEqual(m["architecture"], "qwen3")
-        self.assertIn("qwen3", m["reason"])
+        m = self.models(c)[MAMBA]
+        self.assertEqual(m["architecture"], "mamba")
+        self.assertIn("mamba", m["reason"])
         self.assertIn("not supported", m["reason"])
         # never the default, although its name sorts first
         self.assertEqual(c.prop("DefaultModel"), LMSTUDIO)
         msg = self.assertDBusError("org.npullm.Error.NotSupported", c.generate, "hi",
-                                   variant_dict({"model": ("s", QWEN)}))
-        self.assertIn("qwen3", msg)
-        self.assertDBusError("org.npullm.Error.NotSupported", c.call, "LoadModel", "(s)", (QWEN,))
+                                   variant_dict({"model": ("s", MAMBA)}))
+        self.assertIn("mamba", msg)
+        self.assertDBusError("org.npullm.Error.NotSupported", c.call, "LoadModel", "(s)", (MAMBA,))
         r = self.run_client("models")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn(b"(cannot be used: architecture 'qwen3' is not supported", r.stdout)
+        self.assertIn(b"(cannot be used: architecture 'mamba' is not supported", r.stdout)
 
     def test_generate_from_each_layout(self):
         c = self.client()

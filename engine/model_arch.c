@@ -1,0 +1,277 @@
+/* The architecture table and the loader that walks it: the common
+ * hyper-parameters, the embeddings and output, then every entry of the
+ * family's tensor table for each layer. */
+#include "model_arch.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LAYER(f) offsetof(npl_layer, f)
+
+/* The tensors every family here shares: pre-norm attention and SwiGLU or
+ * GeGLU FFN. */
+#define ATTN_NORM {"attn_norm.weight", NPL_SHAPE_EMBD, LAYER(attn_norm), false}
+#define ATTN_QKV                                                                                                       \
+    {"attn_q.weight", NPL_SHAPE_EMBD_Q, LAYER(wq), false}, {"attn_k.weight", NPL_SHAPE_EMBD_KV, LAYER(wk), false},     \
+        {"attn_v.weight", NPL_SHAPE_EMBD_KV, LAYER(wv), false}
+#define ATTN_OUT {"attn_output.weight", NPL_SHAPE_Q_EMBD, LAYER(wo), false}
+#define QK_NORM                                                                                                        \
+    {"attn_q_norm.weight", NPL_SHAPE_HEAD, LAYER(attn_q_norm), false},                                                 \
+        {"attn_k_norm.weight", NPL_SHAPE_HEAD, LAYER(attn_k_norm), false}
+#define FFN                                                                                                            \
+    {"ffn_norm.weight", NPL_SHAPE_EMBD, LAYER(ffn_norm), false},                                                       \
+        {"ffn_gate.weight", NPL_SHAPE_EMBD_FF, LAYER(w_gate), false},                                                  \
+        {"ffn_up.weight", NPL_SHAPE_EMBD_FF, LAYER(w_up), false},                                                      \
+        {"ffn_down.weight", NPL_SHAPE_FF_EMBD, LAYER(w_down), false}
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static const npl_arch_tensor llama_tensors[] = {ATTN_NORM, ATTN_QKV, ATTN_OUT, FFN};
+
+/* Gemma 3: per-head Q/K norms, and a norm on each sub-layer's output. */
+static const npl_arch_tensor gemma3_tensors[] = {
+    ATTN_NORM, ATTN_QKV, QK_NORM, ATTN_OUT,
+    {"post_attention_norm.weight", NPL_SHAPE_EMBD, LAYER(post_attn_norm), false},
+    FFN,
+    {"post_ffw_norm.weight", NPL_SHAPE_EMBD, LAYER(post_ffn_norm), false},
+};
+
+/* Qwen 2 / 2.5: biases on the Q, K and V projections. */
+static const npl_arch_tensor qwen2_tensors[] = {
+    ATTN_NORM, ATTN_QKV,
+    {"attn_q.bias", NPL_SHAPE_Q, LAYER(bq), false},
+    {"attn_k.bias", NPL_SHAPE_KV, LAYER(bk), false},
+    {"attn_v.bias", NPL_SHAPE_KV, LAYER(bv), false},
+    ATTN_OUT, FFN,
+};
+
+/* Qwen 3 (dense): per-head Q/K RMS norms, no biases. */
+static const npl_arch_tensor qwen3_tensors[] = {ATTN_NORM, ATTN_QKV, QK_NORM, ATTN_OUT, FFN};
+
+static const char *const refused_biases_moe[] = {
+    "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_gate_inp.weight",
+};
+static const char *const refused_o_bias_moe[] = {"attn_output.bias", "ffn_gate_inp.weight"};
+
+static const npl_arch arches[] = {
+    {
+        .name = "llama",
+        .default_rope_base = 10000.0f,
+        .read_extra = npl_llama_read_extra,
+        .tensors = llama_tensors,
+        .n_tensors = COUNT(llama_tensors),
+        .refused = refused_biases_moe,
+        .n_refused = COUNT(refused_biases_moe),
+        .rope_freqs = true,
+        .rope = NPL_ROPE_NORM,
+        .ffn = NPL_FFN_SILU,
+    },
+    {
+        .name = "gemma3",
+        .default_rope_base = 10000.0f,
+        .prepare = npl_gemma3_prepare,
+        .read_extra = npl_gemma3_read_extra,
+        .tensors = gemma3_tensors,
+        .n_tensors = COUNT(gemma3_tensors),
+        .rope = NPL_ROPE_NEOX,
+        .ffn = NPL_FFN_GELU,
+        .embd_scale_sqrt = true,
+        .finish = npl_gemma3_finish,
+    },
+    {
+        .name = "qwen2",
+        .default_rope_base = 10000.0f,
+        .read_extra = npl_llama_read_extra,
+        .tensors = qwen2_tensors,
+        .n_tensors = COUNT(qwen2_tensors),
+        .refused = refused_o_bias_moe,
+        .n_refused = COUNT(refused_o_bias_moe),
+        .rope = NPL_ROPE_NEOX,
+        .ffn = NPL_FFN_SILU,
+    },
+    {
+        .name = "qwen3",
+        .default_rope_base = 10000.0f,
+        .read_extra = npl_llama_read_extra,
+        .tensors = qwen3_tensors,
+        .n_tensors = COUNT(qwen3_tensors),
+        .refused = refused_biases_moe,
+        .n_refused = COUNT(refused_biases_moe),
+        .rope = NPL_ROPE_NEOX,
+        .ffn = NPL_FFN_SILU,
+    },
+};
+
+const npl_arch *npl_arch_find(const char *name)
+{
+    for (size_t i = 0; name && i < COUNT(arches); i++)
+        if (strcmp(arches[i].name, name) == 0)
+            return &arches[i];
+    return NULL;
+}
+
+const char *npl_arch_names(char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < COUNT(arches) && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", arches[i].name);
+    return buf;
+}
+
+/* The hyper-parameters every family names the same way. */
+static npl_status read_common(const npl_arch *a, const npl_binder *b)
+{
+    npl_hparams *hp = &b->m->hp;
+    npl_status st;
+    if ((st = npl_bind_u32(b, "context_length", true, 0, 1, NPL_MAX_CTX, &hp->n_ctx_train)) ||
+        (st = npl_bind_u32(b, "embedding_length", true, 0, 1, NPL_MAX_EMBD, &hp->n_embd)) ||
+        (st = npl_bind_u32(b, "block_count", true, 0, 1, NPL_MAX_LAYERS, &hp->n_layer)) ||
+        (st = npl_bind_u32(b, "feed_forward_length", true, 0, 1, NPL_MAX_FF, &hp->n_ff)) ||
+        (st = npl_bind_u32(b, "attention.head_count", true, 0, 1, NPL_MAX_HEADS, &hp->n_head)) ||
+        (st = npl_bind_u32(b, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head, &hp->n_head_kv)) ||
+        (st = npl_bind_f32(b, "attention.layer_norm_rms_epsilon", !b->rms_eps_optional, b->rms_eps_default,
+                           &hp->rms_eps)))
+        return st;
+    if (hp->n_head % hp->n_head_kv != 0)
+        return npl_error_set(b->err, NPL_ERR_FORMAT,
+                             "%s: %s.attention.head_count (%u) is not a multiple of head_count_kv (%u)", b->path,
+                             b->arch, hp->n_head, hp->n_head_kv);
+    if (!(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f))
+        return npl_error_set(b->err, NPL_ERR_FORMAT,
+                             "%s: %s.attention.layer_norm_rms_epsilon = %g is out of range", b->path, b->arch,
+                             (double)hp->rms_eps);
+
+    uint32_t key_len, value_len;
+    if ((st = npl_bind_u32(b, "attention.key_length", false, hp->n_embd / hp->n_head, 2, NPL_MAX_HEAD_DIM,
+                           &key_len)) ||
+        (st = npl_bind_u32(b, "attention.value_length", false, key_len, 0, UINT32_MAX, &value_len)))
+        return st;
+    if (value_len != key_len)
+        return npl_error_set(b->err, NPL_ERR_UNSUPPORTED, "%s: attention key_length %u differs from value_length %u",
+                             b->path, key_len, value_len);
+    hp->head_dim = key_len;
+
+    if ((st = npl_bind_u32(b, "rope.dimension_count", false, hp->head_dim, 0, UINT32_MAX, &hp->n_rot)))
+        return st;
+    if (hp->n_rot == 0 || hp->n_rot % 2 != 0 || hp->n_rot > hp->head_dim)
+        return npl_error_set(b->err, NPL_ERR_FORMAT,
+                             "%s: %s.rope.dimension_count = %u must be even, positive and at most the head size %u",
+                             b->path, b->arch, hp->n_rot, hp->head_dim);
+    if (b->own_rope_base) /* the family's hook reads it */
+        return NPL_OK;
+    if ((st = npl_bind_f32(b, "rope.freq_base", false, a->default_rope_base, &hp->rope_base)))
+        return st;
+    return npl_arch_check_rope_base(b, "rope.freq_base", hp->rope_base);
+}
+
+npl_status npl_arch_check_rope_base(const npl_binder *b, const char *key, float v)
+{
+    if (!(v > 1.0f && v < 1e12f))
+        return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: %s.%s = %g is out of range", b->path, b->arch, key,
+                             (double)v);
+    return NPL_OK;
+}
+
+static npl_status bind_rope_freqs(const npl_binder *b)
+{
+    npl_model *m = b->m;
+    uint32_t half = m->hp.n_rot / 2;
+    npl_status st;
+    m->rope_freqs = NULL;
+    if (!npl_gguf_find_tensor(m->gguf, "rope_freqs.weight"))
+        return NPL_OK;
+    if ((st = npl_bind_vector(b, "rope_freqs.weight", half, "rope dimension_count / 2", &m->rope_freqs)))
+        return st;
+    for (uint32_t i = 0; i < half; i++)
+        if (!(m->rope_freqs[i] > 0.0f && m->rope_freqs[i] < 1e9f))
+            return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: rope_freqs.weight[%u] = %g is not a positive factor",
+                                 b->path, i, (double)m->rope_freqs[i]);
+    return NPL_OK;
+}
+
+static npl_status refuse_tensors(const npl_arch *a, const npl_binder *b)
+{
+    char name[96];
+    for (uint32_t l = 0; l < b->m->hp.n_layer; l++) {
+        for (size_t i = 0; i < a->n_refused; i++) {
+            snprintf(name, sizeof name, "blk.%u.%s", l, a->refused[i]);
+            if (npl_gguf_find_tensor(b->m->gguf, name))
+                return npl_error_set(b->err, NPL_ERR_UNSUPPORTED, "%s: tensor '%s' is not supported", b->path, name);
+        }
+    }
+    return NPL_OK;
+}
+
+static npl_status bind_tensor(const npl_binder *b, const npl_arch_tensor *t, uint32_t l, npl_layer *L)
+{
+    const npl_hparams *hp = &b->m->hp;
+    uint64_t e = hp->n_embd, q = (uint64_t)hp->n_head * hp->head_dim, kv = (uint64_t)hp->n_head_kv * hp->head_dim;
+    char name[96];
+    snprintf(name, sizeof name, "blk.%u.%s", l, t->suffix);
+    if (t->optional && !npl_gguf_find_tensor(b->m->gguf, name))
+        return NPL_OK;
+    char *field = (char *)L + t->field;
+    const float **vec = (const float **)(void *)field;
+    npl_matrix *mat = (npl_matrix *)(void *)field;
+    switch (t->shape) {
+    case NPL_SHAPE_EMBD:
+        return npl_bind_vector(b, name, e, "n_embd", vec);
+    case NPL_SHAPE_HEAD:
+        return npl_bind_vector(b, name, hp->head_dim, "head_dim", vec);
+    case NPL_SHAPE_Q:
+        return npl_bind_vector(b, name, q, "n_head * head_dim", vec);
+    case NPL_SHAPE_KV:
+        return npl_bind_vector(b, name, kv, "n_head_kv * head_dim", vec);
+    case NPL_SHAPE_EMBD_Q:
+        return npl_bind_matrix(b, name, e, q, "n_embd, n_head * head_dim", mat);
+    case NPL_SHAPE_EMBD_KV:
+        return npl_bind_matrix(b, name, e, kv, "n_embd, n_head_kv * head_dim", mat);
+    case NPL_SHAPE_Q_EMBD:
+        return npl_bind_matrix(b, name, q, e, "n_head * head_dim, n_embd", mat);
+    case NPL_SHAPE_EMBD_FF:
+        return npl_bind_matrix(b, name, e, hp->n_ff, "n_embd, n_ff", mat);
+    case NPL_SHAPE_FF_EMBD:
+        return npl_bind_matrix(b, name, hp->n_ff, e, "n_ff, n_embd", mat);
+    }
+    return npl_error_set(b->err, NPL_ERR_INTERNAL, "tensor table: unknown shape rule %d", (int)t->shape);
+}
+
+npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err)
+{
+    npl_binder b = {.m = m, .path = npl_gguf_path(m->gguf), .arch = a->name, .err = err};
+    npl_hparams *hp = &m->hp;
+    npl_status st;
+
+    m->embd_scale = 1.0f;
+    m->attn_scale = 0.0f;
+    m->rope_neox = a->rope == NPL_ROPE_NEOX;
+    m->ffn_gelu = a->ffn == NPL_FFN_GELU;
+    hp->rope_scale = 1.0f;
+    b.rms_eps_default = 0.0f;
+    if ((a->prepare && (st = a->prepare(&b))) || (st = read_common(a, &b)) ||
+        (a->read_extra && (st = a->read_extra(&b))))
+        return st;
+    if ((st = npl_bind_embeddings_and_output(&b)))
+        return st;
+    if (a->rope_freqs && (st = bind_rope_freqs(&b)))
+        return st;
+    if ((st = refuse_tensors(a, &b)))
+        return st;
+    m->layers = calloc(hp->n_layer, sizeof *m->layers);
+    if (!m->layers)
+        return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for %u layers", hp->n_layer);
+    for (uint32_t l = 0; l < hp->n_layer; l++)
+        for (size_t i = 0; i < a->n_tensors; i++)
+            if ((st = bind_tensor(&b, &a->tensors[i], l, &m->layers[l])))
+                return st;
+    if (a->embd_scale_sqrt)
+        m->embd_scale = sqrtf((float)hp->n_embd);
+    if (a->finish && (st = a->finish(&b)))
+        return st;
+    if (m->attn_scale == 0.0f)
+        m->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    return NPL_OK;
+}

@@ -1,0 +1,98 @@
+/* npl_arch: one description per architecture the engine runs. The loader
+ * finds the file's general.architecture in the table, reads the
+ * hyper-parameters under the entry's key prefix, binds every tensor of its
+ * tensor table, and sets the forward pass's variations from its data.
+ * Adding a family = adding an entry (engine/model_arch.c) and a gate
+ * (docs/engine.md). */
+#ifndef NPL_MODEL_ARCH_H
+#define NPL_MODEL_ARCH_H
+
+#include <stddef.h>
+
+#include "model_bind.h"
+
+/* The size of a tensor, in terms of the hyper-parameters. */
+typedef enum npl_shape_rule {
+    NPL_SHAPE_EMBD,         /* vector [n_embd] */
+    NPL_SHAPE_HEAD,         /* vector [head_dim] */
+    NPL_SHAPE_Q,            /* vector [n_head * head_dim] */
+    NPL_SHAPE_KV,           /* vector [n_head_kv * head_dim] */
+    NPL_SHAPE_EMBD_Q,       /* matrix [n_embd, n_head * head_dim] */
+    NPL_SHAPE_EMBD_KV,      /* matrix [n_embd, n_head_kv * head_dim] */
+    NPL_SHAPE_Q_EMBD,       /* matrix [n_head * head_dim, n_embd] */
+    NPL_SHAPE_EMBD_FF,      /* matrix [n_embd, n_ff] */
+    NPL_SHAPE_FF_EMBD,      /* matrix [n_ff, n_embd] */
+} npl_shape_rule;
+
+/* One per-layer tensor "blk.<l>.<suffix>", bound into the npl_layer
+ * field at `field` (an npl_matrix for matrix shapes, a const float * for
+ * vectors). */
+typedef struct npl_arch_tensor {
+    const char *suffix;
+    npl_shape_rule shape;
+    size_t field;
+    bool optional; /* absent: the field stays NULL / empty */
+} npl_arch_tensor;
+
+typedef enum npl_rope_style {
+    NPL_ROPE_NORM, /* pairs (x[2i], x[2i+1]) */
+    NPL_ROPE_NEOX, /* pairs (x[i], x[i + n_rot/2]) */
+} npl_rope_style;
+
+typedef enum npl_ffn_act {
+    NPL_FFN_SILU, /* SwiGLU */
+    NPL_FFN_GELU, /* GELU(tanh)-gated */
+} npl_ffn_act;
+
+typedef struct npl_arch {
+    const char *name; /* general.architecture, and the prefix of its keys */
+
+    /* Hyper-parameters beyond the common ones (context, sizes, heads,
+     * head size, rope dimensions, rms epsilon) that every entry reads. */
+    float default_rope_base; /* rope.freq_base when absent */
+    /* Before the common keys: recognises a dialect of the family and says
+     * how to read them (npl_binder's rms_eps_*, own_rope_base); may be NULL. */
+    npl_status (*prepare)(npl_binder *b);
+    /* After them: reads what only this family has (sliding windows, rope
+     * scaling) and refuses what the engine does not run; may be NULL. */
+    npl_status (*read_extra)(npl_binder *b);
+
+    /* Per-layer tensors, in file order. */
+    const npl_arch_tensor *tensors;
+    size_t n_tensors;
+    /* Per-layer suffixes of the family that this engine does not compute:
+     * a file holding one is refused rather than run wrongly. */
+    const char *const *refused;
+    size_t n_refused;
+    bool rope_freqs; /* may carry rope_freqs.weight (Llama 3.1+) */
+
+    /* Forward variations. */
+    npl_rope_style rope;
+    npl_ffn_act ffn;
+    bool embd_scale_sqrt; /* token embeddings times sqrt(n_embd) */
+    /* After the layers are bound: marks local layers, attention scale
+     * overrides; may be NULL. */
+    npl_status (*finish)(npl_binder *b);
+} npl_arch;
+
+/* The entry named name (general.architecture), or NULL. */
+const npl_arch *npl_arch_find(const char *name);
+
+/* Names of every entry, comma-separated, for messages: written to buf
+ * (cut to cap bytes), which is returned. */
+const char *npl_arch_names(char *buf, size_t cap);
+
+/* Reads the hyper-parameters and binds the weights of m (whose gguf and
+ * tokenizer are open) as architecture a describes. */
+npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err);
+
+/* "<arch>.<key>" = v as a rope base, or an error naming the key. */
+npl_status npl_arch_check_rope_base(const npl_binder *b, const char *key, float v);
+
+/* engine/model_llama.c, engine/model_gemma3.c: the families' hooks. */
+npl_status npl_llama_read_extra(npl_binder *b);
+npl_status npl_gemma3_prepare(npl_binder *b);
+npl_status npl_gemma3_read_extra(npl_binder *b);
+npl_status npl_gemma3_finish(npl_binder *b);
+
+#endif

@@ -1,0 +1,53 @@
+/* qwen2 and qwen3 on the emulated NPU: the backend registry asks the NPU
+ * runtime whether it computes the architecture's variations. qwen3 (per-
+ * head Q/K norms, NEOX rope) loads there; qwen2 (Q/K/V biases, which the
+ * NPU's kernel groups do not have) is refused with an error that says why
+ * and what to use instead, rather than run without its biases.
+ *
+ *   usage: test-qwen-device QWEN2.gguf QWEN3.gguf */
+#include <stdio.h>
+#include <string.h>
+
+#include "npullm.h"
+
+static int failures;
+
+static void check(int ok, const char *what, const char *detail)
+{
+    printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what, detail[0] ? ": " : "", detail);
+    failures += !ok;
+}
+
+static npl_model *load(const char *path, const char *device, npl_error *err)
+{
+    npl_model_params p;
+    npl_model_params_default(&p);
+    p.n_threads = 1;
+    p.device = device;
+    p.npu_cache_dir = ""; /* nothing written next to the build's models */
+    npl_error_clear(err);
+    return npl_model_load(path, &p, err);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s QWEN2.gguf QWEN3.gguf\n", argv[0]);
+        return 2;
+    }
+    npl_error err;
+    npl_model *m = load(argv[1], "npu-emu", &err);
+    check(m == NULL && err.code == NPL_ERR_UNSUPPORTED && strstr(err.message, "device npu-emu") &&
+              strstr(err.message, "'qwen2'") && strstr(err.message, "biases") && strstr(err.message, "cpu"),
+          "qwen2 refused on npu-emu", err.message);
+    npl_model_free(m);
+
+    m = load(argv[1], "cpu", &err);
+    check(m != NULL && strcmp(npl_model_device(m), "cpu") == 0, "qwen2 on the cpu", err.message);
+    npl_model_free(m);
+
+    m = load(argv[2], "npu-emu", &err);
+    check(m != NULL && strcmp(npl_model_device(m), "npu-emu") == 0, "qwen3 on npu-emu", err.message);
+    npl_model_free(m);
+    return failures ? 1 : 0;
+}

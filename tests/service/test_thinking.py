@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""Thinking: the option think (enable_thinking in the chat template) and
+the unicast Thinking signal, on a generated Qwen 3 model whose template
+opens the <think> block in the generation prompt (so that every generated
+token of a random-weight model is thinking until the option closes it)."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import npullm_testbus as tb  # noqa: E402
+from npullm_testbus import GLib, ServiceTestCase, run_tap, variant_dict  # noqa: E402
+
+GREEDY = {"temperature": ("d", 0.0), "max_tokens": ("u", 8)}
+
+
+def thinking_of(c, path):
+    return "".join(p[0] for (sp, i, m, p) in c.signals if sp == path and m == "Thinking")
+
+
+class ThinkingTest(ServiceTestCase):
+    ARGS = ("--default-model", "qwen")
+
+    @staticmethod
+    def make_model_dir(workdir):
+        d = os.path.join(workdir, "models")
+        os.makedirs(d)
+        tb.place_model(tb.env_path("NPULLM_TEST_QWEN_MODEL"), os.path.join(d, "qwen.gguf"))
+        return d
+
+    def run_with(self, c, think, method="Generate"):
+        opts = dict(GREEDY)
+        if think is not None:
+            opts["think"] = ("b", think)
+        prompt = "What is 2 + 2?"
+        if method == "Chat":
+            S = lambda v: GLib.Variant("s", v)  # noqa: E731
+            prompt = [{"role": S("user"), "content": S(prompt)}]
+        path = c.generate(prompt, variant_dict(opts), method)
+        self.assertTrue(c.wait(lambda: c.finished_of(path) is not None, 60))
+        reason, stats = c.finished_of(path)
+        self.assertEqual(reason, "length", stats)
+        self.assertEqual(stats["generated_tokens"], 8)
+        return "".join(c.tokens_of(path)), thinking_of(c, path)
+
+    def test_thinking_apart_from_the_answer(self):
+        c = self.client()
+        for method in ("Generate", "Chat"):
+            for think in (None, True):  # the template's default thinks
+                text, thinking = self.run_with(c, think, method)
+                self.assertEqual(text, "", (method, think))
+                self.assertNotEqual(thinking, "", (method, think))
+            text, thinking = self.run_with(c, False, method)
+            self.assertNotEqual(text, "", method)
+            self.assertEqual(thinking, "", method)
+        # the same tokens either way: thinking on is the default's text
+        self.assertEqual(self.run_with(c, True)[1], self.run_with(c, None)[1])
+
+    def test_complete_returns_thinking(self):
+        c = self.client()
+        opts = variant_dict(dict(GREEDY, think=("b", True)))
+        text, info = c.call("Complete", "(sa{sv})", ("What is 2 + 2?", opts), "(sa{sv})")
+        self.assertEqual(text, "")
+        self.assertEqual(info["thinking"], self.run_with(c, True)[1])
+        text, info = c.call("Complete", "(sa{sv})", ("What is 2 + 2?", variant_dict(dict(GREEDY, think=("b", False)))),
+                            "(sa{sv})")
+        self.assertNotEqual(text, "")
+        self.assertNotIn("thinking", info)
+
+    def test_bad_uses(self):
+        c = self.client()
+        msg = self.assertDBusError("org.npullm.Error.InvalidArgument", c.generate, "hi",
+                                   variant_dict({"raw": ("b", True), "think": ("b", True)}))
+        self.assertIn("think: cannot be combined with raw", msg)
+        msg = self.assertDBusError("org.npullm.Error.InvalidArgument", c.generate, "hi",
+                                   variant_dict({"think": ("s", "yes")}))
+        self.assertIn("think: expected type 'b'", msg)
+
+
+if __name__ == "__main__":
+    sys.exit(run_tap(__name__))
