@@ -15,24 +15,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "llama_test.h"
-#include "npullm.h"
+#include "llama_model_test.h"
 
 enum { CHUNK = 16, N_CTX = 256, GEN = 6, PROMPT = 100 };
-
-static npl_model *load(void)
-{
-    npl_model_params p;
-    npl_model_params_default(&p);
-    p.n_threads = 2;
-    p.prefill_chunk = CHUNK;
-    p.kv_type = getenv("NPULLM_TEST_KV_TYPE");
-    npl_error err;
-    npl_model *m = npl_model_load(lt_current.arg, &p, &err);
-    if (!m)
-        fprintf(stderr, "cannot load %s: %s\n", lt_current.arg ? lt_current.arg : "(no model given)", err.message);
-    return m;
-}
 
 /* n ids spread over the vocabulary, the same for the same seed. */
 static void make_prompt(int32_t *ids, size_t n, uint32_t seed, uint32_t n_vocab)
@@ -42,15 +27,6 @@ static void make_prompt(int32_t *ids, size_t n, uint32_t seed, uint32_t n_vocab)
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = (int32_t)((s >> 33) % n_vocab);
     }
-}
-
-static int32_t argmax(const float *v, uint32_t n)
-{
-    int32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = (int32_t)i;
-    return best;
 }
 
 /* What a request produces: the logits after its prompt and its greedy
@@ -82,7 +58,7 @@ static bool run(npl_model *m, npl_seq *s, const int32_t *prompt, size_t n, size_
         return false;
     memcpy(out->logits, lg, nv * sizeof *lg);
     for (int i = 0; i < GEN; i++) {
-        out->tokens[i] = argmax(npl_seq_logits(s), nv);
+        out->tokens[i] = lt_argmax(npl_seq_logits(s), nv);
         if (i + 1 < GEN && npl_decode(m, &s, &out->tokens[i], 1, &err) != NPL_OK)
             return false;
     }
@@ -112,7 +88,7 @@ static bool pooled(npl_model *m, npl_kv_pool *p, uint64_t owner, const int32_t *
 
 static void test_bit_identity(void)
 {
-    npl_model *m = load();
+    npl_model *m = lt_load_model(2, CHUNK);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     int32_t prompt[PROMPT], other[PROMPT + 80];
@@ -184,7 +160,7 @@ static void test_bit_identity(void)
 
 static void test_owners(void)
 {
-    npl_model *m = load();
+    npl_model *m = lt_load_model(2, CHUNK);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     int32_t prompt[40];
@@ -215,7 +191,7 @@ static void test_owners(void)
 
 static void test_eviction(void)
 {
-    npl_model *m = load();
+    npl_model *m = lt_load_model(2, CHUNK);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     int32_t x[60], y[60];
@@ -268,7 +244,7 @@ static void test_refusals(void)
     CHECK(npl_kv_pool_create(NULL, 1, &err) == NULL && err.code == NPL_ERR_INVALID_ARG);
     CHECK(npl_kv_pool_acquire(NULL, 1, NULL, 0, 8, &reused, &err) == NULL && err.code == NPL_ERR_INVALID_ARG);
     CHECK(reused == 0);
-    npl_model *m = load();
+    npl_model *m = lt_load_model(2, CHUNK);
     REQUIRE(m);
     npl_kv_pool *p = npl_kv_pool_create(m, 1 << 20, &err);
     REQUIRE(p);
