@@ -105,15 +105,13 @@ void npl_seq_free(npl_seq *s)
     free(s);
 }
 
-size_t npl_seq_used_bytes(const npl_seq *s, uint32_t n_pos)
+size_t npl_seq_bytes(const npl_seq *s)
 {
     const npl_model *m = s->model;
     size_t rows = 0;
-    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
-        uint32_t r = npl_kv_rows(s, l);
-        rows += (size_t)(n_pos < r ? n_pos : r) * m->hp.n_head_kv;
-    }
-    return 2 * rows * m->kv_row_bytes + (size_t)m->hp.n_vocab * sizeof *s->logits +
+    for (uint32_t l = 0; l < m->hp.n_layer; l++)
+        rows += (size_t)npl_kv_rows(s, l) * m->hp.n_head_kv;
+    return 2 * rows * m->kv_row_bytes + (s->logits ? (size_t)m->hp.n_vocab * sizeof *s->logits : 0) +
            (size_t)s->n_ctx * sizeof *s->hist;
 }
 

@@ -203,9 +203,14 @@ void npl_kv_pool_release(npl_kv_pool *p, uint64_t owner, npl_seq *s)
         npl_seq_free(s);
         return;
     }
+    /* A cached sequence only seeds others: its logits are never read
+     * (a reusing prompt always prefills at least one token). */
+    free(s->logits);
+    s->logits = NULL;
+    s->has_logits = false;
     e->seq = s;
     e->owner = owner;
-    e->bytes = npl_seq_used_bytes(s, s->pos);
+    e->bytes = npl_seq_bytes(s);
     push_front(p, e);
     p->bytes += e->bytes;
     p->count++;

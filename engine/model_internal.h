@@ -170,9 +170,10 @@ void npl_model_info_fill(npl_model *m);
 npl_status npl_forward_ws_init(npl_model *m, npl_error *err);
 void npl_forward_ws_free(npl_forward_ws *fw);
 
-/* engine/kv_cache.c: bytes of KV cache the first n_pos positions occupy
- * (the pages a sequence of that length has touched). */
-size_t npl_seq_used_bytes(const npl_seq *s, uint32_t n_pos);
+/* engine/kv_cache.c: bytes a sequence holds (its K and V arrays whole,
+ * its logits when it has them, its tokens): what a pool counts, as an
+ * allocator may have touched every page. */
+size_t npl_seq_bytes(const npl_seq *s);
 
 /* engine/kv_cache.c: rows a layer keeps per KV head. */
 static inline uint32_t npl_kv_rows(const npl_seq *s, uint32_t layer)

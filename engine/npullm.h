@@ -159,7 +159,7 @@ void npl_kv_pool_release(npl_kv_pool *p, uint64_t owner, npl_seq *s);
 size_t npl_kv_pool_forget(npl_kv_pool *p, uint64_t owner);
 
 size_t npl_kv_pool_count(const npl_kv_pool *p);
-uint64_t npl_kv_pool_bytes(const npl_kv_pool *p); /* cached KV of the positions held */
+uint64_t npl_kv_pool_bytes(const npl_kv_pool *p); /* held by the cached sequences (KV arrays whole) */
 
 /* ---- chat prompts ----------------------------------------------------- */
 

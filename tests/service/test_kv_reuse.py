@@ -130,16 +130,18 @@ class KvReuseTest(tb.ServiceTestCase):
 
 
 class KvBudgetTest(tb.ServiceTestCase):
-    # One cached request of the tiny model (its logits row alone is half
-    # a MiB) fits in 1 MiB, three do not.
+    # A cached request of the tiny model holds 260 bytes per position
+    # (K and V of 2 layers x 2 heads x 16 dims in halves, its token): one
+    # long prompt of ~1900 positions fits in 1 MiB, three do not.
     CONFIG = {"Limits": {"KvCacheMiB": "1"}}
 
     def test_eviction_under_budget(self):
         c = self.client()
-        x, y, z = ("%s %s" % (color, PROMPT) for color in ("Red", "Blue", "Green"))
+        x, y, z = ("%s %s" % (color, " ".join([PROMPT] * 110)) for color in ("Red", "Blue", "Green"))
         c.run(x, variant_dict(GREEDY))
         _, _, stats = c.run(x, variant_dict(GREEDY))
         self.assertEqual(stats["cached_tokens"], stats["prompt_tokens"] - 1)
+        self.assertTrue(1700 < stats["prompt_tokens"] < 2000, stats["prompt_tokens"])
         # y and z share only the chat template's header with x, and push
         # x (the least recently used) out
         _, _, stats = c.run(y, variant_dict(GREEDY))
