@@ -964,7 +964,7 @@ static void unload_command(NpdWorker *w, const char *name, gpointer tag)
     post_command_done(w, tag, NULL);
 }
 
-/* FALSE when the worker must stop. */
+/* ForgetCache: uid's cached sequences, in every loaded model. */
 static void forget_cache(NpdWorker *w, guint32 uid)
 {
     GHashTableIter it;
@@ -977,6 +977,7 @@ static void forget_cache(NpdWorker *w, guint32 uid)
     malloc_trim(0);
 }
 
+/* FALSE when the worker must stop. */
 static gboolean handle_command(NpdWorker *w, Command *cmd)
 {
     GError *error = NULL;
