@@ -90,6 +90,15 @@ class KvReuseTest(tb.ServiceTestCase):
         self.assertEqual(stats2c["cached_tokens"], stats2c["prompt_tokens"] - 1)
         self.assertEqual(text2c, text2)
 
+    def test_client_forget_cache(self):
+        c = self.client()
+        c.run(PROMPT, variant_dict(GREEDY))
+        r = self.run_client("forget-cache")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        _, _, stats = c.run(PROMPT, variant_dict(GREEDY))
+        self.assertEqual(stats["cached_tokens"], 0)
+        self.assertEqual(self.run_client("forget-cache", "extra").returncode, 2)
+
     def test_unload_frees_caches(self):
         c = self.client()
         c.run(PROMPT, variant_dict(GREEDY))
