@@ -10,6 +10,7 @@ static const char summary[] =
     "  models                    list the installed models\n"
     "  status                    show the service's state\n"
     "  load NAME | unload NAME   load or unload a model (needs authorization)\n"
+    "  forget-cache              drop the conversations the service keeps for your requests\n"
     "  add FILE [--name NAME]    install a GGUF model for the service (needs authorization)\n"
     "  import-ollama NAME[:TAG]  install a model from your Ollama store (~/.ollama/models)\n"
     "  remove NAME               remove a model installed with add (needs authorization)\n"

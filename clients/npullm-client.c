@@ -421,6 +421,24 @@ static int run_unload(Client *c, int argc, char **argv)
     return run_model_op(c, FALSE, argc, argv);
 }
 
+/* ForgetCache: the service drops the conversations it keeps for this
+ * user's requests (KV reuse). */
+static int run_forget_cache(Client *c, int argc, char **argv)
+{
+    if (argc != 0) {
+        g_printerr("npullm-client: forget-cache takes no arguments\n");
+        return NPC_EXIT_USAGE;
+    }
+    g_autoptr(GError) error = NULL;
+    GAsyncResult *res = NULL;
+    npullm_client_forget_cache_async(c->lib, NULL, store_result, &res);
+    gboolean ok = npullm_client_forget_cache_finish(c->lib, wait_result(&res), &error);
+    g_object_unref(res);
+    if (ok && c->out.json)
+        npc_output_message(&c->out, "done", "ForgetCache");
+    return report(c, ok, error);
+}
+
 /* A request object by path: the service lets only its creator's
  * connection cancel it (the library's requests cancel themselves). */
 static int run_cancel(Client *c, int argc, char **argv)
@@ -484,6 +502,7 @@ static const struct {
     {"status", run_status},
     {"load", run_load},
     {"unload", run_unload},
+    {"forget-cache", run_forget_cache},
     {"cancel", run_cancel},
     {"add", run_add},
     {"remove", run_remove},

@@ -439,6 +439,7 @@ npl_status npl_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n
         }
         bool last = done + c == n;
         forward_step(m, tokens + done, NULL, c, last ? c - 1 : c, false);
+        memcpy(s->hist + s->pos, tokens + done, c * sizeof *tokens);
         s->pos += (uint32_t)c;
         done += c;
     }
@@ -495,7 +496,7 @@ npl_status npl_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens,
         }
         forward_step(m, tokens + b0, NULL, c, 0, false);
         for (size_t r = 0; r < c; r++)
-            seqs[b0 + r]->pos++;
+            seqs[b0 + r]->hist[seqs[b0 + r]->pos++] = tokens[b0 + r];
     }
     return NPL_OK;
 }
@@ -545,6 +546,8 @@ npl_status npl_prefill_embeddings(npl_model *m, npl_seq *s, const float *embd, s
             m->fw.row_pos[i] = s->pos + (uint32_t)i;
         }
         forward_step(m, NULL, embd + done * e, c, done + c == n ? c - 1 : c, bidirectional);
+        for (size_t i = 0; i < c; i++) /* no token: never matched by a pool */
+            s->hist[s->pos + i] = -1;
         s->pos += (uint32_t)c;
         done += c;
     }

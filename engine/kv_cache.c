@@ -77,7 +77,8 @@ npl_seq *npl_seq_create(npl_model *m, uint32_t n_ctx, npl_error *err)
     s->k_cache = calloc(bytes, 1);
     s->v_cache = calloc(bytes, 1);
     s->logits = malloc((size_t)hp->n_vocab * sizeof *s->logits);
-    if (!s->k_cache || !s->v_cache || !s->logits) {
+    s->hist = malloc((size_t)n_ctx * sizeof *s->hist);
+    if (!s->k_cache || !s->v_cache || !s->logits || !s->hist) {
         npl_error_set(err, NPL_ERR_NOMEM, "out of memory for a KV cache of %u tokens (%zu MiB)", n_ctx,
                       (bytes * 2) >> 20);
         npl_seq_free(s);
@@ -100,7 +101,18 @@ void npl_seq_free(npl_seq *s)
     free(s->v_cache);
     free(s->logits);
     free(s->kv_layer_off);
+    free(s->hist);
     free(s);
+}
+
+size_t npl_seq_bytes(const npl_seq *s)
+{
+    const npl_model *m = s->model;
+    size_t rows = 0;
+    for (uint32_t l = 0; l < m->hp.n_layer; l++)
+        rows += (size_t)npl_kv_rows(s, l) * m->hp.n_head_kv;
+    return 2 * rows * m->kv_row_bytes + (s->logits ? (size_t)m->hp.n_vocab * sizeof *s->logits : 0) +
+           (size_t)s->n_ctx * sizeof *s->hist;
 }
 
 uint32_t npl_seq_n_ctx(const npl_seq *s)

@@ -143,6 +143,10 @@ struct npl_seq {
      * in cached values (rows * head_dim) so that it reads the same in
      * every format; npl_kv_head_offset turns it into bytes. */
     size_t *kv_layer_off;
+    /* n_ctx: the token at each cached position, -1 for embedding rows
+     * (images), so a pool can match a new prompt against it
+     * (engine/kv_pool.c). Kept on the CPU path only. */
+    int32_t *hist;
     struct npl_npu_seq *npu; /* engine/backend_npu.c: the KV cache on the NPU device, or NULL */
 };
 
@@ -162,6 +166,11 @@ void npl_model_info_fill(npl_model *m);
 /* engine/forward.c */
 npl_status npl_forward_ws_init(npl_model *m, npl_error *err);
 void npl_forward_ws_free(npl_forward_ws *fw);
+
+/* engine/kv_cache.c: bytes a sequence holds (its K and V arrays whole,
+ * its logits when it has them, its tokens): what a pool counts, as an
+ * allocator may have touched every page. */
+size_t npl_seq_bytes(const npl_seq *s);
 
 /* engine/kv_cache.c: rows a layer keeps per KV head. */
 static inline uint32_t npl_kv_rows(const npl_seq *s, uint32_t layer)

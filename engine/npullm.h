@@ -127,6 +127,40 @@ npl_status npl_prefill_embeddings(npl_model *m, npl_seq *s, const float *embd, s
 npl_status npl_model_embed_tokens(const npl_model *m, const int32_t *tokens, size_t n, float *out,
                                   npl_error *err);
 
+/* ---- KV cache pool: prefix reuse across requests ----------------------
+ *
+ * Finished sequences kept for later requests of the same owner (an
+ * opaque number: the service uses the client's uid), within a budget of
+ * bytes, least recently used first out. A new prompt starts from the
+ * longest token prefix it shares with one of its owner's cached
+ * sequences and prefills only the rest; greedy output is bit-identical
+ * to a prefill from scratch (every row of a forward step is computed
+ * independently). Sliding-window layers that a sequence keeps as a ring
+ * (npl_seq) reuse a prefix only while the ring still holds the window
+ * before its end; otherwise the prompt is prefilled from scratch.
+ * Sequences on an NPU device are never reused (acquire reports 0).
+ * Not thread-safe: one thread uses a pool, like the model's forward. */
+typedef struct npl_kv_pool npl_kv_pool;
+
+npl_kv_pool *npl_kv_pool_create(npl_model *m, uint64_t budget_bytes, npl_error *err);
+void npl_kv_pool_free(npl_kv_pool *p); /* frees every cached sequence; before the model */
+
+/* A new sequence of n_ctx positions for the prompt tokens[0..n): its first
+ * *reused positions (at most n - 1, so the prefill of the rest computes
+ * the logits) already hold the prompt's prefix. */
+npl_seq *npl_kv_pool_acquire(npl_kv_pool *p, uint64_t owner, const int32_t *tokens, size_t n, uint32_t n_ctx,
+                             uint32_t *reused, npl_error *err);
+
+/* Hands a finished sequence of owner to the pool (which frees it, or a
+ * cached one it extends, or the least recently used ones over budget). */
+void npl_kv_pool_release(npl_kv_pool *p, uint64_t owner, npl_seq *s);
+
+/* Frees every cached sequence of owner; returns how many. */
+size_t npl_kv_pool_forget(npl_kv_pool *p, uint64_t owner);
+
+size_t npl_kv_pool_count(const npl_kv_pool *p);
+uint64_t npl_kv_pool_bytes(const npl_kv_pool *p); /* held by the cached sequences (KV arrays whole) */
+
 /* ---- chat prompts ----------------------------------------------------- */
 
 typedef struct npl_chat_message {

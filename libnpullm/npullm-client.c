@@ -766,6 +766,44 @@ gboolean npullm_client_unload_model_finish(NpullmClient *self, GAsyncResult *res
 }
 
 /**
+ * npullm_client_forget_cache_async:
+ * @self: the client
+ * @cancellable: (nullable): a #GCancellable
+ * @callback: (scope async): called when the caches are dropped
+ * @user_data: data for @callback
+ *
+ * Drops the KV caches the service keeps for prefix reuse of the calling
+ * user's requests (ForgetCache; needs the org.npullm.generate polkit
+ * action). Later requests prefill their whole prompt again.
+ *
+ * Since: 1.0
+ */
+void npullm_client_forget_cache_async(NpullmClient *self, GCancellable *cancellable, GAsyncReadyCallback callback,
+                                      gpointer user_data)
+{
+    g_return_if_fail(NPULLM_IS_CLIENT(self));
+    manager_call(self, npullm_client_forget_cache_async, NPP_MANAGER_IFACE, "ForgetCache", NULL, NULL,
+                 cancellable, callback, user_data);
+}
+
+/**
+ * npullm_client_forget_cache_finish:
+ * @self: the client
+ * @result: the result given to the callback
+ * @error: return location for an error
+ *
+ * Finishes npullm_client_forget_cache_async().
+ *
+ * Returns: %TRUE when the caches are dropped
+ *
+ * Since: 1.0
+ */
+gboolean npullm_client_forget_cache_finish(NpullmClient *self, GAsyncResult *result, GError **error)
+{
+    return manager_call_finish(self, result, error);
+}
+
+/**
  * npullm_client_set_idle_timeout_async:
  * @self: the client
  * @seconds: seconds without requests before a model is unloaded

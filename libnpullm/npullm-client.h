@@ -42,6 +42,9 @@ NPULLM_EXPORT void npullm_client_unload_model_async(NpullmClient *self, const ch
                                                     GCancellable *cancellable, GAsyncReadyCallback callback,
                                                     gpointer user_data);
 NPULLM_EXPORT gboolean npullm_client_unload_model_finish(NpullmClient *self, GAsyncResult *result, GError **error);
+NPULLM_EXPORT void npullm_client_forget_cache_async(NpullmClient *self, GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+NPULLM_EXPORT gboolean npullm_client_forget_cache_finish(NpullmClient *self, GAsyncResult *result, GError **error);
 NPULLM_EXPORT void npullm_client_set_idle_timeout_async(NpullmClient *self, guint seconds,
                                                         GCancellable *cancellable, GAsyncReadyCallback callback,
                                                         gpointer user_data);

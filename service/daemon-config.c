@@ -1,6 +1,7 @@
 #include "daemon-config.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #ifndef NPD_DEFAULT_CONFIG_PATH
 #define NPD_DEFAULT_CONFIG_PATH "/etc/npullm/npullm.conf"
@@ -43,6 +44,7 @@ static void config_set_defaults(NpdConfig *cfg)
     cfg->max_images_in_flight = 4;
     cfg->max_image_memory = 512 * 1024 * 1024;
     cfg->auth_timeout = 30;
+    cfg->kv_cache_mib = NPD_KV_CACHE_AUTO;
 }
 
 static gboolean parse_device(const char *text, NpdDevice *out, GError **error)
@@ -137,6 +139,7 @@ static gboolean config_read_file(NpdConfig *cfg, const char *path, gboolean must
     READ_UINT(kf, "Limits", "MaxImagesPerUser", 1, 1024, cfg->max_images_per_user);
     READ_UINT(kf, "Limits", "MaxImagesInFlight", 1, 1024, cfg->max_images_in_flight);
     READ_UINT(kf, "Limits", "MaxImageMemory", 1024 * 1024, G_MAXUINT64, cfg->max_image_memory);
+    READ_UINT(kf, "Limits", "KvCacheMiB", 0, 1u << 24, cfg->kv_cache_mib);
     READ_UINT(kf, "Authorization", "Timeout", 1, 3600, cfg->auth_timeout);
     return TRUE;
 }
@@ -230,4 +233,13 @@ const char *npd_device_request(NpdDevice device)
         break;
     }
     return "cpu";
+}
+
+guint64 npd_kv_cache_budget(const NpdConfig *cfg)
+{
+    if (cfg->kv_cache_mib != NPD_KV_CACHE_AUTO)
+        return (guint64)cfg->kv_cache_mib << 20;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    guint64 ram = pages > 0 && page > 0 ? (guint64)pages * (guint64)page : 0;
+    return MIN(ram / 8, (guint64)1 << 30);
 }

@@ -12,6 +12,8 @@ typedef enum {
     NPD_DEVICE_NPU_EMU,
 } NpdDevice;
 
+#define NPD_KV_CACHE_AUTO G_MAXUINT
+
 typedef struct {
     gboolean session_bus;
     gboolean verbose;
@@ -39,6 +41,9 @@ typedef struct {
      * they hold (encoded, decoding, preprocessed) */
     guint max_images_in_flight;
     guint64 max_image_memory;
+    /* KV caches kept for prefix reuse, per loaded model, in MiB:
+     * NPD_KV_CACHE_AUTO = sized from RAM, 0 = no reuse */
+    guint kv_cache_mib;
     guint auth_timeout;      /* seconds */
 } NpdConfig;
 
@@ -50,5 +55,9 @@ void npd_config_clear(NpdConfig *cfg);
 
 /* The engine's name for the requested device (npl_device_resolve). */
 const char *npd_device_request(NpdDevice device);
+
+/* Bytes of KV cache kept per loaded model for prefix reuse: KvCacheMiB,
+ * or when not set an eighth of the RAM, at most 1 GiB. */
+guint64 npd_kv_cache_budget(const NpdConfig *cfg);
 
 #endif

@@ -36,7 +36,6 @@ typedef struct {
     GList *requests;     /* NpdRequest*, including finished ones kept for reading */
 } NpdClient;
 
-#define NPD_UID_UNKNOWN G_MAXUINT32
 
 typedef struct NpdDaemon NpdDaemon;
 

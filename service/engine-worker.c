@@ -60,6 +60,7 @@ typedef struct {
     gchar *name;
     gchar *path;
     npl_model *model;
+    npl_kv_pool *kv_pool; /* finished sequences by uid, for prefix reuse */
     npl_vision *vision;   /* its projector, when NAME.mmproj.gguf loaded */
     gchar *vision_error;  /* why not, when the file exists but did not load */
     gint64 last_used; /* monotonic usec */
@@ -91,6 +92,7 @@ typedef struct {
     npl_vision_encoding *encoding;
     gboolean image_fed;
     size_t n_prefilled;
+    guint32 n_cached; /* of them, reused from the pool */
     int32_t pending; /* sampled token to append in the next decode step */
     Phase phase;
     guint64 admit_order;
@@ -109,6 +111,7 @@ typedef enum {
     CMD_LOAD,
     CMD_UNLOAD,
     CMD_SET_IDLE,
+    CMD_FORGET_CACHE,
     CMD_QUIT,
 } CommandKind;
 
@@ -120,6 +123,7 @@ typedef struct {
     gchar *path;
     gpointer tag;
     guint seconds;
+    guint32 uid;
     gint64 t_submit;
 } Command;
 
@@ -167,6 +171,7 @@ static void loaded_model_free(LoadedModel *lm)
 {
     npl_vision_free(lm->vision);
     g_free(lm->vision_error);
+    npl_kv_pool_free(lm->kv_pool);
     npl_model_free(lm->model);
     g_free(lm->name);
     g_free(lm->path);
@@ -329,8 +334,17 @@ static LoadedModel *ensure_loaded(NpdWorker *w, const char *name, const char *pa
         npl_vision_free(vision);
         return NULL;
     }
+    npl_kv_pool *kv_pool = npl_kv_pool_create(model, w->cfg.kv_cache_bytes, &err);
+    if (kv_pool == NULL) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_MODEL_LOAD_FAILED, "loading model '%s' failed: %s", name,
+                    err.message);
+        npl_model_free(model);
+        npl_vision_free(vision);
+        return NULL;
+    }
     lm = g_new0(LoadedModel, 1);
     lm->name = g_strdup(name);
+    lm->kv_pool = kv_pool;
     lm->path = g_strdup(path);
     lm->model = model;
     lm->vision = vision;
@@ -418,11 +432,20 @@ static void post_finished(NpdWorker *w, guint64 job_id, NpdFinishReason reason, 
     post_event(w, ev);
 }
 
+/* Text requests of a known user go through the model's KV pool: reused
+ * only for that same uid, so the time to first token tells nobody what
+ * another user asked. Image requests are not cached. */
+static gboolean reuses_cache(const ActiveJob *aj)
+{
+    return aj->lm != NULL && aj->job->image == NULL && aj->job->uid != NPD_UID_UNKNOWN;
+}
+
 static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, GError *error)
 {
     gint64 now = g_get_monotonic_time();
     NpdJobStats stats = {
         .prompt_tokens = (guint32)aj->prompt.n + aj->n_image,
+        .cached_tokens = aj->n_cached,
         .generated_tokens = aj->generated,
         .total_time_ms = (double)(now - aj->t_submit) / 1000.0,
         .seed = aj->job->sampling.seed,
@@ -438,7 +461,10 @@ static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, G
     npl_vision_encoding_free(aj->encoding);
     npl_stream_free(aj->stream);
     npl_sampler_free(aj->sampler);
-    npl_seq_free(aj->seq);
+    if (aj->seq != NULL && reuses_cache(aj))
+        npl_kv_pool_release(aj->lm->kv_pool, aj->job->uid, aj->seq);
+    else
+        npl_seq_free(aj->seq);
     npl_tokens_free(&aj->prompt);
     npl_buf_free(&aj->text);
     npl_buf_free(&aj->answer);
@@ -704,7 +730,14 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
                                   n_prompt, max_tokens, ctx_limit));
         return;
     }
-    aj->seq = npl_seq_create(lm->model, (uint32_t)(n_prompt + max_tokens), &err);
+    uint32_t n_ctx = (uint32_t)(n_prompt + max_tokens);
+    if (reuses_cache(aj)) {
+        aj->seq = npl_kv_pool_acquire(lm->kv_pool, job->uid, aj->prompt.ids, aj->prompt.n, n_ctx, &aj->n_cached,
+                                      &err);
+        aj->n_prefilled = aj->n_cached;
+    } else {
+        aj->seq = npl_seq_create(lm->model, n_ctx, &err);
+    }
     if (aj->seq == NULL) {
         fail_active(w, aj, err.code, "allocating the KV cache", &err);
         return;
@@ -969,6 +1002,19 @@ static void unload_command(NpdWorker *w, const char *name, gpointer tag)
     post_command_done(w, tag, NULL);
 }
 
+/* ForgetCache: uid's cached sequences, in every loaded model. */
+static void forget_cache(NpdWorker *w, guint32 uid)
+{
+    GHashTableIter it;
+    gpointer value;
+    size_t n = 0;
+    g_hash_table_iter_init(&it, w->models);
+    while (g_hash_table_iter_next(&it, NULL, &value))
+        n += npl_kv_pool_forget(((LoadedModel *)value)->kv_pool, uid);
+    g_message("dropped %zu cached conversation(s) of uid %u", n, uid);
+    malloc_trim(0);
+}
+
 /* FALSE when the worker must stop. */
 static gboolean handle_command(NpdWorker *w, Command *cmd)
 {
@@ -994,6 +1040,10 @@ static gboolean handle_command(NpdWorker *w, Command *cmd)
         break;
     case CMD_SET_IDLE:
         w->cfg.idle_timeout = cmd->seconds;
+        break;
+    case CMD_FORGET_CACHE:
+        forget_cache(w, cmd->uid);
+        post_command_done(w, cmd->tag, NULL);
         break;
     case CMD_QUIT:
         go_on = FALSE;
@@ -1143,5 +1193,14 @@ void npd_worker_set_idle_timeout(NpdWorker *w, guint seconds)
     Command *cmd = g_new0(Command, 1);
     cmd->kind = CMD_SET_IDLE;
     cmd->seconds = seconds;
+    send_command(w, cmd);
+}
+
+void npd_worker_forget_cache(NpdWorker *w, guint32 uid, gpointer tag)
+{
+    Command *cmd = g_new0(Command, 1);
+    cmd->kind = CMD_FORGET_CACHE;
+    cmd->uid = uid;
+    cmd->tag = tag;
     send_command(w, cmd);
 }

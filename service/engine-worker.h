@@ -48,6 +48,9 @@ typedef struct {
 
 void npd_image_pixels_free(NpdImagePixels *px);
 
+/* A uid the bus would not tell (NpdJob.uid, NpdClient.uid). */
+#define NPD_UID_UNKNOWN G_MAXUINT32
+
 /* What to generate; immutable once submitted (the worker owns it). */
 typedef struct {
     guint64 id;
@@ -70,6 +73,7 @@ void npd_job_free(NpdJob *job);
 
 typedef struct {
     guint32 prompt_tokens;
+    guint32 cached_tokens; /* prompt positions reused from the user's KV caches */
     guint32 generated_tokens;
     double time_to_first_token_ms;
     double tokens_per_second;
@@ -83,7 +87,7 @@ typedef enum {
     NPD_EVENT_THINKING,     /* job_id, text: the model's thinking (<think>...</think>) */
     NPD_EVENT_FINISHED,     /* job_id, reason, stats, error (when reason is error) */
     NPD_EVENT_MODELS,       /* loaded_models changed */
-    NPD_EVENT_COMMAND_DONE, /* tag, error (LoadModel/UnloadModel) */
+    NPD_EVENT_COMMAND_DONE, /* tag, error (LoadModel/UnloadModel/ForgetCache) */
 } NpdEventKind;
 
 typedef struct {
@@ -111,6 +115,7 @@ typedef struct {
     guint max_context;
     guint default_max_tokens;
     guint idle_timeout;
+    guint64 kv_cache_bytes; /* per loaded model, for prefix reuse; 0 = none */
 } NpdWorkerConfig;
 
 typedef struct NpdWorker NpdWorker;
@@ -128,5 +133,8 @@ void npd_worker_cancel(NpdWorker *w, guint64 job_id);
 void npd_worker_load(NpdWorker *w, const char *name, const char *path, gpointer tag);
 void npd_worker_unload(NpdWorker *w, const char *name, gpointer tag);
 void npd_worker_set_idle_timeout(NpdWorker *w, guint seconds);
+/* Drops the KV caches kept for uid's requests, in every loaded model;
+ * completion arrives as NPD_EVENT_COMMAND_DONE carrying tag. */
+void npd_worker_forget_cache(NpdWorker *w, guint32 uid, gpointer tag);
 
 #endif

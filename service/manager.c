@@ -196,6 +196,18 @@ static gboolean run_unload(PendingCall *p)
     return FALSE;
 }
 
+/* ForgetCache: answered from npd_manager_handle_command_done. Only the
+ * caller's own uid: nobody drops (or learns about) another user's. */
+static gboolean run_forget_cache(PendingCall *p)
+{
+    if (p->client->uid == NPD_UID_UNKNOWN) {
+        g_dbus_method_invocation_return_value(p->invocation, NULL); /* such callers are never cached */
+        return FALSE;
+    }
+    npd_worker_forget_cache(p->daemon->worker, p->client->uid, p->invocation);
+    return FALSE;
+}
+
 static gboolean run_set_idle_timeout(PendingCall *p)
 {
     NpdDaemon *d = p->daemon;
@@ -461,6 +473,12 @@ static gboolean prepare_unload(NpdDaemon *d, GDBusMethodInvocation *inv, Pending
     return prepare_model_op(d, p, params, TRUE, error);
 }
 
+static gboolean prepare_forget_cache(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
+                                     GError **error)
+{
+    return TRUE; /* no arguments */
+}
+
 /* ---- the method table: method -> polkit action -> handlers -------------- */
 
 static const NpdManagerMethod manager_methods[] = {
@@ -471,6 +489,7 @@ static const NpdManagerMethod manager_methods[] = {
     {"ListModels", NULL, NULL, NULL, list_models, FALSE},
     {"LoadModel", NPD_ACTION_MANAGE, prepare_load, run_load, NULL, FALSE},
     {"UnloadModel", NPD_ACTION_MANAGE, prepare_unload, run_unload, NULL, FALSE},
+    {"ForgetCache", NPD_ACTION_GENERATE, prepare_forget_cache, run_forget_cache, NULL, FALSE},
 };
 
 /* ---- the property table: property -> getter -> emits-changed ------------ */

@@ -212,6 +212,7 @@ static int run(NpdDaemon *d)
         .max_context = d->cfg->max_context,
         .default_max_tokens = d->cfg->default_max_tokens,
         .idle_timeout = d->cfg->idle_timeout,
+        .kv_cache_bytes = npd_kv_cache_budget(d->cfg),
     };
     d->worker = npd_worker_new(&wcfg, g_main_context_default(), on_worker_event, d);
 

@@ -147,6 +147,7 @@ static GVariant *stats_variant(const NpdRequest *r, const NpdEvent *ev)
     GVariantBuilder b;
     g_variant_builder_init(&b, G_VARIANT_TYPE_VARDICT);
     g_variant_builder_add(&b, "{sv}", "prompt_tokens", g_variant_new_uint32(ev->stats.prompt_tokens));
+    g_variant_builder_add(&b, "{sv}", "cached_tokens", g_variant_new_uint32(ev->stats.cached_tokens));
     g_variant_builder_add(&b, "{sv}", "generated_tokens", g_variant_new_uint32(ev->stats.generated_tokens));
     g_variant_builder_add(&b, "{sv}", "time_to_first_token_ms",
                           g_variant_new_double(ev->stats.time_to_first_token_ms));

@@ -185,6 +185,10 @@ static int case_stream(int argc, char **argv)
     g_clear_object(&res);
     while (g_strv_contains(npullm_client_get_loaded_models(client), "tiny2"))
         g_main_context_iteration(NULL, TRUE);
+    /* the caller's own KV caches (ForgetCache) */
+    npullm_client_forget_cache_async(client, NULL, store_result, &res);
+    CHECK(npullm_client_forget_cache_finish(client, wait_result(&res), &error));
+    g_clear_object(&res);
     npullm_client_load_model_async(client, "nonexistent", NULL, store_result, &res);
     CHECK(!npullm_client_load_model_finish(client, wait_result(&res), &error));
     CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NO_SUCH_MODEL));

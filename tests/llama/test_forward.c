@@ -13,22 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "llama_test.h"
-#include "npullm.h"
-
-static npl_model *load(int threads, uint32_t chunk)
-{
-    npl_model_params p;
-    npl_model_params_default(&p);
-    p.n_threads = threads;
-    p.prefill_chunk = chunk;
-    p.kv_type = getenv("NPULLM_TEST_KV_TYPE");
-    npl_error err;
-    npl_model *m = npl_model_load(lt_current.arg, &p, &err);
-    if (!m)
-        fprintf(stderr, "cannot load %s: %s\n", lt_current.arg ? lt_current.arg : "(no model given)", err.message);
-    return m;
-}
+#include "llama_model_test.h"
 
 /* A prompt of n ids spread over the vocabulary (BOS first). */
 static void make_prompt(int32_t *ids, size_t n, uint32_t seed, uint32_t n_vocab)
@@ -41,20 +26,11 @@ static void make_prompt(int32_t *ids, size_t n, uint32_t seed, uint32_t n_vocab)
     }
 }
 
-static int32_t argmax(const float *v, uint32_t n)
-{
-    int32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = (int32_t)i;
-    return best;
-}
-
 enum { N_SEQ = 5, STEPS = 6 }; /* 5: a group of four vectors plus one */
 
 static void test_batch_equals_alone(void)
 {
-    npl_model *m = load(2, 0);
+    npl_model *m = lt_load_model(2, 0);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     const size_t plen[N_SEQ] = {5, 37, 300, 1, 64};
@@ -73,7 +49,7 @@ static void test_batch_equals_alone(void)
             const float *lg = npl_seq_logits(q);
             REQUIRE(lg);
             memcpy(full_alone + ((size_t)s * STEPS + t) * nv, lg, nv * sizeof(float));
-            alone_tok[s][t] = argmax(lg, nv);
+            alone_tok[s][t] = lt_argmax(lg, nv);
             CHECK(npl_decode(m, &q, &alone_tok[s][t], 1, &err) == NPL_OK);
         }
         npl_seq_free(q);
@@ -94,7 +70,7 @@ static void test_batch_equals_alone(void)
             REQUIRE(lg);
             CHECKF(memcmp(lg, full_alone + ((size_t)s * STEPS + t) * nv, nv * sizeof(float)) == 0,
                    "sequence %d step %d: batched logits differ from alone", s, t);
-            toks[j] = argmax(lg, nv);
+            toks[j] = lt_argmax(lg, nv);
             CHECK(toks[j] == alone_tok[s][t]);
             batch[j] = seqs[s];
         }
@@ -111,7 +87,7 @@ static void test_batch_equals_alone(void)
 /* Prefill in 16-token chunks (one model) vs 256 (another), then decode. */
 static void test_chunked_prefill(void)
 {
-    npl_model *m16 = load(2, 16), *m256 = load(2, 256);
+    npl_model *m16 = lt_load_model(2, 16), *m256 = lt_load_model(2, 256);
     REQUIRE(m16 && m256);
     uint32_t nv = npl_model_get_info(m16)->n_vocab;
     static int32_t prompt[300];
@@ -128,8 +104,8 @@ static void test_chunked_prefill(void)
         for (uint32_t i = 0; i < nv; i++)
             max_diff = fmax(max_diff, fabs((double)la[i] - lb[i]));
         CHECKF(max_diff <= 1e-5, "step %d: chunk 16 vs 256 differ by %g", step, max_diff);
-        int32_t t = argmax(la, nv);
-        CHECK(t == argmax(lb, nv));
+        int32_t t = lt_argmax(la, nv);
+        CHECK(t == lt_argmax(lb, nv));
         CHECK(npl_decode(m16, &a, &t, 1, &err) == NPL_OK);
         CHECK(npl_decode(m256, &b, &t, 1, &err) == NPL_OK);
     }
@@ -142,7 +118,7 @@ static void test_chunked_prefill(void)
 /* max_tokens_this_call pauses between chunks; the result is the same. */
 static void test_paused_prefill(void)
 {
-    npl_model *m = load(2, 32);
+    npl_model *m = lt_load_model(2, 32);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     static int32_t prompt[200];
@@ -173,7 +149,7 @@ static void test_paused_prefill(void)
 
 static void test_threads_do_not_change_results(void)
 {
-    npl_model *m1 = load(1, 0), *m3 = load(3, 0);
+    npl_model *m1 = lt_load_model(1, 0), *m3 = lt_load_model(3, 0);
     REQUIRE(m1 && m3);
     uint32_t nv = npl_model_get_info(m1)->n_vocab;
     static int32_t prompt[70];
@@ -186,7 +162,7 @@ static void test_threads_do_not_change_results(void)
     for (int step = 0; step < 3; step++) {
         REQUIRE(npl_seq_logits(a) && npl_seq_logits(b));
         CHECK(memcmp(npl_seq_logits(a), npl_seq_logits(b), nv * sizeof(float)) == 0);
-        int32_t t = argmax(npl_seq_logits(a), nv);
+        int32_t t = lt_argmax(npl_seq_logits(a), nv);
         CHECK(npl_decode(m1, &a, &t, 1, &err) == NPL_OK);
         CHECK(npl_decode(m3, &b, &t, 1, &err) == NPL_OK);
     }
@@ -198,7 +174,7 @@ static void test_threads_do_not_change_results(void)
 
 static void test_context_overflow(void)
 {
-    npl_model *m = load(2, 0);
+    npl_model *m = lt_load_model(2, 0);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     int32_t prompt[40];
@@ -230,7 +206,7 @@ static void test_context_overflow(void)
 
 static void test_bad_inputs(void)
 {
-    npl_model *m = load(2, 0), *other = load(1, 0);
+    npl_model *m = lt_load_model(2, 0), *other = lt_load_model(1, 0);
     REQUIRE(m && other);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     npl_error err;
@@ -293,7 +269,7 @@ static void test_top_logprobs(void)
 
 static void test_model_info(void)
 {
-    npl_model *m = load(1, 0);
+    npl_model *m = lt_load_model(1, 0);
     REQUIRE(m);
     const npl_model_info *in = npl_model_get_info(m);
     CHECK(strcmp(in->architecture, "llama") == 0);

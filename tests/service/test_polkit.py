@@ -44,7 +44,9 @@ class MockPolkitTest(ServiceTestCase):
         self.assertEqual([s for s in c.signals if s[0].startswith("/org/npullm/Request")], [])
         # reading needs no authorization
         self.assertEqual(len(c.call("ListModels", reply="(aa{sv})")[0]), 3)  # broken, tiny, tiny2
+        self.assertDBusError("org.npullm.Error.NotAuthorized", c.call, "ForgetCache")
         self.polkit.allow(["org.npullm.generate"])
+        self.assertEqual(c.call("ForgetCache"), ())
         text, reason, _ = c.run("hi", OPTS)
         self.assertEqual(reason, "length")
 
