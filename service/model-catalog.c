@@ -442,6 +442,11 @@ static void scan(NpdModelCatalog *cat)
         cat->changed(cat->changed_data);
 }
 
+void npd_model_catalog_rescan(NpdModelCatalog *cat)
+{
+    scan(cat);
+}
+
 GPtrArray *npd_model_catalog_list(NpdModelCatalog *cat)
 {
     scan(cat);

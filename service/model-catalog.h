@@ -57,6 +57,9 @@ void npd_model_catalog_set_changed_func(NpdModelCatalog *cat, NpdModelCatalogCha
  * duplicate names. The array is the caller's, its entries the catalog's. */
 GPtrArray *npd_model_catalog_list(NpdModelCatalog *cat);
 
+/* Scans the roots now (ModelsChanged when the list changed). */
+void npd_model_catalog_rescan(NpdModelCatalog *cat);
+
 /* The first supported model by name, or NULL. */
 const NpdModelEntry *npd_model_catalog_default(NpdModelCatalog *cat);
 

@@ -336,7 +336,7 @@ static void install_done(GObject *source, GAsyncResult *res, gpointer data)
     g_dbus_connection_unregister_object(j->daemon->bus, j->reg_id);
     j->reg_id = 0;
     /* the new model is listed (and ModelsChanged sent) right away */
-    g_autoptr(GPtrArray) models = npd_model_catalog_list(j->daemon->catalog);
+    npd_model_catalog_rescan(j->daemon->catalog);
     job_free(j);
 }
 
@@ -516,7 +516,7 @@ static void remove_authorized(GError *auth_error, gpointer data)
         if (r->projector != NULL)
             unlink(r->projector);
         g_dbus_method_invocation_return_value(r->invocation, NULL);
-        g_autoptr(GPtrArray) models = npd_model_catalog_list(r->daemon->catalog);
+        npd_model_catalog_rescan(r->daemon->catalog);
     }
     removal_free(r);
 }
