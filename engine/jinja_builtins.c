@@ -456,8 +456,12 @@ jv jcall_method(jrender *r, const jv *self, jstr name, const jv *args, size_t n_
                 }
             return jv_int(p.n ? c : (int64_t)s.n + 1);
         }
-        if (name_is(name, "join"))
-            return join(r, ARG(0, NULL), s, NULL, line);
+        if (name_is(name, "join")) {
+            const jv *seq = ARG(0, NULL);
+            if (!seq)
+                jfail(r->a, "line %u: str.join needs an iterable argument", line);
+            return join(r, seq, s, NULL, line);
+        }
         if (name_is(name, "format")) { /* positional {} only */
             jsb b;
             jsb_init(&b, r->a, r->lim->max_output);

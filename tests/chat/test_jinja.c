@@ -158,6 +158,12 @@ static void case_errors(void)
     expect_error("{{ 9223372036854775807 + 1 }}", NULL, "overflow");
     expect_error("{{ 'abc' ", NULL, "not closed");
     expect_error("{% set x = 1 %}{% set x.y = 2 %}", NULL, "namespace");
+    /* Methods called with too few arguments fail with a message (fuzz-found: join). */
+    expect_error("{{ ','.join() }}", NULL, "needs an iterable");
+    expect_error("{{ 'a'.startswith() }}", NULL, "needs a string");
+    expect_error("{{ 'a'.replace('a') }}", NULL, "needs a string");
+    expect_error("{{ 'a'.find() }}", NULL, "needs a string");
+    expect_error("{{ {}.get() }}", NULL, "needs a string");
     /* bad template variables are errors too, not crashes */
     npl_jinja_output o;
     npl_error err = {0};
