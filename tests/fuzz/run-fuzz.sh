@@ -5,30 +5,46 @@
 # on any crash, leak or sanitizer report; crashing inputs are kept in
 # BUILD_DIR/fuzz-artifacts/.
 #
-# usage: tests/fuzz/run-fuzz.sh SECONDS BUILD_DIR
-# SECONDS is the total for all targets. BUILD_DIR was configured with:
+# usage: tests/fuzz/run-fuzz.sh SECONDS BUILD_DIR    explore: random seed, SECONDS in all
+#        tests/fuzz/run-fuzz.sh --fixed BUILD_DIR    reproducible: seed 1, a fixed number of
+#                                                    inputs per target (what CI runs, so a
+#                                                    CI result is the same on every machine)
+# BUILD_DIR was configured with:
 #   CC=clang meson setup BUILD_DIR -Dfuzzing=true -Db_lundef=false
+# A crash found by exploring becomes a file in the target's corpus (replayed by
+# the plain test suite) together with the fix.
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
-    echo "usage: $0 SECONDS BUILD_DIR" >&2
+    echo "usage: $0 SECONDS|--fixed BUILD_DIR" >&2
     exit 2
 fi
-seconds=$1
+mode=$1
 build=$(cd "$2" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 
-# name, seed corpus, dictionary, longest input
+# name, seed corpus, dictionary, longest input, inputs tried in --fixed mode
+# (about 40 s each on a 2-core machine of the CI kind)
 targets=(
-    "fuzz-gguf corpus-gguf gguf.dict 65536"
-    "fuzz-image corpus-image image.dict 16384"
-    "fuzz-template corpus-template template.dict 16384"
+    "fuzz-gguf corpus-gguf gguf.dict 65536 2500000"
+    "fuzz-image corpus-image image.dict 16384 4000000"
+    "fuzz-template corpus-template template.dict 16384 600000"
 )
-share=$(( seconds / ${#targets[@]} ))
-[ "$share" -ge 1 ] || share=1
+if [ "$mode" = --fixed ]; then
+    share=
+else
+    share=$(( mode / ${#targets[@]} ))
+    [ "$share" -ge 1 ] || share=1
+fi
 
 run_target() {
-    local name=$1 corpus=$2 dict=$3 max_len=$4
+    local name=$1 corpus=$2 dict=$3 max_len=$4 fixed_runs=$5
+    local bound
+    if [ -n "$share" ]; then
+        bound=(-max_total_time="$share")
+    else
+        bound=(-seed=1 -runs="$fixed_runs")
+    fi
     local target="$build/tests/fuzz/$name"
     if ! ninja -C "$build" "tests/fuzz/$name" >/dev/null || [ ! -x "$target" ]; then
         echo "$target not built: configure $build with -Dfuzzing=true (clang)" >&2
@@ -52,7 +68,7 @@ run_target() {
     fi
 
     local status=0
-    (cd "$work" && "$target" -max_total_time="$share" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
+    (cd "$work" && "$target" "${bound[@]}" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
         -dict="$here/$dict" -artifact_prefix="$work/artifacts/" -print_final_stats=1 \
         "$work/corpus") >"$work/log" 2>&1 || status=$?
 
@@ -67,7 +83,7 @@ run_target() {
         rm -rf "$work"
         return 1
     fi
-    echo "$name: no crashes in ${share}s; corpus grew to $(ls "$work/corpus" | wc -l) inputs"
+    echo "$name: no crashes in ${share:+${share}s}${share:-$fixed_runs inputs (seed 1)}; corpus grew to $(ls "$work/corpus" | wc -l) inputs"
     rm -rf "$work"
 }
 
