@@ -156,6 +156,26 @@ static npl_candidate median_pivot(const npl_candidate *c, size_t n)
     return b;
 }
 
+/* Hoare-style partition of c[lo..hi) around a median pivot; candidates are
+ * distinct under cand_before (ids differ), so no three-way split is needed.
+ * Returns split: c[lo..split) are not after the pivot, c[split..hi) not before. */
+static size_t partition(npl_candidate *c, size_t lo, size_t hi)
+{
+    npl_candidate pivot = median_pivot(c + lo, hi - lo);
+    size_t i = lo, j = hi - 1;
+    for (;;) {
+        while (cand_before(&c[i], &pivot))
+            i++;
+        while (cand_before(&pivot, &c[j]))
+            j--;
+        if (i >= j)
+            return j + 1;
+        cand_swap(&c[i], &c[j]);
+        i++;
+        j--;
+    }
+}
+
 /* Rearranges c[0..n) so that its k best candidates (in cand_before order)
  * come first, in no particular order. Quickselect with a depth limit that
  * falls back to sorting, so adversarial inputs cost O(n log n) at worst. */
@@ -170,23 +190,7 @@ static void select_best(npl_candidate *c, size_t n, size_t k)
             qsort(c + lo, hi - lo, sizeof(*c), cand_compare);
             return;
         }
-        npl_candidate pivot = median_pivot(c + lo, hi - lo);
-        /* Hoare-style partition around a value; candidates are distinct
-         * under cand_before (ids differ), so no three-way split is needed. */
-        size_t i = lo, j = hi - 1;
-        for (;;) {
-            while (cand_before(&c[i], &pivot))
-                i++;
-            while (cand_before(&pivot, &c[j]))
-                j--;
-            if (i >= j)
-                break;
-            cand_swap(&c[i], &c[j]);
-            i++;
-            j--;
-        }
-        /* Now c[lo..j] are all not-after pivot, c[j+1..hi) not-before. */
-        size_t split = j + 1;
+        size_t split = partition(c, lo, hi);
         if (k < split)
             hi = split;
         else if (k > split)
@@ -262,20 +266,7 @@ static size_t select_mass(npl_candidate *c, size_t n, double target)
     double acc = 0.0;      /* mass of c[0..lo) */
     unsigned depth_left = 64;
     while (hi - lo > 16 && depth_left-- > 0) {
-        npl_candidate pivot = median_pivot(c + lo, hi - lo);
-        size_t i = lo, j = hi - 1;
-        for (;;) {
-            while (cand_before(&c[i], &pivot))
-                i++;
-            while (cand_before(&pivot, &c[j]))
-                j--;
-            if (i >= j)
-                break;
-            cand_swap(&c[i], &c[j]);
-            i++;
-            j--;
-        }
-        size_t split = j + 1;
+        size_t split = partition(c, lo, hi);
         if (split >= hi)
             break; /* no progress: let the sort below finish the job */
         double upper = mass_of(c + lo, split - lo);

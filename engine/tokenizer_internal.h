@@ -235,4 +235,9 @@ typedef struct npl_symbols {
 npl_status npl_symbols_reserve(npl_symbols *s, size_t n, npl_error *err);
 void npl_symbols_free(npl_symbols *s);
 
+/* Joins the two symbols of a popped candidate into its left one and
+ * returns that left index, or -1 when the candidate is stale (one side
+ * changed since it was queued). The caller sets the new span's id. */
+int32_t npl_symbols_merge(npl_symbols *s, npl_merge_cand c);
+
 #endif

@@ -98,3 +98,17 @@ void npl_symbols_free(npl_symbols *s)
     s->prev = s->next = s->id = NULL;
     s->n = s->cap = 0;
 }
+
+int32_t npl_symbols_merge(npl_symbols *s, npl_merge_cand c)
+{
+    int32_t left = npl_merge_cand_left(c);
+    uint32_t ll = s->len[left], rl = s->len[c.right];
+    if (ll == 0 || rl == 0 || ll + rl != c.size)
+        return -1;
+    s->len[left] = ll + rl;
+    s->len[c.right] = 0;
+    s->next[left] = s->next[c.right];
+    if (s->next[c.right] >= 0)
+        s->prev[s->next[c.right]] = left;
+    return left;
+}

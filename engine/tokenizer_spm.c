@@ -103,16 +103,9 @@ static npl_status spm_run(spm_session *s, size_t n, npl_tokens *out, npl_error *
             return st;
 
     while (s->heap.n > 0) {
-        npl_merge_cand c = npl_merge_heap_pop(&s->heap);
-        int32_t left = npl_merge_cand_left(c);
-        uint32_t ll = sym->len[left], rl = sym->len[c.right];
-        if (ll == 0 || rl == 0 || ll + rl != c.size)
-            continue; /* stale: one side changed since it was queued */
-        sym->len[left] = ll + rl;
-        sym->len[c.right] = 0;
-        sym->next[left] = sym->next[c.right];
-        if (sym->next[c.right] >= 0)
-            sym->prev[sym->next[c.right]] = left;
+        int32_t left = npl_symbols_merge(sym, npl_merge_heap_pop(&s->heap));
+        if (left < 0)
+            continue;
         if ((st = try_add_pair(s, sym->prev[left], left, err)) != NPL_OK)
             return st;
         if ((st = try_add_pair(s, left, sym->next[left], err)) != NPL_OK)
