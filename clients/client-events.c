@@ -196,6 +196,22 @@ void npc_output_error(NpcOutput *out, const GError *error)
     }
 }
 
+/* One JSON event whose members are the entries of an a{sv} dictionary. */
+static void event_of_dict(const char *kind, GVariant *dict)
+{
+    JsonBuilder *b = event_begin(kind);
+    GVariantIter it;
+    const char *key;
+    GVariant *value;
+    g_variant_iter_init(&it, dict);
+    while (g_variant_iter_next(&it, "{&sv}", &key, &value)) {
+        json_builder_set_member_name(b, key);
+        json_builder_add_value(b, json_gvariant_serialize(value));
+        g_variant_unref(value);
+    }
+    event_end(b);
+}
+
 void npc_output_models(NpcOutput *out, GVariant *models)
 {
     GVariantIter it;
@@ -206,17 +222,7 @@ void npc_output_models(NpcOutput *out, GVariant *models)
     g_variant_iter_init(&it, models);
     while ((entry = g_variant_iter_next_value(&it)) != NULL) {
         if (out->json) {
-            JsonBuilder *b = event_begin("model");
-            GVariantIter fields;
-            const char *key;
-            GVariant *value;
-            g_variant_iter_init(&fields, entry);
-            while (g_variant_iter_next(&fields, "{&sv}", &key, &value)) {
-                json_builder_set_member_name(b, key);
-                json_builder_add_value(b, json_gvariant_serialize(value));
-                g_variant_unref(value);
-            }
-            event_end(b);
+            event_of_dict("model", entry);
         } else {
             const char *name = "?", *arch = "?", *quant = "?";
             guint64 params = 0;
@@ -245,17 +251,7 @@ void npc_output_models(NpcOutput *out, GVariant *models)
 void npc_output_status(NpcOutput *out, GVariant *properties)
 {
     if (out->json) {
-        JsonBuilder *b = event_begin("status");
-        GVariantIter it;
-        const char *key;
-        GVariant *value;
-        g_variant_iter_init(&it, properties);
-        while (g_variant_iter_next(&it, "{&sv}", &key, &value)) {
-            json_builder_set_member_name(b, key);
-            json_builder_add_value(b, json_gvariant_serialize(value));
-            g_variant_unref(value);
-        }
-        event_end(b);
+        event_of_dict("status", properties);
         return;
     }
     static const char *const order[] = {"Version", "Device", "DeviceStatus", "DefaultModel", "LoadedModels",

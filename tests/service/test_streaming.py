@@ -59,6 +59,11 @@ class StreamingTest(ServiceTestCase):
         out = self.run_client("status")
         self.assertEqual(out.returncode, 0)
         self.assertRegex(out.stdout.decode(), r"Device\s+cpu")
+        out = self.run_client("--json", "status")
+        self.assertEqual(out.returncode, 0)
+        status = json.loads(out.stdout)
+        self.assertEqual(status["Device"], "cpu")
+        self.assertIn("LoadedModels", status)
 
     def test_chat_repl_pipe(self):
         out = self.run_client("--json", "chat", "--temperature", "0", "-n", "6",
