@@ -44,6 +44,8 @@ struct NpdPendingCall {
     NpdImageSource *image_src; /* DescribeImage: the caller's image until read */
     gchar *mmproj_path;        /* DescribeImage: the projector it is prepared for */
     NpdImagePixels *image;     /* DescribeImage: the image, preprocessed */
+    gpointer op;               /* a method's own state (AddModel's job, RemoveModel's removal) */
+    GDestroyNotify op_free;    /* frees op with the call, unless run took it */
 };
 
 void npd_pending_call_free(NpdPendingCall *p);

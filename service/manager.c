@@ -51,6 +51,8 @@ static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv, const 
 static void pending_free(PendingCall *p)
 {
     pending_free_image(p);
+    if (p->op != NULL)
+        p->op_free(p->op);
     p->client->pending_calls--;
     npd_client_release_if_idle(p->daemon, p->client);
     npd_client_unref(p->client);
@@ -490,6 +492,8 @@ static const NpdManagerMethod manager_methods[] = {
     {"LoadModel", NPD_ACTION_MANAGE, prepare_load, run_load, NULL, FALSE},
     {"UnloadModel", NPD_ACTION_MANAGE, prepare_unload, run_unload, NULL, FALSE},
     {"ForgetCache", NPD_ACTION_GENERATE, prepare_forget_cache, run_forget_cache, NULL, FALSE},
+    {"AddModel", NPD_ACTION_MANAGE, npd_model_add_prepare, npd_model_add_run, NULL, FALSE},
+    {"RemoveModel", NPD_ACTION_MANAGE, npd_model_remove_prepare, npd_model_remove_run, NULL, FALSE},
 };
 
 /* ---- the property table: property -> getter -> emits-changed ------------ */
@@ -640,9 +644,6 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
                                                   method);
         return;
     }
-    /* AddModel, RemoveModel: a job object of their own (model-install.c) */
-    if (npd_model_install_handle(d, method, inv, params))
-        return;
     const NpdManagerMethod *m = find_method(method);
     if (m == NULL) {
         g_dbus_method_invocation_return_error(inv, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD, "no method %s",

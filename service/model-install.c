@@ -10,7 +10,6 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "authorization.h"
 #include "dbus-errors.h"
 #include "request-options.h"
 
@@ -31,9 +30,8 @@ enum { PART_MODEL, PART_PROJECTOR, N_PARTS };
 
 typedef struct {
     NpdDaemon *daemon;
-    GDBusMethodInvocation *invocation; /* until answered */
+    NpdPendingCall *call; /* once running: keeps the caller's pending count (and --exit-on-idle away) */
     gchar *caller;
-    NpdClient *client; /* its pending call keeps --exit-on-idle away */
     gchar *name;
     gchar *dir;    /* the install directory, resolved */
     Part parts[N_PARTS]; /* fd -1: absent */
@@ -63,10 +61,8 @@ static void job_free(Job *j)
         g_free(j->parts[i].target);
         g_free(j->parts[i].tmp);
     }
-    if (j->client != NULL) {
-        j->client->pending_calls--;
-        npd_client_release_if_idle(j->daemon, j->client);
-        npd_client_unref(j->client);
+    if (j->call != NULL) {
+        npd_pending_call_free(j->call);
         npd_daemon_activity_changed(j->daemon);
     }
     g_free(j->caller);
@@ -342,15 +338,11 @@ static void install_done(GObject *source, GAsyncResult *res, gpointer data)
 
 static const GDBusInterfaceVTable job_vtable = {NULL, NULL, NULL, {NULL}};
 
-static void add_authorized(GError *auth_error, gpointer data)
+gboolean npd_model_add_run(NpdPendingCall *p)
 {
-    Job *j = data;
-    GDBusMethodInvocation *inv = g_steal_pointer(&j->invocation);
-    if (auth_error != NULL) {
-        g_dbus_method_invocation_return_gerror(inv, auth_error);
-        job_free(j);
-        return;
-    }
+    Job *j = g_steal_pointer(&p->op);
+    GDBusMethodInvocation *inv = p->invocation;
+    j->call = p;
     NpdDaemon *d = j->daemon;
     j->path = g_strdup_printf(NPD_MODEL_JOB_PATH_PREFIX "%" G_GUINT64_FORMAT, next_job_id++);
     GDBusInterfaceInfo *info = g_dbus_node_info_lookup_interface(d->introspection, NPD_MODEL_JOB_IFACE);
@@ -360,13 +352,15 @@ static void add_authorized(GError *auth_error, gpointer data)
         g_dbus_method_invocation_return_gerror(inv, error);
         g_error_free(error);
         job_free(j);
-        return;
+        return TRUE; /* freed with the job */
     }
     g_dbus_method_invocation_return_value(inv, g_variant_new("(o)", j->path));
     GTask *task = g_task_new(NULL, NULL, install_done, j);
     g_task_set_task_data(task, j, NULL);
     g_task_run_in_thread(task, install_thread);
     g_object_unref(task);
+    npd_daemon_activity_changed(d);
+    return TRUE; /* kept by the job until the copy ends */
 }
 
 static gboolean name_free(NpdDaemon *d, const char *name, GError **error)
@@ -431,8 +425,17 @@ static gboolean parse_options(GDBusMethodInvocation *inv, GVariant *options, Job
     return TRUE;
 }
 
-static gboolean add_prepare(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *params, Job *j, GError **error)
+gboolean npd_model_add_prepare(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+                               GError **error)
 {
+    Job *j = g_new0(Job, 1);
+    j->refs = 1;
+    j->daemon = d;
+    j->parts[PART_MODEL] = (Part){.what = "file", .fd = -1};
+    j->parts[PART_PROJECTOR] = (Part){.what = "projector", .fd = -1};
+    j->caller = g_strdup(g_dbus_method_invocation_get_sender(inv));
+    p->op = j;
+    p->op_free = (GDestroyNotify)job_free;
     gint32 index = -1;
     const char *name = NULL;
     g_autoptr(GVariant) options = NULL;
@@ -456,39 +459,9 @@ static gboolean add_prepare(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *
     return TRUE;
 }
 
-static void add_model(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *params)
-{
-    Job *j = g_new0(Job, 1);
-    j->refs = 1;
-    j->daemon = d;
-    j->parts[PART_MODEL] = (Part){.what = "file", .fd = -1};
-    j->parts[PART_PROJECTOR] = (Part){.what = "projector", .fd = -1};
-    j->caller = g_strdup(g_dbus_method_invocation_get_sender(inv));
-    g_autoptr(GError) error = NULL;
-    if (!add_prepare(d, inv, params, j, &error)) {
-        g_dbus_method_invocation_return_gerror(inv, error);
-        job_free(j);
-        return;
-    }
-    j->client = npd_client_ref(npd_client_get(d, j->caller));
-    if (j->client->pending_calls >= d->cfg->max_per_client) {
-        g_dbus_method_invocation_return_error_literal(inv, NPD_ERROR, NPD_ERROR_BUSY,
-                                                      "too many calls from this client are unfinished");
-        npd_client_unref(g_steal_pointer(&j->client));
-        job_free(j);
-        return;
-    }
-    j->client->pending_calls++;
-    npd_daemon_activity_changed(d);
-    j->invocation = inv;
-    npd_authorizer_check(d->authorizer, inv, NPD_ACTION_MANAGE, add_authorized, j);
-}
-
 /* ---- RemoveModel ------------------------------------------------------- */
 
 typedef struct {
-    NpdDaemon *daemon;
-    GDBusMethodInvocation *invocation;
     gchar *name;
     gchar *path;
     gchar *projector; /* NAME.mmproj.gguf installed with it, or NULL */
@@ -502,27 +475,28 @@ static void removal_free(Removal *r)
     g_free(r);
 }
 
-static void remove_authorized(GError *auth_error, gpointer data)
+gboolean npd_model_remove_run(NpdPendingCall *p)
 {
-    Removal *r = data;
-    if (auth_error != NULL) {
-        g_dbus_method_invocation_return_gerror(r->invocation, auth_error);
-    } else if (unlink(r->path) != 0) {
-        g_dbus_method_invocation_return_error(r->invocation, NPD_ERROR, NPD_ERROR_INTERNAL,
+    Removal *r = p->op;
+    if (unlink(r->path) != 0) {
+        g_dbus_method_invocation_return_error(p->invocation, NPD_ERROR, NPD_ERROR_INTERNAL,
                                               "removing model '%s' failed: %s", r->name, g_strerror(errno));
-    } else {
-        g_message("removed model %s (%s) for %s", r->name, r->path,
-                  g_dbus_method_invocation_get_sender(r->invocation));
-        if (r->projector != NULL)
-            unlink(r->projector);
-        g_dbus_method_invocation_return_value(r->invocation, NULL);
-        npd_model_catalog_rescan(r->daemon->catalog);
+        return FALSE;
     }
-    removal_free(r);
+    g_message("removed model %s (%s) for %s", r->name, r->path, p->client->name);
+    if (r->projector != NULL)
+        unlink(r->projector);
+    g_dbus_method_invocation_return_value(p->invocation, NULL);
+    npd_model_catalog_rescan(p->daemon->catalog);
+    return FALSE;
 }
 
-static gboolean remove_prepare(NpdDaemon *d, GVariant *params, Removal *r, GError **error)
+gboolean npd_model_remove_prepare(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+                                  GError **error)
 {
+    Removal *r = g_new0(Removal, 1);
+    p->op = r;
+    p->op_free = (GDestroyNotify)removal_free;
     const char *name = NULL;
     g_variant_get(params, "(&s)", &name);
     if (!npd_model_name_valid(name)) {
@@ -530,6 +504,7 @@ static gboolean remove_prepare(NpdDaemon *d, GVariant *params, Removal *r, GErro
         return FALSE;
     }
     r->name = g_strdup(name);
+    /* every listed model, also one that cannot be used (lookup refuses those) */
     g_autoptr(GPtrArray) models = npd_model_catalog_list(d->catalog);
     const NpdModelEntry *e = NULL;
     for (guint i = 0; i < models->len && e == NULL; i++)
@@ -562,20 +537,6 @@ static gboolean remove_prepare(NpdDaemon *d, GVariant *params, Removal *r, GErro
     return TRUE;
 }
 
-static void remove_model(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *params)
-{
-    Removal *r = g_new0(Removal, 1);
-    r->daemon = d;
-    r->invocation = inv;
-    g_autoptr(GError) error = NULL;
-    if (!remove_prepare(d, params, r, &error)) {
-        g_dbus_method_invocation_return_gerror(inv, error);
-        removal_free(r);
-        return;
-    }
-    npd_authorizer_check(d->authorizer, inv, NPD_ACTION_MANAGE, remove_authorized, r);
-}
-
 void npd_model_install_sweep(NpdDaemon *d)
 {
     const char *dir = d->cfg->model_dirs != NULL ? d->cfg->model_dirs[0] : NULL;
@@ -588,15 +549,4 @@ void npd_model_install_sweep(NpdDaemon *d)
         if (unlink(path) == 0)
             g_message("removed %s, left by an install that did not finish", path);
     }
-}
-
-gboolean npd_model_install_handle(NpdDaemon *d, const char *method, GDBusMethodInvocation *inv, GVariant *params)
-{
-    if (g_strcmp0(method, "AddModel") == 0)
-        add_model(d, inv, params);
-    else if (g_strcmp0(method, "RemoveModel") == 0)
-        remove_model(d, inv, params);
-    else
-        return FALSE;
-    return TRUE;
 }
