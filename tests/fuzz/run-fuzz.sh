@@ -83,7 +83,9 @@ run_target() {
         rm -rf "$work"
         return 1
     fi
-    echo "$name: no crashes in ${share:+${share}s}${share:-$fixed_runs inputs (seed 1)}; corpus grew to $(ls "$work/corpus" | wc -l) inputs"
+    local span="${share}s"
+    [ -n "$share" ] || span="$fixed_runs inputs (seed 1)"
+    echo "$name: no crashes in $span; corpus grew to $(ls "$work/corpus" | wc -l) inputs"
     rm -rf "$work"
 }
 
