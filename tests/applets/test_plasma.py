@@ -5,7 +5,7 @@ bus policy, polkit mock) with the small test models, driven by xdotool as a
 person would: the indicator shows the device, the model picker offers the
 usable models, a typed prompt streams an answer, a follow-up continues it,
 Copy copies it, a request waiting behind another shows its queue position
-and Stop stops it, "Ask about a screenshot" with a text-only
+and Stop stops it, npullmd stopping and coming back is followed, "Ask about a screenshot" with a text-only
 model is refused in words and answered by the vision model, a PNG of the
 open widget is saved and is not blank, and closing the viewer leaves the
 service idle.
@@ -77,6 +77,13 @@ class PlasmaWidgetTest(tb.ServiceTestCase):
         return v.wait_state(lambda s: not s["busy"] and len(s["turns"]) > before and s["entry"] == "",
                             timeout=120, what="the answer to %r" % prompt)
 
+    def hold_the_slot(self, client, model, paths):
+        """Another client's long answer on `model`, which then runs the
+        one request it may run (MaxRunning 1)."""
+        paths.append(client.generate("Tell me a very long story",
+                                     {"model": GLib.Variant("s", model), "max_tokens": GLib.Variant("u", 4000)}))
+        client.wait(lambda: client.prop("ActiveRequests") == 1)
+
     def test_1_indicator_shows_device(self):
         s = self.viewer.wait_state(lambda s: s["indicator"] == "CPU ○", what="the device in the indicator")
         self.assertEqual(s["deviceLine"], "CPU — no model loaded")
@@ -114,13 +121,8 @@ class PlasmaWidgetTest(tb.ServiceTestCase):
         # the question is typed (it must not end before Stop is clicked)
         c = self.client()
         blocker = []
-
-        def hold_the_slot():
-            blocker.append(c.generate("Tell me a very long story", {"max_tokens": GLib.Variant("u", 4000)}))
-            c.wait(lambda: c.prop("ActiveRequests") == 1)
-
         try:
-            self.ask("Are you there?", wait=False, before_return=hold_the_slot)
+            self.ask("Are you there?", wait=False, before_return=lambda: self.hold_the_slot(c, "tiny", blocker))
             s = v.wait_state(lambda s: s["status"] == "Waiting: 1 request ahead", what="the queue position")
             self.assertTrue(s["busy"])
             v.click(s["stop"])
@@ -178,7 +180,29 @@ class PlasmaWidgetTest(tb.ServiceTestCase):
         self.assertEqual(s["status"], "")
         self.assertEqual(s["turns"][0]["content"], "What is on the screen?")
 
-    def test_7_closing_leaves_service_idle(self):
+    def test_7_service_stops_and_comes_back(self):
+        v = self.viewer
+        c = self.client()
+        v.click(v.state()["newConversation"])
+        # test_6 picked the vision model
+        self.ask("Still there?", wait=False, before_return=lambda: self.hold_the_slot(c, "vision", []))
+        v.wait_state(lambda s: s["status"].startswith("Waiting"), what="the request waiting")
+        # npullmd goes away with the widget's request in its queue
+        rc = self.daemon.stop()
+        with open(self.daemon.log_path) as f:
+            log = f.read()
+        self.assertIn(rc, (0, None), log)
+        self.assertNotIn("CRITICAL", log)
+        s = v.wait_state(lambda s: not s["busy"] and s["deviceLine"] == "The npullm service is not running.",
+                         what="the widget noticing")
+        self.assertEqual(s["turns"], [])
+        self.assertEqual(s["entry"], "Still there?")
+        # and comes back: the widget follows the new owner of org.npullm
+        type(self).daemon = tb.Npullmd(self.bus, self.npullmd_path, [self.model_dir], self.CONFIG, self.ARGS)
+        v.wait_state(lambda s: s["deviceLine"] == "CPU — no model loaded" and len(s["models"]) == 3,
+                     what="the service back")
+
+    def test_8_closing_leaves_service_idle(self):
         self.viewer.stop()
         self.wait_idle(self.client())
 

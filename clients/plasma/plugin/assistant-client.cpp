@@ -114,6 +114,13 @@ void AssistantClient::setOwner(const QString &owner)
     }
     m_owner = owner;
     m_props.clear();
+    // the daemon that had our request is gone: it will never finish
+    if (m_busy && owner != m_requestOwner) {
+        m_coalescer.flushNow();
+        endRequest();
+        fail(QStringLiteral("org.freedesktop.DBus.Error.NameHasNoOwner"),
+             QStringLiteral("npullmd stopped while answering"));
+    }
     if (!m_owner.isEmpty()) {
         // by unique name: QtDBus then needs no (blocking) owner lookup
         m_bus.connect(m_owner, kManagerPath, kPropsIface, QStringLiteral("PropertiesChanged"), this,
