@@ -184,6 +184,7 @@ class PlasmaWidgetTest(tb.ServiceTestCase):
         v = self.viewer
         c = self.client()
         v.click(v.state()["newConversation"])
+        v.wait_state(lambda s: s["turns"] == [], what="a new conversation")
         # test_6 picked the vision model
         self.ask("Still there?", wait=False, before_return=lambda: self.hold_the_slot(c, "vision", []))
         v.wait_state(lambda s: s["status"].startswith("Waiting"), what="the request waiting")
