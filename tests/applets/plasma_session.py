@@ -28,7 +28,7 @@ def _need(program, package):
 
 class PlasmoidViewer:
     def __init__(self, workdir, system_bus_address, package_dir, qml_import_dir, headless=True,
-                 size=(WIDTH, HEIGHT)):
+                 size=(WIDTH, HEIGHT), extra_args=()):
         self.workdir = workdir
         self.xvfb = self.proc = None
         self.state_path = os.path.join(workdir, "state.json")
@@ -65,7 +65,7 @@ class PlasmoidViewer:
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             ["dbus-run-session", "--", "plasmoidviewer", "-a", package_dir,
-             "-x", "0", "-y", "0", "-s", "%dx%d" % size],
+             "-x", "0", "-y", "0", "-s", "%dx%d" % size] + list(extra_args),
             env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def _start_xvfb(self):

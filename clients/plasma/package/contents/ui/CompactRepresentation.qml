@@ -9,6 +9,7 @@ MouseArea {
     Layout.preferredWidth: label.implicitWidth
     hoverEnabled: true
     onClicked: plasmoid.expanded = !plasmoid.expanded
+    Component.onCompleted: root.compactItem = this
 
     PlasmaComponents3.Label {
         id: label

@@ -190,6 +190,7 @@ ColumnLayout {
                 shot: rect(shotButton),
                 newConversation: rect(newButton),
                 popup: rect(full),
+                compact: root.compactItem ? rect(root.compactItem) : null,
             });
         }
     }

@@ -21,6 +21,8 @@ Item {
     property string status: ""
     property string lastFinishReason: ""
     property string failedPrompt: ""
+    // the panel's part (for the tests' state file)
+    property Item compactItem: null
     readonly property var usable: Logic.usableModels(client.models)
     readonly property string indicator: Logic.indicatorText(client.device, client.loadedModels)
     readonly property string deviceLine: Logic.deviceLine(client.serviceRunning, client.device, client.loadedModels)
