@@ -49,18 +49,19 @@ def assert_not_blank(test, path, rect):
     test.assertGreater(len(colours), 20, "the widget's area is (nearly) blank")
 
 
-class PlasmaWidgetTest(tb.ServiceTestCase):
-    # one request runs at a time: test_4 holds the slot to keep the
-    # widget's request waiting, so that Stop has something to stop
-    CONFIG = {"Models": {"MaxContext": "4096"}, "Limits": {"MaxRunning": "1"}}
-    make_model_dir = staticmethod(model_dir)
+class ViewerTestCase(tb.ServiceTestCase):
+    """npullmd and plasmoidviewer with the widget, for the tests of a
+    class; VIEWER: PlasmoidViewer's keyword arguments."""
+
+    VIEWER = {}
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
         try:
             cls.viewer = PlasmoidViewer(os.path.join(cls.workdir, "plasma"), cls.bus.address,
-                                        os.environ["NPULLM_PLASMA_PACKAGE"], os.environ["NPULLM_PLASMA_QML"])
+                                        os.environ["NPULLM_PLASMA_PACKAGE"], os.environ["NPULLM_PLASMA_QML"],
+                                        **cls.VIEWER)
         except BaseException:
             super().tearDownClass()
             raise
@@ -69,6 +70,13 @@ class PlasmaWidgetTest(tb.ServiceTestCase):
     def tearDownClass(cls):
         cls.viewer.stop()
         super().tearDownClass()
+
+
+class PlasmaWidgetTest(ViewerTestCase):
+    # one request runs at a time: test_4 holds the slot to keep the
+    # widget's request waiting, so that Stop has something to stop
+    CONFIG = {"Models": {"MaxContext": "4096"}, "Limits": {"MaxRunning": "1"}}
+    make_model_dir = staticmethod(model_dir)
 
     def clear_entry(self):
         if self.viewer.state()["entry"]:
@@ -216,27 +224,11 @@ class PlasmaWidgetTest(tb.ServiceTestCase):
         self.wait_idle(self.client())
 
 
-class PlasmaPanelTest(tb.ServiceTestCase):
+class PlasmaPanelTest(ViewerTestCase):
     """The widget in a panel (plasmoidviewer's panel containment along the
     top edge): the indicator is the panel's part, a click expands the
     popup, and a question typed there is answered."""
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        try:
-            cls.viewer = PlasmoidViewer(os.path.join(cls.workdir, "plasma"), cls.bus.address,
-                                        os.environ["NPULLM_PLASMA_PACKAGE"], os.environ["NPULLM_PLASMA_QML"],
-                                        size=(1280, 44),
-                                        extra_args=("-c", "org.kde.panel", "-f", "horizontal", "-l", "topedge"))
-        except BaseException:
-            super().tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.viewer.stop()
-        super().tearDownClass()
+    VIEWER = {"size": (1280, 44), "extra_args": ("-c", "org.kde.panel", "-f", "horizontal", "-l", "topedge")}
 
     def test_click_expands_popup_and_answers(self):
         v = self.viewer
