@@ -60,6 +60,11 @@ class PlasmoidViewer:
             env["LIBGL_ALWAYS_SOFTWARE"] = "1"
         elif not env.get("DISPLAY"):
             raise PlasmaError("plasmoidviewer needs an X11 display (DISPLAY; Xwayland on a Wayland desktop)")
+        else:
+            # X clients look for ~/.Xauthority when XAUTHORITY is unset; HOME changes here
+            xauth = os.environ.get("XAUTHORITY") or os.path.expanduser("~/.Xauthority")
+            if os.path.exists(xauth):
+                env["XAUTHORITY"] = xauth
         self.env = env
         self.log_path = os.path.join(workdir, "plasmoidviewer.log")
         self.log = open(self.log_path, "w")
