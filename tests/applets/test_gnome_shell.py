@@ -24,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "service"))
 import npullm_testbus as tb  # noqa: E402
 from gnome_shell_session import GnomeShell  # noqa: E402
+from applet_models import model_dir  # noqa: E402
 
 import gi  # noqa: E402
 
@@ -36,15 +37,6 @@ IND = "Main.panel.statusArea['%s']" % UUID
 
 def js(value):
     return json.dumps(value, ensure_ascii=False)
-
-
-def model_dir(workdir):
-    """tiny (default), tiny2, broken (not offered) and vision with its
-    projector (for "Ask about a screenshot")."""
-    d = tb.make_model_dir(workdir)
-    tb.place_model(tb.env_path("NPULLM_TEST_VISION_MODEL"), os.path.join(d, "vision.gguf"))
-    tb.place_model(tb.env_path("NPULLM_TEST_MMPROJ"), os.path.join(d, "vision.mmproj.gguf"))
-    return d
 
 
 class GnomeShellExtensionTest(tb.ServiceTestCase):
