@@ -160,7 +160,10 @@ class BridgeTest(ServiceTestCase):
         status, text = self.post("/api/generate", {"model": "tiny", "prompt": "Once", "options": {"num_predict": 5}})
         self.assertEqual(status, 200, text)
         lines = [json.loads(line) for line in text.splitlines()]
-        self.assertEqual([x["done"] for x in lines], [False] * 5 + [True])
+        # the service sends a request's first token at once, later ones
+        # coalesced (at most every 100 ms): one line per Token signal
+        self.assertEqual([x["done"] for x in lines], [False] * (len(lines) - 1) + [True])
+        self.assertGreaterEqual(len(lines), 2)
         end = lines[-1]
         self.assertEqual(end["done_reason"], "length")
         self.assertEqual(end["eval_count"], 5)
