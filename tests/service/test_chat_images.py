@@ -110,11 +110,15 @@ class ChatImagesTest(VisionServiceCase):
         self.assertEqual(text_b, text)
         self.assertEqual(s_b["encoded_images"], 0)
         # the client: chat --image FILE (shown with the first user turn)
-        r = self.run_client("chat", "--max-tokens", "6", "--temperature", "0", "--image", self.image("rose.png"),
-                            input=b"What is this?\n")
+        r = self.run_client("--stats", "chat", "--max-tokens", "6", "--temperature", "0", "--image",
+                            self.image("rose.png"), input=b"What is this?\n")
         self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"1 image(s) encoded", r.stderr)
         c2 = self.chat_files(c, [("user", "What is this?", [0])], ["rose.png"])
         self.assertEqual(r.stdout.decode().strip(), self.finish(c, c2)[0].strip())
+        r = self.run_client("generate", "--image", self.image("rose.png"), "Hi")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(b"--image is for chat", r.stderr)
         self.wait_idle(c)
 
     def test_errors(self):
