@@ -155,9 +155,11 @@ void npc_output_finished(NpcOutput *out, const char *reason, GVariant *stats)
         const char *model = "?", *device = "?";
         g_variant_lookup(stats, "model", "&s", &model);
         g_variant_lookup(stats, "device", "&s", &device);
-        g_printerr("[%s: %u prompt tokens (%u cached), %u generated, first token after %.0f ms, %.1f tokens/s, "
+        guint encoded = stat_uint(stats, "encoded_images");
+        g_autofree gchar *images = encoded > 0 ? g_strdup_printf(", %u image(s) encoded", encoded) : g_strdup("");
+        g_printerr("[%s: %u prompt tokens (%u cached)%s, %u generated, first token after %.0f ms, %.1f tokens/s, "
                    "model %s on %s]\n",
-                   reason, stat_uint(stats, "prompt_tokens"), stat_uint(stats, "cached_tokens"),
+                   reason, stat_uint(stats, "prompt_tokens"), stat_uint(stats, "cached_tokens"), images,
                    stat_uint(stats, "generated_tokens"),
                    stat_double(stats, "time_to_first_token_ms"), stat_double(stats, "tokens_per_second"), model,
                    device);

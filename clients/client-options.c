@@ -43,6 +43,8 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
         {"raw", 0, 0, G_OPTION_ARG_NONE, &opts->raw, "Plain completion: no chat template", NULL},
         {"priority", 0, 0, G_OPTION_ARG_STRING, &opts->priority, "interactive (default) or background", "P"},
         {"name", 0, 0, G_OPTION_ARG_STRING, &opts->name, "add, import-ollama: name of the installed model", "NAME"},
+        {"image", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opts->images,
+         "chat: show this image with the first user turn (repeatable)", "FILE"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("COMMAND [ARGS...]");
@@ -86,6 +88,7 @@ void npc_options_clear(NpcOptions *opts)
     g_free(opts->seed);
     g_free(opts->system);
     g_strfreev(opts->stop);
+    g_strfreev(opts->images);
     g_free(opts->priority);
 }
 

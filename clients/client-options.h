@@ -26,6 +26,7 @@ typedef struct {
     gboolean raw;
     gchar *priority;
     gchar *name;         /* add, import-ollama: the installed model's name */
+    gchar **images;      /* chat: image files shown with the first user turn */
 } NpcOptions;
 
 /* Parses argv in place (options may appear anywhere; "--" ends them).

@@ -48,6 +48,7 @@ struct Client {
     NpullmConversation *conversation; /* the turn being streamed */
     GDataInputStream *stdin_lines;
     int last_failure;
+    GArray *image_fds; /* int: --image files, shown with the first user turn */
 };
 
 static void client_quit(Client *c, int code)
@@ -300,8 +301,17 @@ static void chat_line_cb(GObject *source, GAsyncResult *res, gpointer data)
     g_ptr_array_add(c->history, g_strdup("user"));
     g_ptr_array_add(c->history, g_strdup(line));
     c->conversation = npullm_conversation_new();
-    for (guint i = 0; i + 1 < c->history->len; i += 2)
+    for (guint i = 0; i + 1 < c->history->len; i += 2) {
         npullm_conversation_add_message(c->conversation, c->history->pdata[i], c->history->pdata[i + 1]);
+        for (guint k = 0; i == 0 && k < c->image_fds->len; k++) {
+            g_autoptr(GError) e = NULL;
+            if (!npullm_conversation_add_image_fd(c->conversation, g_array_index(c->image_fds, int, k), &e)) {
+                npc_output_message(&c->out, "error", e->message);
+                client_quit(c, NPC_EXIT_ERROR);
+                return;
+            }
+        }
+    }
     g_autoptr(NpullmOptions) options = npc_options_to_npullm(&c->opts);
     GCancellable *cancellable = stream_begin(c, npullm_client_chat_finish, chat_turn_done);
     npullm_client_chat_async(c->lib, c->conversation, options, cancellable, request_started_cb, c);
@@ -321,6 +331,14 @@ static int start_chat(Client *c, int argc, char **argv)
     if (argc != 0) {
         g_printerr("npullm-client: chat takes no arguments; it reads one user turn per line from stdin\n");
         return NPC_EXIT_USAGE;
+    }
+    for (gchar **f = c->opts.images; f != NULL && *f != NULL; f++) {
+        int fd = open(*f, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            g_printerr("npullm-client: %s: %s\n", *f, g_strerror(errno));
+            return NPC_EXIT_ERROR;
+        }
+        g_array_append_val(c->image_fds, fd);
     }
     c->history = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GInputStream) in = g_unix_input_stream_new(STDIN_FILENO, FALSE);
@@ -537,6 +555,11 @@ int main(int argc, char **argv)
         npc_options_clear(&c.opts);
         return NPC_EXIT_USAGE;
     }
+    if (c.opts.images != NULL && run != start_chat) {
+        g_printerr("npullm-client: --image is for chat (describe-image takes its file as an argument)\n");
+        npc_options_clear(&c.opts);
+        return NPC_EXIT_USAGE;
+    }
 
     g_autoptr(GDBusConnection) bus = connect_bus(&c, &error);
     c.lib = bus != NULL ? npullm_client_new_sync(bus, NULL, &error) : NULL;
@@ -546,6 +569,7 @@ int main(int argc, char **argv)
         npc_options_clear(&c.opts);
         return code;
     }
+    c.image_fds = g_array_new(FALSE, FALSE, sizeof(int));
     c.loop = g_main_loop_new(NULL, FALSE);
     guint sigint = g_unix_signal_add(SIGINT, sigint_cb, &c);
 
@@ -565,6 +589,9 @@ int main(int argc, char **argv)
     g_clear_object(&c.stdin_lines);
     if (c.history != NULL)
         g_ptr_array_unref(c.history);
+    for (guint i = 0; i < c.image_fds->len; i++)
+        close(g_array_index(c.image_fds, int, i));
+    g_array_unref(c.image_fds);
     g_main_loop_unref(c.loop);
     g_object_unref(c.lib);
     npc_options_clear(&c.opts);

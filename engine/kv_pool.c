@@ -242,3 +242,16 @@ uint64_t npl_kv_pool_bytes(const npl_kv_pool *p)
 {
     return p ? p->bytes : 0;
 }
+
+npl_status npl_seq_key_positions(npl_seq *s, uint32_t from, const int32_t *keys, size_t n, npl_error *err)
+{
+    if (s && s->npu) /* never pooled: nothing to match */
+        return NPL_OK;
+    if (!s || (n > 0 && !keys) || from > s->pos || n > (size_t)(s->pos - from))
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_seq_key_positions: positions not filled or no keys");
+    for (size_t i = 0; i < n; i++)
+        if (keys[i] >= 0)
+            return npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_seq_key_positions: key %zu is a token id", i);
+    memcpy(s->hist + from, keys, n * sizeof *keys);
+    return NPL_OK;
+}

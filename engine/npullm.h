@@ -158,6 +158,13 @@ void npl_kv_pool_release(npl_kv_pool *p, uint64_t owner, npl_seq *s);
 /* Frees every cached sequence of owner; returns how many. */
 size_t npl_kv_pool_forget(npl_kv_pool *p, uint64_t owner);
 
+/* Labels positions [from, from + n) of s, which were prefilled from
+ * embeddings (an image), with keys (negative: never a token id), so that
+ * a pool matches them as part of the prefix of a later prompt that holds
+ * the same keys there (npl_vision_image_keys). NPL_ERR_INVALID_ARG when
+ * the positions are not all filled or a key is not negative. */
+npl_status npl_seq_key_positions(npl_seq *s, uint32_t from, const int32_t *keys, size_t n, npl_error *err);
+
 size_t npl_kv_pool_count(const npl_kv_pool *p);
 uint64_t npl_kv_pool_bytes(const npl_kv_pool *p); /* held by the cached sequences (KV arrays whole) */
 

@@ -200,6 +200,25 @@ void npl_image_prompt_free(npl_image_prompt *p);
 npl_status npl_vision_chat_prompt(const npl_model *m, const char *system, const char *text, npl_image_prompt *out,
                                   npl_error *err);
 
+/* A conversation with images (Gemma 3): n_images[i] images in message i
+ * (user messages only), shown before its text as in
+ * npl_vision_chat_prompt. runs receives the token runs between the images
+ * (sum of n_images + 1 runs, zeroed by the caller): image k's embedding
+ * rows go after runs[k]; each run but the first starts with
+ * <end_of_image>, each but the last ends with <start_of_image>. The
+ * model's template renders it (opts may be NULL), else the built-in Gemma
+ * format. On error every run is freed. */
+npl_status npl_vision_chat_prompt_messages(const npl_model *m, const npl_chat_message *msgs, const uint32_t *n_images,
+                                           size_t n_msgs, const npl_chat_options *opts, npl_tokens *runs,
+                                           npl_error *err);
+
+/* Keys that stand for an image's n_rows embedding positions in a KV pool
+ * (npl_seq_key_positions): derived from a hash of the preprocessed pixels
+ * (n_values floats), so that the same image gives the same keys and
+ * another one different keys. Every key is negative (never a token id)
+ * and not -1 (a position no pool matches). */
+void npl_vision_image_keys(const float *pixels, size_t n_values, int32_t *keys, size_t n_rows);
+
 /* Prefills the whole prompt into s: before (causal), the n image rows
  * (bidirectional among themselves), after (causal). Logits of the last
  * position are then available. */

@@ -91,6 +91,40 @@ static npl_status text_trimmed(builder *b, const char *s)
 
 #define IMAGE_MARK "<start_of_image>"
 
+/* The conversation as JSON for the template: a message with images has
+ * the content parts [{"type": "image"}..., {"type": "text", "text": ...}]
+ * (what transformers passes), the others a plain string. */
+static char *messages_json(const npl_chat_message *msgs, const uint32_t *n_images, size_t n, npl_error *err)
+{
+    npl_buf b = {0};
+    npl_status st = npl_buf_append(&b, "[", 1, err);
+    for (size_t i = 0; i < n && !st; i++) {
+        st = npl_buf_appendf(&b, err, "%s{\"role\": ", i ? ", " : "");
+        if (!st)
+            st = npl_json_append_str(&b, msgs[i].role, err);
+        if (!st)
+            st = npl_buf_append(&b, ", \"content\": ", 13, err);
+        if (!st && n_images[i] > 0) {
+            st = npl_buf_append(&b, "[", 1, err);
+            for (uint32_t k = 0; k < n_images[i] && !st; k++)
+                st = npl_buf_append(&b, "{\"type\": \"image\"}, ", 19, err);
+            if (!st)
+                st = npl_buf_append(&b, "{\"type\": \"text\", \"text\": ", 26, err);
+        }
+        if (!st)
+            st = npl_json_append_str(&b, msgs[i].content, err);
+        if (!st)
+            st = npl_buf_append(&b, n_images[i] > 0 ? "}]}" : "}", n_images[i] > 0 ? 3 : 1, err);
+    }
+    if (!st)
+        st = npl_buf_append(&b, "]", 1, err);
+    if (st) {
+        npl_buf_free(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
 /* One piece of the rendering, with extra template text around it. */
 static npl_status piece(const char *pre, const npl_jinja_output *r, size_t from, size_t to, const char *post,
                         npl_jinja_output *out, npl_error *err)
@@ -109,43 +143,151 @@ static npl_status piece(const char *pre, const npl_jinja_output *r, size_t from,
     return NPL_OK;
 }
 
-/* The template's rendering cut at its image marker, which becomes the
- * image between "\n\n<start_of_image>" and "<end_of_image>\n\n" (what
- * llama.cpp puts there for Gemma 3). NPL_ERR_UNSUPPORTED when the model
- * has no template or it renders no marker; the template's error when it
- * fails. */
-static npl_status from_template(const npl_model *m, const char *system, const char *user_text,
-                                npl_image_prompt *out, npl_error *err)
+/* Run k of the rendering r cut at its image markers at[0..n_at): each
+ * marker becomes the image between "\n\n<start_of_image>" and
+ * "<end_of_image>\n\n" (what llama.cpp puts there for Gemma 3). */
+static npl_status tokenize_run(const npl_model *m, const npl_jinja_output *r, const size_t *at, size_t n_at, size_t k,
+                               npl_tokens *out, npl_error *err)
 {
-    char *json = npl_chat_turn_json(system, user_text, true);
+    size_t from = k == 0 ? 0 : at[k - 1] + strlen(IMAGE_MARK), to = k == n_at ? r->len : at[k];
+    npl_jinja_output pc = {0};
+    npl_status st = piece(k == 0 ? "" : "<end_of_image>\n\n", r, from, to, k == n_at ? "" : "\n\n" IMAGE_MARK, &pc, err);
+    const npl_tokenizer *tok = npl_model_tokenizer(m);
+    if (!st && k == 0)
+        st = npl_chat_tokenize_rendering(tok, &pc, out, err);
+    else if (!st)
+        st = npl_tokenize_masked(tok, pc.text, pc.len, pc.mask, NPL_TOKENIZE_PARSE_SPECIAL, out, err);
+    npl_jinja_output_free(&pc);
+    return st;
+}
+
+/* The template's rendering cut at its image markers. NPL_ERR_UNSUPPORTED
+ * when the model has no template or it renders another number of markers
+ * than there are images; the template's error when it fails. */
+static npl_status from_template(const npl_model *m, const npl_chat_message *msgs, const uint32_t *n_images,
+                                size_t n_msgs, size_t total, const npl_chat_options *opts, npl_tokens *runs,
+                                npl_error *err)
+{
+    char *json = messages_json(msgs, n_images, n_msgs, err);
     if (!json)
         return npl_error_set(err, NPL_ERR_NOMEM, "vision prompt: out of memory");
     npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = -1, .tools_in_user_message = -1};
-    npl_jinja_output r, before = {0}, after = {0};
-    npl_status st = npl_chat_render_for_model(m, json, &o, &r, err);
+    npl_jinja_output r;
+    npl_status st = npl_chat_render_for_model(m, json, opts ? opts : &o, &r, err);
     free(json);
     if (st)
         return st;
-    size_t k = strlen(IMAGE_MARK), at = r.len;
-    for (size_t i = 0; i + k <= r.len && at == r.len; i++)
-        if (memcmp(r.text + i, IMAGE_MARK, k) == 0 && !memchr(r.mask + i, 1, k))
-            at = i;
-    if (at == r.len)
-        st = npl_error_set(err, NPL_ERR_UNSUPPORTED, "the chat template puts no %s in the prompt", IMAGE_MARK);
-    if (!st)
-        st = piece("", &r, 0, at, "\n\n" IMAGE_MARK, &before, err);
-    if (!st)
-        st = piece("<end_of_image>\n\n", &r, at + k, r.len, "", &after, err);
-    const npl_tokenizer *tok = npl_model_tokenizer(m);
-    if (!st)
-        st = npl_chat_tokenize_rendering(tok, &before, &out->before, err);
-    if (!st)
-        st = npl_tokenize_masked(tok, after.text, after.len, after.mask, NPL_TOKENIZE_PARSE_SPECIAL, &out->after, err);
+    size_t k = strlen(IMAGE_MARK), found = 0;
+    size_t *at = malloc((total + 1) * sizeof *at);
+    if (!at)
+        st = npl_error_set(err, NPL_ERR_NOMEM, "vision prompt: out of memory");
+    for (size_t i = 0; !st && i + k <= r.len; i++)
+        if (memcmp(r.text + i, IMAGE_MARK, k) == 0 && !memchr(r.mask + i, 1, k)) {
+            if (found == total) {
+                found++;
+                break;
+            }
+            at[found++] = i;
+        }
+    if (!st && found != total)
+        st = npl_error_set(err, NPL_ERR_UNSUPPORTED, "the chat template puts %s%zu %s in the prompt for %zu images",
+                           found > total ? "more than " : "", found > total ? total : found, IMAGE_MARK, total);
+    for (size_t i = 0; !st && i <= total; i++)
+        st = tokenize_run(m, &r, at, total, i, &runs[i], err);
+    free(at);
     npl_jinja_output_free(&r);
-    npl_jinja_output_free(&before);
-    npl_jinja_output_free(&after);
+    return st;
+}
+
+/* ---- the built-in Gemma 3 format ------------------------------------------ */
+
+static bool is_role(const npl_chat_message *m, const char *role)
+{
+    return m->role && strcmp(m->role, role) == 0;
+}
+
+/* Like the built-in text format: system messages open the next turn, each
+ * image between blank lines before its message's text. */
+static npl_status builtin(const npl_model *m, const npl_chat_message *msgs, const uint32_t *n_images, size_t n_msgs,
+                          npl_tokens *runs, npl_error *err)
+{
+    builder b = {.tok = npl_model_tokenizer(m), .err = err};
+    npl_tokens *cur = runs;
+    npl_status st;
+#define TRY(x) do { if ((st = (x)) != NPL_OK) goto done; } while (0)
+    TRY(control(&b, cur, "<bos>"));
+    bool open = false; /* a turn holding system text waits for its message */
+    for (size_t i = 0; i < n_msgs; i++) {
+        bool system = is_role(&msgs[i], "system");
+        if (!open) {
+            TRY(control(&b, cur, "<start_of_turn>"));
+            TRY(text(&b, is_role(&msgs[i], "assistant") ? "model\n" : "user\n", is_role(&msgs[i], "assistant") ? 6 : 5));
+            open = true;
+        }
+        if (system) {
+            TRY(text(&b, msgs[i].content, strlen(msgs[i].content)));
+            TRY(text(&b, "\n\n", 2));
+            continue;
+        }
+        for (uint32_t k = 0; k < n_images[i]; k++) {
+            TRY(text(&b, "\n\n", 2));
+            TRY(control(&b, cur, "<start_of_image>"));
+            cur++;
+            TRY(control(&b, cur, "<end_of_image>"));
+            TRY(text(&b, "\n\n", 2));
+        }
+        TRY(text_trimmed(&b, msgs[i].content));
+        TRY(control(&b, cur, "<end_of_turn>"));
+        TRY(text(&b, "\n", 1));
+        open = false;
+    }
+    if (open) { /* system text last: a turn of its own */
+        TRY(control(&b, cur, "<end_of_turn>"));
+        TRY(text(&b, "\n", 1));
+    }
+    TRY(control(&b, cur, "<start_of_turn>"));
+    TRY(text(&b, "model\n", 6));
+    TRY(flush(&b, cur));
+#undef TRY
+done:
+    npl_buf_free(&b.text);
+    return st;
+}
+
+static void free_runs(npl_tokens *runs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        npl_tokens_free(&runs[i]);
+}
+
+npl_status npl_vision_chat_prompt_messages(const npl_model *m, const npl_chat_message *msgs, const uint32_t *n_images,
+                                           size_t n_msgs, const npl_chat_options *opts, npl_tokens *runs,
+                                           npl_error *err)
+{
+    if (!m || !msgs || !n_images || !runs || n_msgs == 0)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision prompt: missing model, messages or output");
+    size_t total = 0;
+    for (size_t i = 0; i < n_msgs; i++) {
+        if (!msgs[i].role || !msgs[i].content)
+            return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision prompt: message %zu has no role or content", i);
+        if (n_images[i] > 0 && !is_role(&msgs[i], "user"))
+            return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision prompt: only user messages carry images");
+        total += n_images[i];
+    }
+    if (npl_model_get_info(m)->chat_format != NPL_CHAT_GEMMA)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "images need a model with the Gemma chat format");
+    npl_error terr = {0};
+    npl_status tst = from_template(m, msgs, n_images, n_msgs, total, opts, runs, &terr);
+    if (tst == NPL_OK)
+        return NPL_OK;
+    free_runs(runs, total + 1);
+    if (tst == NPL_ERR_NOMEM)
+        return npl_error_set(err, tst, "%s", terr.message);
+    if (tst != NPL_ERR_UNSUPPORTED || strstr(terr.message, IMAGE_MARK))
+        npl_chat_warn_fallback(m, &terr);
+    npl_status st = builtin(m, msgs, n_images, n_msgs, runs, err);
     if (st)
-        npl_image_prompt_free(out);
+        free_runs(runs, total + 1);
     return st;
 }
 
@@ -155,41 +297,48 @@ npl_status npl_vision_chat_prompt(const npl_model *m, const char *system, const 
     if (!m || !user_text || !out)
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision prompt: missing model, text or output");
     memset(out, 0, sizeof *out);
-    if (npl_model_get_info(m)->chat_format != NPL_CHAT_GEMMA)
-        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "images need a model with the Gemma chat format");
-    npl_error terr = {0};
-    npl_status tst = from_template(m, system, user_text, out, &terr);
-    if (tst == NPL_OK || tst == NPL_ERR_NOMEM)
-        return tst ? npl_error_set(err, tst, "%s", terr.message) : NPL_OK;
-    if (tst != NPL_ERR_UNSUPPORTED || strstr(terr.message, IMAGE_MARK))
-        npl_chat_warn_fallback(m, &terr);
-    /* the built-in Gemma 3 format */
-    builder b = {.tok = npl_model_tokenizer(m), .err = err};
-    npl_status st;
-#define TRY(x) do { if ((st = (x)) != NPL_OK) goto done; } while (0)
-    TRY(control(&b, &out->before, "<bos>"));
-    TRY(control(&b, &out->before, "<start_of_turn>"));
-    TRY(text(&b, "user\n", 5));
-    if (system) {
-        TRY(text(&b, system, strlen(system)));
-        TRY(text(&b, "\n\n", 2));
+    npl_chat_message msgs[2] = {{"system", system}, {"user", user_text}};
+    uint32_t n_images[2] = {0, 1};
+    npl_tokens runs[2] = {{0}};
+    size_t first = system ? 0 : 1;
+    npl_status st = npl_vision_chat_prompt_messages(m, msgs + first, n_images + first, 2 - first, NULL, runs, err);
+    if (st == NPL_OK) {
+        out->before = runs[0];
+        out->after = runs[1];
     }
-    TRY(text(&b, "\n\n", 2));
-    TRY(control(&b, &out->before, "<start_of_image>"));
-    TRY(control(&b, &out->after, "<end_of_image>"));
-    TRY(text(&b, "\n\n", 2));
-    TRY(text_trimmed(&b, user_text));
-    TRY(control(&b, &out->after, "<end_of_turn>"));
-    TRY(text(&b, "\n", 1));
-    TRY(control(&b, &out->after, "<start_of_turn>"));
-    TRY(text(&b, "model\n", 6));
-    TRY(flush(&b, &out->after));
-#undef TRY
-done:
-    npl_buf_free(&b.text);
-    if (st)
-        npl_image_prompt_free(out);
     return st;
+}
+
+/* ---- keys for a KV pool ---------------------------------------------------- */
+
+/* splitmix64's finaliser: every input bit reaches every output bit. */
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+void npl_vision_image_keys(const float *pixels, size_t n_values, int32_t *keys, size_t n_rows)
+{
+    uint64_t h = mix64(n_values);
+    const unsigned char *p = (const unsigned char *)pixels;
+    size_t n_bytes = n_values * sizeof *pixels, i = 0;
+    for (; i + 8 <= n_bytes; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = mix64(h ^ w) + i;
+    }
+    for (; i < n_bytes; i++)
+        h = mix64(h ^ p[i]);
+    /* each row's key from the whole hash: rows of two images never agree
+     * for long */
+    for (size_t r = 0; r < n_rows; r++) {
+        uint32_t k = (uint32_t)(mix64(h + r) >> 33) | 0x80000000u;
+        keys[r] = k == 0xffffffffu ? INT32_MIN : (int32_t)k;
+    }
 }
 
 /* ---- prefilling ------------------------------------------------------------ */

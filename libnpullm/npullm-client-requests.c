@@ -250,7 +250,7 @@ void npullm_client_chat_async(NpullmClient *self, NpullmConversation *conversati
 {
     g_return_if_fail(NPULLM_IS_CLIENT(self) && NPULLM_IS_CONVERSATION(conversation));
     StartData *s = start_data_new("Chat", options);
-    add_arg(s, _npullm_conversation_to_variant(conversation));
+    add_arg(s, _npullm_conversation_to_variant(conversation, &s->fds));
     s->conversation = g_object_ref(conversation);
     start(self, npullm_client_chat_async, s, cancellable, callback, user_data);
 }

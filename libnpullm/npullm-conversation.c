@@ -3,9 +3,18 @@
  * next turn is one add_message away. */
 #include "npullm-conversation-private.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <gio/gio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "npullm-protocol.h"
+
 typedef struct {
     gchar *role;
     GString *content;
+    GArray *image_fds; /* int, owned; NULL without images */
 } Message;
 
 /**
@@ -31,6 +40,10 @@ static void message_free(Message *m)
 {
     g_free(m->role);
     g_string_free(m->content, TRUE);
+    for (guint i = 0; m->image_fds != NULL && i < m->image_fds->len; i++)
+        close(g_array_index(m->image_fds, int, i));
+    if (m->image_fds != NULL)
+        g_array_unref(m->image_fds);
     g_free(m);
 }
 
@@ -195,8 +208,81 @@ void npullm_conversation_clear(NpullmConversation *self)
     g_object_notify_by_pspec(G_OBJECT(self), props[PROP_N_MESSAGES]);
 }
 
-GVariant *_npullm_conversation_to_variant(NpullmConversation *self)
+/**
+ * npullm_conversation_add_image_fd:
+ * @self: the conversation
+ * @fd: a readable descriptor of an image file (PNG, JPEG or WebP) or a
+ *   pipe (duplicated; the caller keeps its own)
+ * @error: return location for an error
+ *
+ * Shows an image with the last message, which must be a user message, as
+ * npullm_client_describe_image_fd_async() does for one turn. The
+ * conversation keeps the image with that message and sends it on every
+ * turn; the service reuses what it computed for it (a regular file is
+ * read whole each turn; a pipe can be read once only). At
+ * most 8 images in a conversation; the model needs a vision projector.
+ *
+ * Returns: %TRUE, or %FALSE with @error set (%G_IO_ERROR_INVALID_ARGUMENT
+ *   when the last message is not a user message or the conversation holds
+ *   8 images already; the errno of duplicating @fd)
+ *
+ * Since: 1.0
+ */
+gboolean npullm_conversation_add_image_fd(NpullmConversation *self, int fd, GError **error)
 {
+    g_return_val_if_fail(NPULLM_IS_CONVERSATION(self), FALSE);
+    Message *last = self->messages->len > 0 ? self->messages->pdata[self->messages->len - 1] : NULL;
+    if (last == NULL || strcmp(last->role, "user") != 0) {
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                            "image: the last message of the conversation is not a user message");
+        return FALSE;
+    }
+    guint total = 0;
+    for (guint i = 0; i < self->messages->len; i++)
+        total += npullm_conversation_get_n_images(self, i);
+    if (total >= NPP_MAX_CHAT_IMAGES) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "image: a conversation holds at most %u images",
+                    NPP_MAX_CHAT_IMAGES);
+        return FALSE;
+    }
+    int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (copy < 0) {
+        int e = errno;
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(e), "image: %s", g_strerror(e));
+        return FALSE;
+    }
+    if (last->image_fds == NULL)
+        last->image_fds = g_array_new(FALSE, FALSE, sizeof(int));
+    g_array_append_val(last->image_fds, copy);
+    g_signal_emit(self, signals[SIGNAL_CHANGED], 0, self->messages->len - 1);
+    return TRUE;
+}
+
+/**
+ * npullm_conversation_get_n_images:
+ * @self: the conversation
+ * @index: a message index
+ *
+ * Counts the images shown with a message.
+ *
+ * Returns: how many images message @index carries (0 when there is no
+ *   such message)
+ *
+ * Since: 1.0
+ */
+guint npullm_conversation_get_n_images(NpullmConversation *self, guint index)
+{
+    g_return_val_if_fail(NPULLM_IS_CONVERSATION(self), 0);
+    Message *m = message_at(self, index);
+    return m != NULL && m->image_fds != NULL ? m->image_fds->len : 0;
+}
+
+/* The images go with every turn: the service reads a regular file whole
+ * each time (from a description of its own or with positional reads,
+ * never from this one's offset). */
+GVariant *_npullm_conversation_to_variant(NpullmConversation *self, GUnixFDList **fds)
+{
+    *fds = NULL;
     GVariantBuilder b;
     g_variant_builder_init(&b, G_VARIANT_TYPE("aa{sv}"));
     for (guint i = 0; i < self->messages->len; i++) {
@@ -204,6 +290,19 @@ GVariant *_npullm_conversation_to_variant(NpullmConversation *self)
         g_variant_builder_open(&b, G_VARIANT_TYPE_VARDICT);
         g_variant_builder_add(&b, "{sv}", "role", g_variant_new_string(m->role));
         g_variant_builder_add(&b, "{sv}", "content", g_variant_new_string(m->content->str));
+        if (m->image_fds != NULL && m->image_fds->len > 0) {
+            GVariantBuilder h;
+            g_variant_builder_init(&h, G_VARIANT_TYPE("ah"));
+            for (guint k = 0; k < m->image_fds->len; k++) {
+                if (*fds == NULL)
+                    *fds = g_unix_fd_list_new();
+                /* appending duplicates; a failure (EMFILE) leaves the
+                 * handle naming nothing, which the service refuses */
+                gint idx = g_unix_fd_list_append(*fds, g_array_index(m->image_fds, int, k), NULL);
+                g_variant_builder_add(&h, "h", idx >= 0 ? idx : G_MAXINT32);
+            }
+            g_variant_builder_add(&b, "{sv}", "images", g_variant_builder_end(&h));
+        }
         g_variant_builder_close(&b);
     }
     return g_variant_builder_end(&b);

@@ -19,5 +19,7 @@ NPULLM_EXPORT guint npullm_conversation_get_n_messages(NpullmConversation *self)
 NPULLM_EXPORT const char *npullm_conversation_get_role(NpullmConversation *self, guint index);
 NPULLM_EXPORT const char *npullm_conversation_get_content(NpullmConversation *self, guint index);
 NPULLM_EXPORT void npullm_conversation_clear(NpullmConversation *self);
+NPULLM_EXPORT gboolean npullm_conversation_add_image_fd(NpullmConversation *self, int fd, GError **error);
+NPULLM_EXPORT guint npullm_conversation_get_n_images(NpullmConversation *self, guint index);
 
 G_END_DECLS

@@ -114,3 +114,36 @@ int npp_utf8_prefix_len(const char *text, gsize max_bytes)
         n--;
     return (int)n;
 }
+
+/* ---- file descriptors ------------------------------------------------- */
+
+/* The handles in Chat's messages' "images" (wrong types count nothing:
+ * the argument check names them). */
+static guint chat_image_handles(GVariant *params)
+{
+    if (params == NULL || !g_variant_is_of_type(params, G_VARIANT_TYPE("(aa{sv}a{sv})")))
+        return 0;
+    g_autoptr(GVariant) messages = g_variant_get_child_value(params, 0);
+    guint n = 0;
+    for (gsize i = 0, len = g_variant_n_children(messages); i < len; i++) {
+        g_autoptr(GVariant) dict = g_variant_get_child_value(messages, i);
+        g_autoptr(GVariant) images = g_variant_lookup_value(dict, "images", G_VARIANT_TYPE("ah"));
+        if (images != NULL)
+            n += (guint)MIN(g_variant_n_children(images), (gsize)NPP_MAX_CHAT_IMAGES + 1);
+        if (n > NPP_MAX_CHAT_IMAGES)
+            return NPP_MAX_CHAT_IMAGES;
+    }
+    return n;
+}
+
+guint npp_call_max_fds(const char *method, const char *signature, GVariant *params)
+{
+    guint n = 0;
+    for (const char *c = signature; c != NULL && *c != '\0'; c++)
+        n += *c == 'h';
+    if (n > 0 && g_strcmp0(method, "AddModel") == 0)
+        n++;
+    if (g_strcmp0(method, "Chat") == 0)
+        n += chat_image_handles(params);
+    return n;
+}

@@ -45,6 +45,17 @@ const char *npp_error_name(guint code);
 gchar *npp_request_node_for_token(const char *sender, const char *handle_token);
 gchar *npp_request_path_for_token(const char *sender, const char *handle_token);
 
+/* ---- file descriptors ------------------------------------------------- */
+
+/* Images one Chat call may carry, in all its messages' "images" (ah). */
+#define NPP_MAX_CHAT_IMAGES 8
+
+/* How many file descriptors a Manager call may carry: one per 'h' in its
+ * signature (DescribeImage: the image; AddModel: the model, and one more
+ * for the projector its options may name), for Chat one per handle in its
+ * messages' "images", at most NPP_MAX_CHAT_IMAGES. */
+guint npp_call_max_fds(const char *method, const char *signature, GVariant *params);
+
 /* ---- options (the a{sv} of Generate, Chat, DescribeImage, Complete) ----- */
 
 /* The methods that take options; also the bit positions in

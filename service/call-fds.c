@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "dbus-errors.h"
+#include "npullm-protocol.h"
 
 static GUnixFDList *fd_list_of(GDBusMethodInvocation *inv)
 {
@@ -20,7 +21,7 @@ static void close_all(GUnixFDList *fds)
     g_free(stolen);
 }
 
-gboolean npd_call_fds_check(GDBusMethodInvocation *inv, GError **error)
+gboolean npd_call_fds_check(GDBusMethodInvocation *inv, GVariant *params, GError **error)
 {
     GUnixFDList *fds = fd_list_of(inv);
     gint n = fds != NULL ? g_unix_fd_list_get_length(fds) : 0;
@@ -28,12 +29,7 @@ gboolean npd_call_fds_check(GDBusMethodInvocation *inv, GError **error)
         return TRUE;
     const char *sig = g_dbus_message_get_signature(g_dbus_method_invocation_get_message(inv));
     const char *method = g_dbus_method_invocation_get_method_name(inv);
-    gint allowed = 0;
-    for (const char *c = sig; c != NULL && *c != '\0'; c++)
-        allowed += *c == 'h';
-    /* AddModel's options may carry the projector as one more descriptor */
-    if (allowed > 0 && g_strcmp0(method, "AddModel") == 0)
-        allowed++;
+    gint allowed = (gint)npp_call_max_fds(method, sig, params);
     if (n <= allowed)
         return TRUE;
     close_all(fds);
@@ -49,20 +45,30 @@ gboolean npd_call_fds_check(GDBusMethodInvocation *inv, GError **error)
     return FALSE;
 }
 
-int npd_call_fds_take(GDBusMethodInvocation *inv, gint32 handle, GError **error)
+gboolean npd_call_fds_take(GDBusMethodInvocation *inv, const gint32 *handles, guint n_handles, int *out,
+                           GError **error)
 {
     GUnixFDList *fds = fd_list_of(inv);
     gint n = fds != NULL ? g_unix_fd_list_get_length(fds) : 0;
-    if (n != 1 || handle != 0) {
+    const char *why = n == 0 ? "no file descriptor was passed with the call"
+                    : n != (gint)n_handles ? "the handles do not name the descriptors passed, one each"
+                                           : NULL;
+    for (guint i = 0; why == NULL && i < n_handles; i++) {
+        if (handles[i] < 0 || handles[i] >= n)
+            why = "a handle does not name a descriptor passed";
+        for (guint k = 0; why == NULL && k < i; k++)
+            if (handles[k] == handles[i])
+                why = "two handles name the same descriptor";
+    }
+    if (why != NULL) {
         if (fds != NULL)
             close_all(fds);
-        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                            n == 0 ? "image: no file descriptor was passed with the call"
-                                   : "image: the handle does not name the descriptor passed");
-        return -1;
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "image: %s", why);
+        return FALSE;
     }
     gint *stolen = g_unix_fd_list_steal_fds(fds, &n);
-    int fd = stolen[0];
+    for (guint i = 0; i < n_handles; i++)
+        out[i] = stolen[handles[i]];
     g_free(stolen);
-    return fd;
+    return TRUE;
 }

@@ -50,7 +50,8 @@ void npd_job_free(NpdJob *job)
     if (job->messages != NULL)
         g_ptr_array_unref(job->messages);
     g_strfreev(job->stop);
-    npd_image_pixels_free(job->image);
+    if (job->images != NULL)
+        g_ptr_array_unref(job->images);
     g_free(job);
 }
 
@@ -80,17 +81,29 @@ typedef enum {
     PHASE_DECODE,
 } Phase;
 
+/* An image of a running job: where its rows go, then its rows. */
+typedef struct {
+    size_t at;              /* prompt position of its first row */
+    NpdImagePixels *pixels; /* until encoded (job->images owns it) */
+    float *rows;            /* its embedding rows, encoded, until prefilled */
+} JobImage;
+
 typedef struct {
     NpdJob *job;
     LoadedModel *lm;
     npl_seq *seq;
     npl_sampler *sampler;
     npl_stream *stream;
-    npl_tokens prompt;     /* with an image: the tokens before it, then those after */
-    size_t n_before;       /* prompt tokens before the image (all without one) */
-    guint32 n_image;       /* image embedding rows (0 without an image) */
-    npl_vision_encoding *encoding;
-    gboolean image_fed;
+    /* every position of the prompt: token ids, and for each image's rows
+     * the keys of its pixels (npl_vision_image_keys), so that the KV pool
+     * reuses an image's positions like text */
+    npl_tokens prompt;
+    JobImage *images;
+    guint n_images;
+    guint next_image;     /* the first not yet prefilled */
+    guint first_encoded;  /* images before it were in the reused prefix */
+    guint encoded_images; /* [first_encoded, encoded_images) went through the tower */
+    npl_vision_encoding *encoding; /* of image encoded_images, running */
     size_t n_prefilled;
     guint32 n_cached; /* of them, reused from the pool */
     int32_t pending; /* sampled token to append in the next decode step */
@@ -100,6 +113,7 @@ typedef struct {
     gint64 t_first;
     gint64 t_last;
     guint32 generated;
+    gboolean streamed; /* some text was posted */
     npl_buf text;
     npl_think_split think; /* thinking apart from the answer */
     npl_buf answer, thinking;
@@ -139,6 +153,8 @@ struct NpdWorker {
     GMutex lock;
     GQueue events;
     GSource *dispatch_source;
+    gboolean dispatch_later; /* dispatch_source is the text interval's timer */
+    gint64 last_dispatch;    /* monotonic usec */
 
     /* worker thread only */
     GQueue queue;       /* QueuedJob*, interactive before background */
@@ -187,7 +203,11 @@ static gboolean dispatch_events(gpointer data)
     g_mutex_lock(&w->lock);
     batch = w->events;
     g_queue_init(&w->events);
-    g_clear_pointer(&w->dispatch_source, g_source_unref);
+    /* a timer replaced (post_event_when) while it was being dispatched
+     * leaves its successor tracked */
+    if (w->dispatch_source == g_main_current_source())
+        g_clear_pointer(&w->dispatch_source, g_source_unref);
+    w->last_dispatch = g_get_monotonic_time();
     g_mutex_unlock(&w->lock);
 
     NpdEvent *ev;
@@ -200,8 +220,26 @@ static gboolean dispatch_events(gpointer data)
 
 /* Queues ev for the main context. Text for the job of the previous,
  * not yet dispatched event is appended to it: this is the coalescing that
- * keeps a slow bus from piling up one signal per token. */
-static void post_event(NpdWorker *w, NpdEvent *ev)
+ * keeps a slow bus from piling up one signal per token. Text that is not
+ * urgent (not a request's first) waits until TEXT_INTERVAL_US after the
+ * last dispatch: every dispatch wakes the main loop, the bus connection's
+ * thread, the bus daemon and the client, which on a machine whose cores
+ * the engine's threads fill costs a decode step about 2 ms (issue #16); at
+ * most 10 wakes a second cost under 2% at any decode rate. Anything else
+ * (state, Finished) is dispatched at once, with the text before it. */
+#define TEXT_INTERVAL_US (100 * G_TIME_SPAN_MILLISECOND)
+
+static void attach_dispatch(NpdWorker *w, gint64 delay_us)
+{
+    w->dispatch_later = delay_us > 0;
+    w->dispatch_source = w->dispatch_later ? g_timeout_source_new((guint)((delay_us + 999) / 1000))
+                                           : g_idle_source_new();
+    g_source_set_priority(w->dispatch_source, G_PRIORITY_DEFAULT);
+    g_source_set_callback(w->dispatch_source, dispatch_events, w, NULL);
+    g_source_attach(w->dispatch_source, w->main_context);
+}
+
+static void post_event_when(NpdWorker *w, NpdEvent *ev, gboolean urgent)
 {
     g_mutex_lock(&w->lock);
     NpdEvent *tail = g_queue_peek_tail(&w->events);
@@ -212,13 +250,20 @@ static void post_event(NpdWorker *w, NpdEvent *ev)
     } else {
         g_queue_push_tail(&w->events, ev);
     }
+    if (w->dispatch_source != NULL && w->dispatch_later && urgent) {
+        g_source_destroy(w->dispatch_source);
+        g_clear_pointer(&w->dispatch_source, g_source_unref);
+    }
     if (w->dispatch_source == NULL) {
-        w->dispatch_source = g_idle_source_new();
-        g_source_set_priority(w->dispatch_source, G_PRIORITY_DEFAULT);
-        g_source_set_callback(w->dispatch_source, dispatch_events, w, NULL);
-        g_source_attach(w->dispatch_source, w->main_context);
+        gint64 wait = urgent ? 0 : w->last_dispatch + TEXT_INTERVAL_US - g_get_monotonic_time();
+        attach_dispatch(w, wait);
     }
     g_mutex_unlock(&w->lock);
+}
+
+static void post_event(NpdWorker *w, NpdEvent *ev)
+{
+    post_event_when(w, ev, TRUE);
 }
 
 static void post_state(NpdWorker *w, guint64 job_id, NpdJobState state, guint position)
@@ -231,7 +276,8 @@ static void post_state(NpdWorker *w, guint64 job_id, NpdJobState state, guint po
     post_event(w, ev);
 }
 
-static void post_text(NpdWorker *w, guint64 job_id, NpdEventKind kind, const npl_buf *text)
+/* urgent: the request's first text, which never waits */
+static void post_text(NpdWorker *w, guint64 job_id, NpdEventKind kind, const npl_buf *text, gboolean urgent)
 {
     if (text->len == 0)
         return;
@@ -239,7 +285,7 @@ static void post_text(NpdWorker *w, guint64 job_id, NpdEventKind kind, const npl
     ev->kind = kind;
     ev->job_id = job_id;
     ev->text = g_string_new_len(text->data, (gssize)text->len);
-    post_event(w, ev);
+    post_event_when(w, ev, urgent);
 }
 
 static void post_models(NpdWorker *w)
@@ -432,20 +478,21 @@ static void post_finished(NpdWorker *w, guint64 job_id, NpdFinishReason reason, 
     post_event(w, ev);
 }
 
-/* Text requests of a known user go through the model's KV pool: reused
- * only for that same uid, so the time to first token tells nobody what
- * another user asked. Image requests are not cached. */
+/* Requests of a known user go through the model's KV pool: reused only
+ * for that same uid, so the time to first token tells nobody what another
+ * user asked. Image positions are keyed by their pixels' hash. */
 static gboolean reuses_cache(const ActiveJob *aj)
 {
-    return aj->lm != NULL && aj->job->image == NULL && aj->job->uid != NPD_UID_UNKNOWN;
+    return aj->lm != NULL && aj->job->uid != NPD_UID_UNKNOWN;
 }
 
 static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, GError *error)
 {
     gint64 now = g_get_monotonic_time();
     NpdJobStats stats = {
-        .prompt_tokens = (guint32)aj->prompt.n + aj->n_image,
+        .prompt_tokens = (guint32)aj->prompt.n,
         .cached_tokens = aj->n_cached,
+        .encoded_images = aj->encoded_images - MIN(aj->encoded_images, aj->first_encoded),
         .generated_tokens = aj->generated,
         .total_time_ms = (double)(now - aj->t_submit) / 1000.0,
         .seed = aj->job->sampling.seed,
@@ -459,6 +506,9 @@ static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, G
     post_finished(w, aj->job->id, reason, &stats, error);
 
     npl_vision_encoding_free(aj->encoding);
+    for (guint i = 0; i < aj->n_images; i++)
+        g_free(aj->images[i].rows);
+    g_free(aj->images);
     npl_stream_free(aj->stream);
     npl_sampler_free(aj->sampler);
     if (aj->seq != NULL && reuses_cache(aj))
@@ -610,12 +660,15 @@ static npl_status tokenize_job(ActiveJob *aj, npl_tokens *out, npl_error *err)
     return st;
 }
 
-/* An image job: the model's projector must fit it; the image, decoded
- * and preprocessed when the call came in, becomes a new encoding, and the
- * prompt becomes the tokens before and after the image. FALSE when the job failed (and was finished). */
-static gboolean start_image(NpdWorker *w, ActiveJob *aj)
+/* A job with images: the model's projector must fit them; the prompt
+ * becomes the token runs between the images with each image's keys in
+ * its rows' places. The images, decoded and preprocessed when the call
+ * came in, are encoded later (those the KV pool holds never are). FALSE
+ * when the job failed (and was finished). */
+static gboolean start_images(NpdWorker *w, ActiveJob *aj)
 {
     LoadedModel *lm = aj->lm;
+    const NpdJob *job = aj->job;
     npl_error err;
     npl_error_clear(&err);
     if (lm->vision == NULL) {
@@ -631,40 +684,64 @@ static gboolean start_image(NpdWorker *w, ActiveJob *aj)
         fail_active(w, aj, st, "the vision projector", &err);
         return FALSE;
     }
-    const char *system = NULL, *text = "";
-    for (guint i = 0; i < aj->job->messages->len; i++) {
-        const NpdChatMessage *m = aj->job->messages->pdata[i];
-        if (strcmp(m->role, "system") == 0)
-            system = m->content;
-        else
-            text = m->content;
+    guint n = job->messages->len, n_images = job->images->len;
+    npl_chat_message *msgs = g_new0(npl_chat_message, n);
+    uint32_t *counts = g_new0(uint32_t, n);
+    for (guint i = 0; i < n; i++) {
+        const NpdChatMessage *m = job->messages->pdata[i];
+        msgs[i] = (npl_chat_message){m->role, m->content};
+        counts[i] = m->n_images;
     }
-    npl_image_prompt ip;
-    st = npl_vision_chat_prompt(lm->model, system, text, &ip, &err);
+    npl_tokens *runs = g_new0(npl_tokens, n_images + 1);
+    npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = job->think, .tools_in_user_message = -1};
+    st = npl_vision_chat_prompt_messages(lm->model, msgs, counts, n, &o, runs, &err);
+    g_free(msgs);
+    g_free(counts);
+    npl_think_split_init(&aj->think, NULL);
+    guint32 rows = npl_vision_get_info(lm->vision)->n_tokens;
+    aj->images = g_new0(JobImage, n_images);
+    aj->n_images = n_images;
+    for (guint k = 0; k <= n_images && st == NPL_OK; k++) {
+        for (size_t i = 0; i < runs[k].n && st == NPL_OK; i++)
+            st = npl_tokens_push(&aj->prompt, runs[k].ids[i], &err);
+        if (k == n_images || st != NPL_OK)
+            break;
+        JobImage *im = &aj->images[k];
+        im->at = aj->prompt.n;
+        im->pixels = job->images->pdata[k];
+        for (guint32 r = 0; r < rows && st == NPL_OK; r++)
+            st = npl_tokens_push(&aj->prompt, -1, &err);
+        if (st == NPL_OK)
+            npl_vision_image_keys(im->pixels->pixels, npl_vision_pixel_count(&im->pixels->params),
+                                  aj->prompt.ids + im->at, rows);
+    }
+    for (guint k = 0; k <= n_images; k++)
+        npl_tokens_free(&runs[k]);
+    g_free(runs);
     if (st != NPL_OK) {
         fail_active(w, aj, st, "building the prompt", &err);
         return FALSE;
     }
-    aj->prompt = ip.before;
-    aj->n_before = ip.before.n;
-    for (size_t i = 0; i < ip.after.n && st == NPL_OK; i++)
-        st = npl_tokens_push(&aj->prompt, ip.after.ids[i], &err);
-    npl_tokens_free(&ip.after);
-    if (st != NPL_OK) {
-        fail_active(w, aj, st, "building the prompt", &err);
-        return FALSE;
-    }
-
-    /* decoded and preprocessed already (image-input.c): a copy, no more */
-    aj->encoding = npl_vision_encoding_create_from_pixels(lm->vision, &aj->job->image->params,
-                                                          aj->job->image->pixels, &err);
-    if (aj->encoding == NULL) {
-        fail_active(w, aj, err.code, "preparing the image", &err);
-        return FALSE;
-    }
-    g_clear_pointer(&aj->job->image, npd_image_pixels_free);
-    aj->n_image = npl_vision_get_info(lm->vision)->n_tokens;
     return TRUE;
+}
+
+/* The images whose rows the reused prefix holds are done: the tower runs
+ * for the others only. A prefix ending inside an image (its rows attend
+ * to each other: all or none) is not reused. */
+static gboolean skip_cached_images(ActiveJob *aj, guint32 n_ctx, npl_error *err)
+{
+    guint32 rows = aj->n_images > 0 ? npl_vision_get_info(aj->lm->vision)->n_tokens : 0;
+    while (aj->next_image < aj->n_images && aj->images[aj->next_image].at + rows <= aj->n_cached)
+        aj->next_image++;
+    if (aj->next_image < aj->n_images && aj->images[aj->next_image].at < aj->n_cached) {
+        npl_seq_free(aj->seq);
+        aj->seq = npl_seq_create(aj->lm->model, n_ctx, err);
+        aj->n_cached = 0;
+        aj->n_prefilled = 0;
+        aj->next_image = 0;
+    }
+    aj->first_encoded = aj->encoded_images = aj->next_image;
+    return aj->seq != NULL;
 }
 
 /* Moves a queued job to the running set: loads its model if needed,
@@ -693,8 +770,8 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
 
     npl_error err;
     npl_error_clear(&err);
-    if (job->image != NULL) {
-        if (!start_image(w, aj))
+    if (job->images != NULL) {
+        if (!start_images(w, aj))
             return;
     } else {
         npl_status st = tokenize_job(aj, &aj->prompt, &err);
@@ -702,13 +779,11 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
             fail_active(w, aj, st, "tokenizing the prompt", &err);
             return;
         }
-        aj->n_before = aj->prompt.n;
-        aj->image_fed = TRUE;
     }
     const npl_model_info *info = npl_model_get_info(lm->model);
     guint32 ctx_limit = info->n_ctx_train != 0 ? info->n_ctx_train : NPL_DEFAULT_CTX_MAX;
     ctx_limit = MIN(ctx_limit, w->cfg.max_context);
-    size_t n_prompt = aj->prompt.n + aj->n_image;
+    size_t n_prompt = aj->prompt.n;
     if (n_prompt == 0) {
         finish_active(w, aj, NPD_FINISH_ERROR,
                       g_error_new(NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "prompt: empty after tokenization"));
@@ -735,6 +810,8 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
         aj->seq = npl_kv_pool_acquire(lm->kv_pool, job->uid, aj->prompt.ids, aj->prompt.n, n_ctx, &aj->n_cached,
                                       &err);
         aj->n_prefilled = aj->n_cached;
+        if (aj->seq != NULL)
+            skip_cached_images(aj, n_ctx, &err);
     } else {
         aj->seq = npl_seq_create(lm->model, n_ctx, &err);
     }
@@ -748,14 +825,15 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
         return;
     }
     for (size_t i = 0; i < aj->prompt.n; i++)
-        npl_sampler_accept(aj->sampler, aj->prompt.ids[i]);
+        if (aj->prompt.ids[i] >= 0) /* not an image's key */
+            npl_sampler_accept(aj->sampler, aj->prompt.ids[i]);
     size_t n_stop = job->stop != NULL ? g_strv_length(job->stop) : 0;
     aj->stream = npl_stream_create(lm->model, (const char *const *)job->stop, n_stop, max_tokens, &err);
     if (aj->stream == NULL) {
         fail_active(w, aj, err.code, "creating the output stream", &err);
         return;
     }
-    aj->phase = aj->encoding != NULL ? PHASE_ENCODE : PHASE_PREFILL;
+    aj->phase = aj->encoded_images < aj->n_images ? PHASE_ENCODE : PHASE_PREFILL;
     post_state(w, job->id, NPD_JOB_RUNNING, 0);
 }
 
@@ -785,8 +863,10 @@ static gboolean post_output(NpdWorker *w, ActiveJob *aj, gboolean end)
         fail_active(w, aj, st, "decoding the output", &err);
         return FALSE;
     }
-    post_text(w, aj->job->id, NPD_EVENT_THINKING, &aj->thinking);
-    post_text(w, aj->job->id, NPD_EVENT_TEXT, &aj->answer);
+    gboolean first = !aj->streamed;
+    aj->streamed = aj->streamed || aj->thinking.len > 0 || aj->answer.len > 0;
+    post_text(w, aj->job->id, NPD_EVENT_THINKING, &aj->thinking, first);
+    post_text(w, aj->job->id, NPD_EVENT_TEXT, &aj->answer, first);
     return TRUE;
 }
 
@@ -845,7 +925,8 @@ static ActiveJob *most_urgent(NpdWorker *w, Phase phase)
 
 /* One stage of the vision tower (patch embedding, one encoder block, or
  * the projector) for the most urgent image still being encoded: like a
- * prefill chunk, it delays other streams by one step at a time. */
+ * prefill chunk, it delays other streams by one step at a time. A job's
+ * images are encoded one after another; each keeps only its rows. */
 static void encode_step(NpdWorker *w)
 {
     ActiveJob *aj = most_urgent(w, PHASE_ENCODE);
@@ -853,19 +934,51 @@ static void encode_step(NpdWorker *w)
         return;
     npl_error err;
     npl_error_clear(&err);
+    JobImage *im = &aj->images[aj->encoded_images];
+    if (aj->encoding == NULL) {
+        /* decoded and preprocessed already (image-input.c): a copy, no more */
+        aj->encoding = npl_vision_encoding_create_from_pixels(aj->lm->vision, &im->pixels->params, im->pixels->pixels,
+                                                              &err);
+        if (aj->encoding == NULL) {
+            fail_active(w, aj, err.code, "preparing the image", &err);
+            return;
+        }
+    }
     bool done = false;
     npl_status st = npl_vision_encoding_step(aj->encoding, &done, &err);
     if (st != NPL_OK) {
         fail_active(w, aj, st, "encoding the image", &err);
         return;
     }
-    if (done)
+    if (!done)
+        return;
+    const npl_vision_info *vi = npl_vision_get_info(aj->lm->vision);
+    im->rows = g_memdup2(npl_vision_encoding_output(aj->encoding), (gsize)vi->n_tokens * vi->n_embd_out * sizeof(float));
+    g_clear_pointer(&aj->encoding, npl_vision_encoding_free);
+    if (++aj->encoded_images == aj->n_images)
         aj->phase = PHASE_PREFILL;
 }
 
-/* One prefill chunk of the most urgent prompt still being fed: the tokens
- * before the image, then the image's rows (in one step: they attend to
- * each other), then the tokens after it. */
+/* The next image's rows (in one step: they attend to each other), keyed
+ * for the KV pool. */
+static npl_status prefill_image(ActiveJob *aj, npl_error *err)
+{
+    JobImage *im = &aj->images[aj->next_image];
+    guint32 rows = npl_vision_get_info(aj->lm->vision)->n_tokens;
+    npl_status st = im->rows != NULL ? npl_prefill_embeddings(aj->lm->model, aj->seq, im->rows, rows, true, err)
+                                     : npl_error_set(err, NPL_ERR_INTERNAL, "the image was not encoded");
+    g_clear_pointer(&im->rows, g_free);
+    if (st == NPL_OK)
+        st = npl_seq_key_positions(aj->seq, (uint32_t)im->at, aj->prompt.ids + im->at, rows, err);
+    if (st == NPL_OK) {
+        aj->n_prefilled += rows;
+        aj->next_image++;
+    }
+    return st;
+}
+
+/* One prefill chunk of the most urgent prompt still being fed: text up
+ * to the next image, or that image's rows. */
 static void prefill_step(NpdWorker *w)
 {
     ActiveJob *aj = most_urgent(w, PHASE_PREFILL);
@@ -873,18 +986,15 @@ static void prefill_step(NpdWorker *w)
         return;
     npl_error err;
     npl_error_clear(&err);
-    if (aj->n_prefilled == aj->n_before && !aj->image_fed) {
-        const float *rows = npl_vision_encoding_output(aj->encoding);
-        npl_status st = rows != NULL ? npl_prefill_embeddings(aj->lm->model, aj->seq, rows, aj->n_image, true, &err)
-                                     : npl_error_set(&err, NPL_ERR_INTERNAL, "the image was not encoded");
-        g_clear_pointer(&aj->encoding, npl_vision_encoding_free);
+    gboolean at_image = aj->next_image < aj->n_images && aj->images[aj->next_image].at == aj->n_prefilled;
+    if (at_image) {
+        npl_status st = prefill_image(aj, &err);
         if (st != NPL_OK) {
             fail_active(w, aj, st, "prefill of the image", &err);
             return;
         }
-        aj->image_fed = TRUE;
     } else {
-        size_t end = aj->n_prefilled < aj->n_before ? aj->n_before : aj->prompt.n;
+        size_t end = aj->next_image < aj->n_images ? aj->images[aj->next_image].at : aj->prompt.n;
         size_t consumed = 0;
         size_t left = end - aj->n_prefilled;
         npl_status st = npl_prefill(aj->lm->model, aj->seq, aj->prompt.ids + aj->n_prefilled, left,
@@ -900,7 +1010,7 @@ static void prefill_step(NpdWorker *w)
         }
         aj->n_prefilled += consumed;
     }
-    if (aj->n_prefilled < aj->prompt.n || !aj->image_fed)
+    if (aj->n_prefilled < aj->prompt.n)
         return;
     const float *logits = npl_seq_logits(aj->seq);
     if (logits == NULL) {

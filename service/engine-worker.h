@@ -63,8 +63,9 @@ typedef struct {
     guint32 max_tokens;     /* 0: the configured default, capped by context */
     gchar **stop;
     NpdPriority priority;
-    NpdImagePixels *image;  /* DescribeImage: the preprocessed image, shown to the
-                             * model before the user turn's text; else NULL */
+    GPtrArray *images;      /* NpdImagePixels*, preprocessed, in the order of the
+                             * messages' n_images (each shown before its message's
+                             * text); NULL without images */
     guint32 uid;            /* the caller's user: the queue is fair between users */
     gint think;             /* enable_thinking: -1 the template's default, 0 off, 1 on */
 } NpdJob;
@@ -74,6 +75,7 @@ void npd_job_free(NpdJob *job);
 typedef struct {
     guint32 prompt_tokens;
     guint32 cached_tokens; /* prompt positions reused from the user's KV caches */
+    guint32 encoded_images; /* images run through the vision tower (not reused) */
     guint32 generated_tokens;
     double time_to_first_token_ms;
     double tokens_per_second;

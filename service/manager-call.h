@@ -40,12 +40,13 @@ struct NpdPendingCall {
     gchar *model_name;
     gchar *model_path;
     guint idle_timeout;
-    gboolean image_slot;       /* DescribeImage: holds an image slot (npd_user_admit_image) */
-    NpdImageSource *image_src; /* DescribeImage: the caller's image until read */
-    gchar *mmproj_path;        /* DescribeImage: the projector it is prepared for */
-    NpdImagePixels *image;     /* DescribeImage: the image, preprocessed */
-    gpointer op;               /* a method's own state (AddModel's job, RemoveModel's removal) */
-    GDestroyNotify op_free;    /* frees op with the call, unless run took it */
+    /* DescribeImage, Chat with images: read one after another */
+    gboolean image_slot;  /* holds an image slot (npd_user_admit_image) */
+    GPtrArray *image_src; /* NpdImageSource*: the caller's images until read */
+    gchar *mmproj_path;   /* the projector they are prepared for */
+    GPtrArray *images;    /* NpdImagePixels*: those read, preprocessed */
+    gpointer op;            /* a method's own state (AddModel's job, RemoveModel's removal) */
+    GDestroyNotify op_free; /* frees op with the call, unless run took it */
 };
 
 void npd_pending_call_free(NpdPendingCall *p);

@@ -31,9 +31,9 @@ static void pending_free_image(PendingCall *p)
     if (p->image_slot)
         npd_user_release_image(p->daemon, p->client);
     p->image_slot = FALSE;
-    g_clear_pointer(&p->image_src, npd_image_source_free);
+    g_clear_pointer(&p->image_src, g_ptr_array_unref);
     g_clear_pointer(&p->mmproj_path, g_free);
-    g_clear_pointer(&p->image, npd_image_pixels_free);
+    g_clear_pointer(&p->images, g_ptr_array_unref);
 }
 
 /* The caller is counted from the start: validation may already take an
@@ -135,7 +135,7 @@ static void submit_request(PendingCall *p)
     job->max_tokens = p->opts.max_tokens;
     job->stop = g_steal_pointer(&p->opts.stop);
     job->priority = p->opts.priority;
-    job->image = g_steal_pointer(&p->image);
+    job->images = g_steal_pointer(&p->images);
     job->uid = p->client->uid;
     job->think = p->opts.think;
     g_debug("request %" G_GUINT64_FORMAT " from %s: model %s, %s", r->id, p->client->name, p->model_name,
@@ -148,12 +148,16 @@ static void submit_request(PendingCall *p)
     npd_daemon_activity_changed(d);
 }
 
+static void read_next_image(PendingCall *p);
+
 static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
 {
     PendingCall *p = data;
     GError *error = NULL;
-    p->image = npd_image_input_read_finish(res, &error);
-    if (p->image == NULL) {
+    NpdImagePixels *px = npd_image_input_read_finish(res, &error);
+    if (px != NULL)
+        g_ptr_array_add(p->images, px);
+    if (px == NULL) {
         if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
             g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
                                                           "caller disconnected");
@@ -163,26 +167,36 @@ static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
     } else if (p->client->gone) {
         g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
                                                       "caller disconnected");
+    } else if (p->images->len < p->image_src->len) {
+        read_next_image(p);
+        return; /* kept */
     } else {
         submit_request(p);
     }
     pending_free(p);
 }
 
-/* DescribeImage once authorized: reads, decodes and preprocesses the image
- * off the main loop and the engine thread, then submits (answered from
- * image_read_cb); the read stops when the caller leaves. */
-static gboolean run_describe_image(PendingCall *p)
+/* The next image of the call (the pixels of those before are kept: the
+ * call holds one image slot, whatever its number of images). */
+static void read_next_image(PendingCall *p)
 {
-    npd_image_input_read_async(g_steal_pointer(&p->image_src), p->mmproj_path, p->daemon->image_budget,
-                               IMAGE_READ_TIMEOUT_S, p->client->cancellable, image_read_cb, p);
-    return TRUE;
+    NpdImageSource *src = g_steal_pointer(&p->image_src->pdata[p->images->len]);
+    npd_image_input_read_async(src, p->mmproj_path, p->daemon->image_budget, IMAGE_READ_TIMEOUT_S,
+                               p->client->cancellable, image_read_cb, p);
 }
 
+/* Once authorized: reads, decodes and preprocesses the images off the main
+ * loop and the engine thread, then submits (answered from image_read_cb);
+ * the reads stop when the caller leaves. Without images, submits now. */
 static gboolean run_submit(PendingCall *p)
 {
-    submit_request(p);
-    return FALSE;
+    if (p->image_src == NULL || p->image_src->len == 0) {
+        submit_request(p);
+        return FALSE;
+    }
+    p->images = g_ptr_array_new_with_free_func((GDestroyNotify)npd_image_pixels_free);
+    read_next_image(p);
+    return TRUE;
 }
 
 /* LoadModel, UnloadModel: answered from npd_manager_handle_command_done. */
@@ -342,45 +356,27 @@ static gboolean prepare_complete(NpdDaemon *d, GDBusMethodInvocation *inv, Pendi
     return prepare_single_turn(d, p, params, NPD_CALL_COMPLETE, error);
 }
 
-static gboolean prepare_chat(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
-                             GError **error)
-{
-    g_autoptr(GVariant) messages = g_variant_get_child_value(params, 0);
-    g_autoptr(GVariant) options = g_variant_get_child_value(params, 1);
-    if (!npd_request_options_parse(options, NPD_CALL_CHAT, d->cfg, &p->opts, error))
-        return FALSE;
-    gsize system_bytes = p->opts.system != NULL ? strlen(p->opts.system) : 0;
-    p->messages = npd_chat_messages_parse(messages, system_bytes, d->cfg, error);
-    if (p->messages == NULL)
-        return FALSE;
-    if (p->opts.system != NULL) {
-        const NpdChatMessage *first = p->messages->pdata[0];
-        if (strcmp(first->role, "system") == 0) {
-            g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                                "system: the conversation already starts with a system message");
-            return FALSE;
-        }
-        g_ptr_array_insert(p->messages, 0, chat_message_new("system", p->opts.system));
-    }
-    return resolve_model(d, p, error);
-}
-
-/* The image: a slot of the image budget first (Busy when the user or
- * everyone has too many images in flight), then the one descriptor of the
- * call, checked and made the daemon's own (image-input.c). */
-static gboolean take_image(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
-                           GError **error)
+/* The images: a slot of the image budget first (Busy when the user or
+ * everyone has too many images in flight), then the descriptors the
+ * handles name, checked and made the daemon's own (image-input.c). */
+static gboolean take_images(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, const gint32 *handles, guint n,
+                            GError **error)
 {
     if (!npd_user_admit_image(d, p->client, error))
         return FALSE;
     p->image_slot = TRUE;
-    gint32 handle = -1;
-    g_variant_get_child(params, 0, "h", &handle);
-    int fd = npd_call_fds_take(inv, handle, error);
-    if (fd < 0)
+    g_autofree int *fds = g_new(int, n);
+    if (!npd_call_fds_take(inv, handles, n, fds, error))
         return FALSE;
-    p->image_src = npd_image_source_new(fd, d->cfg->max_image_bytes, error);
-    return p->image_src != NULL;
+    p->image_src = g_ptr_array_new_with_free_func((GDestroyNotify)npd_image_source_free);
+    gboolean ok = TRUE;
+    for (guint i = 0; i < n; i++) {
+        /* each takes its descriptor, also after a failure */
+        NpdImageSource *src = npd_image_source_new(fds[i], d->cfg->max_image_bytes, ok ? error : NULL);
+        ok = ok && src != NULL;
+        g_ptr_array_add(p->image_src, src);
+    }
+    return ok;
 }
 
 /* The model must have a vision projector beside it (NAME.mmproj.gguf). */
@@ -398,6 +394,32 @@ static gboolean check_vision(NpdDaemon *d, PendingCall *p, GError **error)
     return TRUE;
 }
 
+static gboolean prepare_chat(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
+                             GError **error)
+{
+    g_autoptr(GVariant) messages = g_variant_get_child_value(params, 0);
+    g_autoptr(GVariant) options = g_variant_get_child_value(params, 1);
+    if (!npd_request_options_parse(options, NPD_CALL_CHAT, d->cfg, &p->opts, error))
+        return FALSE;
+    gsize system_bytes = p->opts.system != NULL ? strlen(p->opts.system) : 0;
+    g_autoptr(GArray) handles = g_array_new(FALSE, FALSE, sizeof(gint32));
+    p->messages = npd_chat_messages_parse(messages, system_bytes, d->cfg, handles, error);
+    if (p->messages == NULL)
+        return FALSE;
+    if (handles->len > 0 && !take_images(d, inv, p, (const gint32 *)(gpointer)handles->data, handles->len, error))
+        return FALSE;
+    if (p->opts.system != NULL) {
+        const NpdChatMessage *first = p->messages->pdata[0];
+        if (strcmp(first->role, "system") == 0) {
+            g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                                "system: the conversation already starts with a system message");
+            return FALSE;
+        }
+        g_ptr_array_insert(p->messages, 0, chat_message_new("system", p->opts.system));
+    }
+    return resolve_model(d, p, error) && (handles->len == 0 || check_vision(d, p, error));
+}
+
 /* One user turn: the image, then the prompt (a default one when empty). */
 static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p,
                                        GVariant *params, GError **error)
@@ -406,7 +428,9 @@ static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv,
     g_autoptr(GVariant) prompt_v = g_variant_get_child_value(params, 1);
     g_autoptr(GVariant) options = g_variant_get_child_value(params, 2);
     const char *prompt = g_variant_get_string(prompt_v, &len);
-    if (!take_image(d, inv, p, params, error) ||
+    gint32 handle = -1;
+    g_variant_get_child(params, 0, "h", &handle);
+    if (!take_images(d, inv, p, &handle, 1, error) ||
         !npd_request_options_parse(options, NPD_CALL_DESCRIBE_IMAGE, d->cfg, &p->opts, error) ||
         !check_prompt(d, len, &p->opts, error) ||
         !resolve_model(d, p, error) || !check_vision(d, p, error))
@@ -414,7 +438,9 @@ static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv,
     p->messages = g_ptr_array_new_with_free_func((GDestroyNotify)npd_chat_message_free);
     if (p->opts.system != NULL)
         g_ptr_array_add(p->messages, chat_message_new("system", p->opts.system));
-    g_ptr_array_add(p->messages, chat_message_new("user", len > 0 ? prompt : DEFAULT_IMAGE_PROMPT));
+    NpdChatMessage *m = chat_message_new("user", len > 0 ? prompt : DEFAULT_IMAGE_PROMPT);
+    m->n_images = 1;
+    g_ptr_array_add(p->messages, m);
     return TRUE;
 }
 
@@ -487,7 +513,7 @@ static const NpdManagerMethod manager_methods[] = {
     {"Generate", NPD_ACTION_GENERATE, prepare_generate, run_submit, NULL, TRUE},
     {"Chat", NPD_ACTION_GENERATE, prepare_chat, run_submit, NULL, TRUE},
     {"Complete", NPD_ACTION_GENERATE, prepare_complete, run_submit, NULL, TRUE},
-    {"DescribeImage", NPD_ACTION_DESCRIBE_IMAGE, prepare_describe_image, run_describe_image, NULL, TRUE},
+    {"DescribeImage", NPD_ACTION_DESCRIBE_IMAGE, prepare_describe_image, run_submit, NULL, TRUE},
     {"ListModels", NULL, NULL, NULL, list_models, FALSE},
     {"LoadModel", NPD_ACTION_MANAGE, prepare_load, run_load, NULL, FALSE},
     {"UnloadModel", NPD_ACTION_MANAGE, prepare_unload, run_unload, NULL, FALSE},
@@ -632,7 +658,7 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
 {
     NpdDaemon *d = data;
     g_autoptr(GError) error = NULL;
-    if (!npd_call_fds_check(inv, &error)) {
+    if (!npd_call_fds_check(inv, params, &error)) {
         g_dbus_method_invocation_return_gerror(inv, error);
         return;
     }

@@ -148,6 +148,7 @@ static GVariant *stats_variant(const NpdRequest *r, const NpdEvent *ev)
     g_variant_builder_init(&b, G_VARIANT_TYPE_VARDICT);
     g_variant_builder_add(&b, "{sv}", "prompt_tokens", g_variant_new_uint32(ev->stats.prompt_tokens));
     g_variant_builder_add(&b, "{sv}", "cached_tokens", g_variant_new_uint32(ev->stats.cached_tokens));
+    g_variant_builder_add(&b, "{sv}", "encoded_images", g_variant_new_uint32(ev->stats.encoded_images));
     g_variant_builder_add(&b, "{sv}", "generated_tokens", g_variant_new_uint32(ev->stats.generated_tokens));
     g_variant_builder_add(&b, "{sv}", "time_to_first_token_ms",
                           g_variant_new_double(ev->stats.time_to_first_token_ms));
@@ -300,7 +301,7 @@ static void request_method_call(GDBusConnection *bus, const char *sender, const 
 {
     NpdDaemon *d = data;
     g_autoptr(GError) error = NULL;
-    if (!npd_call_fds_check(inv, &error)) {
+    if (!npd_call_fds_check(inv, params, &error)) {
         g_dbus_method_invocation_return_gerror(inv, error);
         return;
     }

@@ -288,7 +288,35 @@ static gboolean role_valid(const char *role)
     return strcmp(role, "system") == 0 || strcmp(role, "user") == 0 || strcmp(role, "assistant") == 0;
 }
 
-GPtrArray *npd_chat_messages_parse(GVariant *messages, gsize system_bytes, const NpdConfig *cfg, GError **error)
+/* A message's "images": handles of the call's descriptors, appended to
+ * handles. */
+static gboolean parse_images(GVariant *images, const char *role, gsize i, GArray *handles, GError **error)
+{
+    if (!g_variant_is_of_type(images, G_VARIANT_TYPE("ah"))) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                    "messages[%zu].images: expected an array of file descriptors (ah)", i);
+        return FALSE;
+    }
+    gsize n = g_variant_n_children(images);
+    if (n > 0 && strcmp(role, "user") != 0) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "messages[%zu].images: only user messages carry images",
+                    i);
+        return FALSE;
+    }
+    if (handles->len + n > NPP_MAX_CHAT_IMAGES) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "messages: more than %u images", NPP_MAX_CHAT_IMAGES);
+        return FALSE;
+    }
+    for (gsize k = 0; k < n; k++) {
+        gint32 h = 0;
+        g_variant_get_child(images, k, "h", &h);
+        g_array_append_val(handles, h);
+    }
+    return TRUE;
+}
+
+GPtrArray *npd_chat_messages_parse(GVariant *messages, gsize system_bytes, const NpdConfig *cfg, GArray *handles,
+                                   GError **error)
 {
     gsize n = g_variant_n_children(messages);
     if (n == 0 || n > cfg->max_messages) {
@@ -303,9 +331,10 @@ GPtrArray *npd_chat_messages_parse(GVariant *messages, gsize system_bytes, const
         g_autoptr(GVariant) dict = g_variant_get_child_value(messages, i);
         g_autoptr(GVariant) role = g_variant_lookup_value(dict, "role", NULL);
         g_autoptr(GVariant) content = g_variant_lookup_value(dict, "content", NULL);
-        if (g_variant_n_children(dict) != (gsize)(role != NULL) + (gsize)(content != NULL)) {
+        g_autoptr(GVariant) images = g_variant_lookup_value(dict, "images", NULL);
+        if (g_variant_n_children(dict) != (gsize)(role != NULL) + (gsize)(content != NULL) + (gsize)(images != NULL)) {
             g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                        "messages[%zu]: only the keys 'role' and 'content' are allowed (each once)", i);
+                        "messages[%zu]: only the keys 'role', 'content' and 'images' are allowed (each once)", i);
             return NULL;
         }
         if (role == NULL || !g_variant_is_of_type(role, G_VARIANT_TYPE_STRING) ||
@@ -319,6 +348,9 @@ GPtrArray *npd_chat_messages_parse(GVariant *messages, gsize system_bytes, const
                         "messages[%zu].content: expected a string", i);
             return NULL;
         }
+        guint first_image = handles->len;
+        if (images != NULL && !parse_images(images, g_variant_get_string(role, NULL), i, handles, error))
+            return NULL;
         gsize len = 0;
         const char *text = g_variant_get_string(content, &len);
         total += len;
@@ -331,6 +363,7 @@ GPtrArray *npd_chat_messages_parse(GVariant *messages, gsize system_bytes, const
         NpdChatMessage *m = g_new0(NpdChatMessage, 1);
         m->role = g_variant_dup_string(role, NULL);
         m->content = g_strdup(text);
+        m->n_images = handles->len - first_image;
         g_ptr_array_add(out, m);
     }
     return g_steal_pointer(&out);

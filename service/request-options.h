@@ -50,13 +50,17 @@ void npd_request_options_clear(NpdRequestOptions *opts);
 typedef struct {
     gchar *role;
     gchar *content;
+    guint n_images; /* images shown before the content (user messages) */
 } NpdChatMessage;
 
 /* Validates aa{sv} messages: 1..MaxMessages entries, keys "role" (system,
- * user or assistant) and "content" only, total content plus system_bytes
- * (the system option) within MaxPromptBytes. Returns a GPtrArray of
- * NpdChatMessage (owned). */
-GPtrArray *npd_chat_messages_parse(GVariant *messages, gsize system_bytes, const NpdConfig *cfg, GError **error);
+ * user or assistant), "content" and, on user messages, "images" (ah)
+ * only, total content plus system_bytes (the system option) within
+ * MaxPromptBytes, NPP_MAX_CHAT_IMAGES images in all. Returns a GPtrArray
+ * of NpdChatMessage (owned); the image handles, in order, are appended to
+ * handles (gint32). */
+GPtrArray *npd_chat_messages_parse(GVariant *messages, gsize system_bytes, const NpdConfig *cfg, GArray *handles,
+                                   GError **error);
 void npd_chat_message_free(NpdChatMessage *m);
 
 /* Model names: [A-Za-z0-9._+-] and ':' (Ollama's NAME:TAG), not starting

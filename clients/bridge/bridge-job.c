@@ -23,6 +23,7 @@ static void job_free(BridgeJob *job)
     g_clear_object(&job->options);
     g_clear_object(&job->conversation);
     g_clear_pointer(&job->image, g_bytes_unref);
+    g_clear_pointer(&job->message_images, g_ptr_array_unref);
     g_free(job->prompt);
     g_free(job->model);
     if (job->data_free != NULL)
@@ -311,7 +312,7 @@ gboolean bridge_job_take_messages(BridgeJob *job, JsonObject *body, BridgeMessag
     if (messages == NULL || json_array_get_length(messages) == 0)
         return invalid(error, "\"messages\" must be a non-empty array");
     job->conversation = npullm_conversation_new();
-    g_autofree char *last_user = NULL;
+    job->message_images = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
     for (guint i = 0; i < json_array_get_length(messages); i++) {
         JsonNode *n = json_array_get_element(messages, i);
         const char *role = NULL;
@@ -319,21 +320,23 @@ gboolean bridge_job_take_messages(BridgeJob *job, JsonObject *body, BridgeMessag
             return invalid(error, "each message must be an object");
         JsonObject *m = json_node_get_object(n);
         g_autoptr(GString) text = g_string_new(NULL);
+        g_ptr_array_set_size(job->message_images, 0);
         if (!bridge_json_string(m, "role", &role, error) || !content(job, m, text, error))
             return FALSE;
         if (g_strcmp0(role, "developer") == 0) /* OpenAI's newer name */
             role = "system";
         if (g_strcmp0(role, "system") != 0 && g_strcmp0(role, "user") != 0 && g_strcmp0(role, "assistant") != 0)
             return invalid(error, "a message's \"role\" must be system, user or assistant");
-        if (g_strcmp0(role, "user") == 0) {
-            g_free(last_user);
-            last_user = g_strdup(text->str);
-        }
         npullm_conversation_add_message(job->conversation, role, text->str);
+        for (guint k = 0; k < job->message_images->len; k++) {
+            int fd = image_memfd(job->message_images->pdata[k], error);
+            gboolean ok = fd >= 0 && npullm_conversation_add_image_fd(job->conversation, fd, error);
+            if (fd >= 0)
+                close(fd); /* the conversation holds its own copy */
+            if (!ok)
+                return FALSE;
+        }
     }
-    if (job->image != NULL) {
-        job->prompt = g_strdup(last_user != NULL ? last_user : "");
-        g_clear_object(&job->conversation);
-    }
+    g_clear_pointer(&job->message_images, g_ptr_array_unref);
     return TRUE;
 }

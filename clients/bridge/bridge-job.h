@@ -34,7 +34,8 @@ struct BridgeJob {
     NpullmOptions *options;
     char *prompt;
     NpullmConversation *conversation;
-    GBytes *image;
+    GBytes *image;            /* a prompt's image (generate) */
+    GPtrArray *message_images; /* GBytes*: the message being read's images */
 
     gpointer data;      /* per-API state */
     GDestroyNotify data_free;
@@ -56,10 +57,11 @@ void bridge_job_discard(BridgeJob *job);
 /* Answers 400 with the error's message and frees the job (if any). */
 void bridge_job_reject(BridgeJob *job, SoupServerMessage *msg, BridgeApi api, GError *error);
 
-/* The text of one message in the API's format; may set job->image. */
+/* The text of one message in the API's format; its images are appended
+ * to job->message_images. */
 typedef gboolean (*BridgeMessageContent)(BridgeJob *job, JsonObject *message, GString *text, GError **error);
 
-/* The body's "messages" as the job's conversation; with an image, the
- * job describes it with the last user message (DescribeImage takes one
- * prompt, no history). */
+/* The body's "messages" as the job's conversation, each message with
+ * its images (Chat takes them per message: a follow-up question about an
+ * image reuses what the service computed for it). */
 gboolean bridge_job_take_messages(BridgeJob *job, JsonObject *body, BridgeMessageContent content, GError **error);

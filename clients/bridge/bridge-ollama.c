@@ -319,22 +319,38 @@ static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObjec
 }
 
 
-/* An image from an "images" array: one per request. */
+/* The images of an "images" array (base64 strings), appended to out. */
+static gboolean decode_images(JsonArray *images, GPtrArray *out, GError **error)
+{
+    for (guint i = 0; images != NULL && i < json_array_get_length(images); i++) {
+        JsonNode *n = json_array_get_element(images, i);
+        if (json_node_get_value_type(n) != G_TYPE_STRING) {
+            g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "\"images\" must be base64 strings");
+            return FALSE;
+        }
+        GBytes *image = bridge_decode_image(json_node_get_string(n), error);
+        if (image == NULL)
+            return FALSE;
+        g_ptr_array_add(out, image);
+    }
+    return TRUE;
+}
+
+/* /api/generate: one prompt, so at most one image (DescribeImage). */
 static gboolean take_images(JsonArray *images, GBytes **image, GError **error)
 {
     if (images == NULL || json_array_get_length(images) == 0)
         return TRUE;
-    if (json_array_get_length(images) > 1 || *image != NULL) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, "npullm takes one image per request");
+    if (json_array_get_length(images) > 1) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                    "/api/generate takes one image (use /api/chat for more)");
         return FALSE;
     }
-    JsonNode *n = json_array_get_element(images, 0);
-    if (json_node_get_value_type(n) != G_TYPE_STRING) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "\"images\" must be base64 strings");
+    g_autoptr(GPtrArray) one = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+    if (!decode_images(images, one, error))
         return FALSE;
-    }
-    *image = bridge_decode_image(json_node_get_string(n), error);
-    return *image != NULL;
+    *image = g_bytes_ref(one->pdata[0]);
+    return TRUE;
 }
 
 typedef struct {
@@ -447,7 +463,7 @@ static gboolean message_content(BridgeJob *job, JsonObject *m, GString *text, GE
     const char *content = NULL;
     JsonArray *images = NULL;
     if (!bridge_json_string(m, "content", &content, error) || !bridge_json_array(m, "images", &images, error) ||
-        !take_images(images, &job->image, error))
+        !decode_images(images, job->message_images, error))
         return FALSE;
     if (content != NULL)
         g_string_append(text, content);

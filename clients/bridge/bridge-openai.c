@@ -249,7 +249,7 @@ static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObjec
 }
 
 /* A message's content: a string, or parts of type text and image_url
- * (a base64 data: URL; one image per request). */
+ * (base64 data: URLs, shown with the message). */
 static gboolean message_content(BridgeJob *job, JsonObject *m, GString *text, GError **error)
 {
     JsonNode *content = json_object_get_member(m, "content");
@@ -289,13 +289,10 @@ static gboolean message_content(BridgeJob *job, JsonObject *m, GString *text, GE
                             "an image must be a base64 data: URL (npullm fetches nothing from the network)");
                 return FALSE;
             }
-            if (job->image != NULL) {
-                g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, "npullm takes one image per request");
+            GBytes *image = bridge_decode_image(url, error);
+            if (image == NULL)
                 return FALSE;
-            }
-            job->image = bridge_decode_image(url, error);
-            if (job->image == NULL)
-                return FALSE;
+            g_ptr_array_add(job->message_images, image);
         } else {
             g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, "content parts of type '%s' are not supported",
                         type != NULL ? type : "(none)");

@@ -7,6 +7,7 @@
 #include <npullm.h>
 
 #include <gio/gunixinputstream.h>
+#include <fcntl.h>
 #include <glib-unix.h>
 #include <stdio.h>
 #include <string.h>
@@ -569,6 +570,21 @@ static int case_objects(int argc, char **argv)
     CHECK(changed == 2 && npullm_conversation_get_n_messages(conv) == 2);
     CHECK(strcmp(npullm_conversation_get_role(conv, 0), "system") == 0);
     CHECK(npullm_conversation_get_content(conv, 2) == NULL);
+    /* images go with the last message, a user message, 8 at most */
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    g_autoptr(GError) error = NULL;
+    CHECK(npullm_conversation_add_image_fd(conv, fd, &error) && changed == 3);
+    CHECK(npullm_conversation_get_n_images(conv, 1) == 1 && npullm_conversation_get_n_images(conv, 0) == 0);
+    for (int i = 1; i < 8; i++)
+        CHECK(npullm_conversation_add_image_fd(conv, fd, NULL));
+    CHECK(!npullm_conversation_add_image_fd(conv, fd, &error));
+    CHECK(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT));
+    g_clear_error(&error);
+    npullm_conversation_add_message(conv, "assistant", "Hello");
+    CHECK(!npullm_conversation_add_image_fd(conv, fd, &error));
+    CHECK(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT));
+    g_clear_error(&error);
+    close(fd);
     npullm_conversation_clear(conv);
     CHECK(npullm_conversation_get_n_messages(conv) == 0);
     return 0;

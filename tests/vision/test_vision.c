@@ -192,6 +192,69 @@ static void case_prompt(void)
     npl_model_free(m);
 }
 
+/* A conversation with images: one token run more than images, each
+ * image between <start_of_image> and <end_of_image>; images only on user
+ * messages. Image keys: the same pixels the same keys, others not; never
+ * a token id; positions keyed only where filled. */
+static void case_conversation(void)
+{
+    npl_model *m = load_model();
+    const npl_tokenizer *tok = npl_model_tokenizer(m);
+    int32_t soi = npl_tokenizer_find(tok, "<start_of_image>"), eoi = npl_tokenizer_find(tok, "<end_of_image>");
+    npl_chat_message msgs[] = {{"system", "Be brief."}, {"user", "Compare."}, {"assistant", "Alike."},
+                               {"user", "And this?"}};
+    uint32_t counts[] = {0, 2, 0, 1};
+    npl_tokens runs[4] = {{0}};
+    npl_error err;
+    CHECK(npl_vision_chat_prompt_messages(m, msgs, counts, 4, NULL, runs, &err) == NPL_OK, "%s", err.message);
+    for (int k = 0; k < 4; k++) {
+        CHECK(runs[k].n > 0, "run %d is empty", k);
+        if (runs[k].n == 0)
+            continue;
+        if (k > 0)
+            CHECK(runs[k].ids[0] == eoi, "run %d starts with <end_of_image>", k);
+        if (k < 3)
+            CHECK(runs[k].ids[runs[k].n - 1] == soi, "run %d ends with <start_of_image>", k);
+        npl_tokens_free(&runs[k]);
+    }
+    /* one image: the same runs as npl_vision_chat_prompt */
+    npl_image_prompt p;
+    CHECK(npl_vision_chat_prompt(m, "Be brief.", "Compare.", &p, &err) == NPL_OK, "%s", err.message);
+    uint32_t one[] = {0, 1};
+    CHECK(npl_vision_chat_prompt_messages(m, msgs, one, 2, NULL, runs, &err) == NPL_OK, "%s", err.message);
+    CHECK(ids_equal(&runs[0], p.before.ids, p.before.n) && ids_equal(&runs[1], p.after.ids, p.after.n),
+          "one image as npl_vision_chat_prompt");
+    npl_tokens_free(&runs[0]);
+    npl_tokens_free(&runs[1]);
+    npl_image_prompt_free(&p);
+    uint32_t on_assistant[] = {0, 0, 1, 0};
+    CHECK(npl_vision_chat_prompt_messages(m, msgs, on_assistant, 4, NULL, runs, &err) == NPL_ERR_INVALID_ARG,
+          "an image on an assistant message");
+
+    float px[64] = {0}, other[64] = {0};
+    other[63] = 1.0f;
+    int32_t a[16], b[16], c[16];
+    npl_vision_image_keys(px, 64, a, 16);
+    npl_vision_image_keys(px, 64, b, 16);
+    npl_vision_image_keys(other, 64, c, 16);
+    CHECK(memcmp(a, b, sizeof a) == 0, "the same pixels, the same keys");
+    int same = 0;
+    for (int i = 0; i < 16; i++) {
+        CHECK(a[i] < 0 && a[i] != -1, "key %d = %d is no token id and not -1", i, a[i]);
+        same += a[i] == c[i];
+    }
+    CHECK(same == 0, "another image shares %d keys", same);
+
+    npl_seq *s = npl_seq_create(m, 32, &err);
+    int32_t ids[4] = {soi, soi, soi, soi};
+    CHECK(npl_prefill(m, s, ids, 4, 0, NULL, &err) == NPL_OK, "%s", err.message);
+    CHECK(npl_seq_key_positions(s, 1, a, 3, &err) == NPL_OK, "%s", err.message);
+    CHECK(npl_seq_key_positions(s, 2, a, 3, &err) == NPL_ERR_INVALID_ARG, "positions not filled");
+    CHECK(npl_seq_key_positions(s, 0, ids, 1, &err) == NPL_ERR_INVALID_ARG, "a token id as a key");
+    npl_seq_free(s);
+    npl_model_free(m);
+}
+
 /* A projector of the wrong width is refused by the check, and a context
  * too small for prompt + image fails before anything is cached. */
 static void case_fit(void)
@@ -322,6 +385,8 @@ int main(int argc, char **argv)
         case_swapped_ffn();
     else if (!strcmp(c, "prompt"))
         case_prompt();
+    else if (!strcmp(c, "conversation"))
+        case_conversation();
     else if (!strcmp(c, "fit") && other_path)
         case_fit();
     else if (!strcmp(c, "bad_args"))
