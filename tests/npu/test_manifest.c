@@ -249,6 +249,8 @@ static void shape_symbols_and_packing(void)
     s.rope_theta = 1e6f;
     s.rope_freq_scale = 0.125f;
     s.attn_scale = 0.0625f;
+    s.qk_norm = 1;
+    s.post_norms = 1;
     uint32_t w[NPL_NPU_SHAPE_WORDS];
     npl_npu_shape_pack(&s, w);
     CHECK(w[0] == 2048 && w[7] == 77 && w[11] == 64 && w[12] == 1);
@@ -256,8 +258,12 @@ static void shape_symbols_and_packing(void)
     npl_npu_shape_unpack(w, &back);
     CHECK(memcmp(&back, &s, sizeof s) == 0);
     uint32_t v = 0;
+    /* Symbols 0-11 are words 0-11; the flags qk_norm and post_norms are
+     * words 15 and 16 (after rope_style, act and causal). */
     for (size_t i = 0; npl_npu_shape_symbol_names[i]; i++)
-        CHECK(npl_npu_shape_symbol(&s, npl_npu_shape_symbol_names[i], &v) && v == w[i]);
+        CHECK(npl_npu_shape_symbol(&s, npl_npu_shape_symbol_names[i], &v)
+              && v == w[i < 12 ? i : i + 3]);
+    CHECK(w[15] == 1 && w[16] == 1);
     CHECK(!npl_npu_shape_symbol(&s, "rms_eps", &v));
 }
 

@@ -122,7 +122,7 @@ static void check_traffic(const npl_model *m, const npl_device_traffic *t, uint6
            (unsigned long long)t->submissions, (unsigned long long)n);
     CHECKF(t->dispatches == n * runs, "%llu dispatches for %llu sequences",
            (unsigned long long)t->dispatches, (unsigned long long)n);
-    CHECK(t->h2d_activation_bytes == n * (in->n_embd * 4ull + patched_bytes_per_seq(m)));
+    CHECK(t->h2d_activation_bytes == n * (in->n_embd * 2ull + patched_bytes_per_seq(m)));
     CHECK(t->d2h_activation_bytes == n * in->n_vocab * 4ull);
     CHECK(t->h2d_weight_bytes == 0);
 }

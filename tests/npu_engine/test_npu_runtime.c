@@ -73,7 +73,7 @@ static void test_budget(void)
     CHECKF(s1.prefill.dispatches == 2 * 3 * L + 1, "%llu prefill dispatches",
            (unsigned long long)s1.prefill.dispatches);
     CHECK(s1.prefill.submissions == 2);
-    CHECK(s1.prefill.h2d_activation_bytes == PROMPT * E * 4 + (2 * prefill_words + 3) * 4);
+    CHECK(s1.prefill.h2d_activation_bytes == PROMPT * E * 2 + (2 * prefill_words + 3) * 4);
     CHECK(s1.prefill.d2h_activation_bytes == V * 4);
 
     for (int i = 0; i < STEPS; i++)
@@ -84,7 +84,7 @@ static void test_budget(void)
     CHECKF(d->dispatches == STEPS * (2 * L + 1), "%llu decode dispatches for %d tokens",
            (unsigned long long)d->dispatches, STEPS);
     CHECK(d->submissions == STEPS);
-    CHECK(d->h2d_activation_bytes == STEPS * (E * 4 + decode_words * 4));
+    CHECK(d->h2d_activation_bytes == STEPS * (E * 2 + decode_words * 4));
     CHECK(d->d2h_activation_bytes == STEPS * V * 4);
     /* No weight byte after load. */
     CHECK(s2.prefill.h2d_weight_bytes == 0 && d->h2d_weight_bytes == 0);
