@@ -27,6 +27,7 @@
 #include "backend_npu.h"
 #include "model_internal.h"
 #include "npu_emu.h"
+#include "npu_engine_emu.h"
 #include "npu_engine_test.h"
 #include "npullm.h"
 
@@ -241,12 +242,8 @@ static void test_unfused_decode(void)
     REQUIRE(fused && split && text);
     npl_error err;
     npl_npu_manifest *man = NULL;
-    npl_npu_device *dev = NULL;
-    REQUIRE(npl_npu_manifest_parse(text, strlen(text), "test manifest", &man, &err) == NPL_OK);
-    npl_npu_emu_config cfg = {.manifest = man};
-    REQUIRE(npl_npu_emu_open(&cfg, &dev, &err) == NPL_OK);
     npl_backend_npu *b = NULL;
-    REQUIRE(npl_backend_npu_create(split, dev, &b, &err) == NPL_OK);
+    REQUIRE(ne_emu_runtime(split, text, &man, &b, &err) == NPL_OK);
     split->device->npu = b;
 
     uint32_t nv = npl_model_get_info(fused)->n_vocab;
@@ -361,13 +358,8 @@ static void test_pack_refusals(void)
         REQUIRE(m && text && strcmp(text, npl_npu_emu_builtin_manifest()) != 0);
         npl_error err;
         npl_npu_manifest *man = NULL;
-        npl_npu_device *dev = NULL;
         npl_backend_npu *b = NULL;
-        REQUIRE(npl_npu_manifest_parse(text, strlen(text), "test manifest", &man, &err) == NPL_OK);
-        npl_npu_emu_config cfg = {.manifest = man};
-        REQUIRE(npl_npu_emu_open(&cfg, &dev, &err) == NPL_OK);
-        /* the device goes with the failed runtime */
-        CHECKF(npl_backend_npu_create_in(m, dev, "", &b, &err) == NPL_ERR_UNSUPPORTED && !b &&
+        CHECKF(ne_emu_runtime(m, text, &man, &b, &err) == NPL_ERR_UNSUPPORTED && !b &&
                    strstr(err.message, cases[i].want),
                "case %zu: %s", i, err.message);
         npl_model_free(m);
