@@ -2,6 +2,7 @@
  * run lists, chunked prefill and decode through the device interface. */
 #include "backend_npu.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,48 +11,12 @@
 #include "model_internal.h"
 #include "npu_device.h"
 #include "npu_weight_cache.h"
+#include "npu_weight_packs.h"
 #include "q4nx.h"
 
 /* Weight offsets inside a static buffer are multiples of this: above the
  * device's argument alignment, and a cache line. */
 #define WEIGHT_ALIGN 64u
-#define ABSENT SIZE_MAX
-
-/* ---- the residency plan ------------------------------------------------ */
-
-/* A layer's weights, in one static buffer each layer. */
-enum layer_weight {
-    LW_ATTN_NORM, LW_WQ, LW_WK, LW_WV, LW_Q_NORM, LW_K_NORM,
-    LW_WO, LW_POST_ATTN_NORM, LW_FFN_NORM, LW_GATE, LW_UP, LW_DOWN, LW_POST_FFN_NORM,
-    LW_COUNT
-};
-
-/* Contract argument names, in enum order. */
-static const char *const layer_weight_arg[LW_COUNT] = {
-    "attn_norm", "wq", "wk", "wv", "q_norm", "k_norm",
-    "wo", "post_attn_norm", "ffn_norm", "w_gate", "w_up", "w_down", "post_ffn_norm",
-};
-
-/* Which of them each kind of group takes. */
-static const enum layer_weight qkv_weights[] = {
-    LW_ATTN_NORM, LW_WQ, LW_WK, LW_WV, LW_Q_NORM, LW_K_NORM,
-};
-static const enum layer_weight o_ffn_weights[] = {
-    LW_WO, LW_POST_ATTN_NORM, LW_FFN_NORM, LW_GATE, LW_UP, LW_DOWN, LW_POST_FFN_NORM,
-};
-
-/* The output norm, LM head and rope factors share one more buffer. */
-enum head_weight { HW_OUT_NORM, HW_W_OUT, HW_ROPE_FREQS, HW_COUNT };
-
-/* Where a device weight comes from: a matrix of the model (repacked to
- * Q4NX) or a vector (norms to bf16, rope factors kept f32). */
-typedef struct weight_src {
-    char name[64];          /* GGUF tensor name: the cache's key, and for messages */
-    const npl_matrix *mat;
-    const float *vec;
-    uint32_t n;             /* vector length */
-    bool keep_f32;
-} weight_src;
 
 /* ---- the runtime ------------------------------------------------------- */
 
@@ -70,17 +35,16 @@ struct npl_backend_npu {
     uint32_t chunk;
     npl_npu_shape base; /* what every run shares */
 
-    npl_npu_buffer **layer_w;        /* n_layer static buffers */
-    size_t (*layer_off)[LW_COUNT];   /* n_layer: offset of each weight or ABSENT */
-    npl_npu_buffer *head_w;
-    size_t head_off[HW_COUNT];
+    npl_npu_buffer **layer_w;        /* n_layer static buffers: w_attn, then w_ffn */
+    size_t ffn_off;                  /* where w_ffn starts in a layer's buffer */
+    npl_npu_buffer *head_w;          /* w_head */
     uint64_t weight_bytes;
 
-    npl_npu_buffer *x;      /* io [chunk, n_embd] f32: the residual stream */
+    npl_npu_buffer *x;      /* io [chunk, n_embd] bf16: the residual stream */
     npl_npu_buffer *q;      /* intermediate [chunk, n_head*head_dim] bf16 */
     npl_npu_buffer *attn;   /* intermediate [chunk, n_head*head_dim] bf16 */
     npl_npu_buffer *logits; /* output [n_vocab] f32 */
-    float *x_host;          /* host view of x */
+    uint16_t *x_host;       /* host view of x */
     uint64_t activation_bytes;
 
     /* Batched decode: sequence i of a step uses row i of x, q and attn
@@ -138,185 +102,94 @@ typedef struct act_slot {
 
 /* ---- weights ----------------------------------------------------------- */
 
-static void src_matrix(weight_src *s, const npl_matrix *mat, const char *fmt, uint32_t layer)
+/* The group whose contract lays out a pack, and the others taking it. */
+static void pack_groups(const npl_backend_npu *b, npl_npu_pack pack, const npl_npu_group *g[3])
 {
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, fmt, layer);
-    s->mat = mat;
-}
-
-static void src_vector(weight_src *s, const float *vec, uint32_t n, const char *fmt, uint32_t layer)
-{
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, fmt, layer);
-    s->vec = vec;
-    s->n = vec ? n : 0;
-}
-
-static void layer_sources(const npl_model *m, uint32_t l, weight_src src[LW_COUNT])
-{
-    const npl_layer *L = &m->layers[l];
-    const npl_hparams *hp = &m->hp;
-    src_vector(&src[LW_ATTN_NORM], L->attn_norm, hp->n_embd, "blk.%u.attn_norm.weight", l);
-    src_matrix(&src[LW_WQ], &L->wq, "blk.%u.attn_q.weight", l);
-    src_matrix(&src[LW_WK], &L->wk, "blk.%u.attn_k.weight", l);
-    src_matrix(&src[LW_WV], &L->wv, "blk.%u.attn_v.weight", l);
-    src_vector(&src[LW_Q_NORM], L->attn_q_norm, hp->head_dim, "blk.%u.attn_q_norm.weight", l);
-    src_vector(&src[LW_K_NORM], L->attn_k_norm, hp->head_dim, "blk.%u.attn_k_norm.weight", l);
-    src_matrix(&src[LW_WO], &L->wo, "blk.%u.attn_output.weight", l);
-    src_vector(&src[LW_POST_ATTN_NORM], L->post_attn_norm, hp->n_embd,
-               "blk.%u.post_attention_norm.weight", l);
-    src_vector(&src[LW_FFN_NORM], L->ffn_norm, hp->n_embd, "blk.%u.ffn_norm.weight", l);
-    src_matrix(&src[LW_GATE], &L->w_gate, "blk.%u.ffn_gate.weight", l);
-    src_matrix(&src[LW_UP], &L->w_up, "blk.%u.ffn_up.weight", l);
-    src_matrix(&src[LW_DOWN], &L->w_down, "blk.%u.ffn_down.weight", l);
-    src_vector(&src[LW_POST_FFN_NORM], L->post_ffn_norm, hp->n_embd,
-               "blk.%u.post_ffw_norm.weight", l);
-}
-
-static void head_sources(const npl_model *m, weight_src src[HW_COUNT])
-{
-    src_vector(&src[HW_OUT_NORM], m->output_norm, m->hp.n_embd, "output_norm.weight", 0);
-    src_matrix(&src[HW_W_OUT], &m->output,
-               m->output.data == m->tok_embd.data ? "token_embd.weight" : "output.weight", 0);
-    src_vector(&src[HW_ROPE_FREQS], m->rope_freqs, m->hp.n_rot / 2, "rope_freqs.weight", 0);
-    src[HW_ROPE_FREQS].keep_f32 = true;
-}
-
-static bool src_present(const weight_src *s)
-{
-    return s->mat || s->vec;
-}
-
-/* Device bytes of one weight; checks that it can be repacked. */
-static npl_status src_bytes(const weight_src *s, size_t *bytes, npl_error *err)
-{
-    if (s->vec) {
-        *bytes = (size_t)s->n * (s->keep_f32 ? sizeof(float) : sizeof(uint16_t));
-        return NPL_OK;
-    }
-    if (!npl_q4nx_can_repack(s->mat->type)) {
-        const npl_type_traits *tr = npl_type_traits_get(s->mat->type);
-        return npl_error_set(err, NPL_ERR_UNSUPPORTED,
-                             "npu: tensor '%s' has type %s, which cannot be repacked to Q4NX",
-                             s->name, tr ? tr->name : "unknown");
-    }
-    npl_q4nx_layout layout;
-    npl_status st = npl_q4nx_layout_init(&layout, s->mat->n_rows, s->mat->n_cols, err);
-    if (st == NPL_OK)
-        *bytes = layout.bytes;
-    return st;
-}
-
-/* A vector in its device format at dst: bf16, or f32 kept as it is. */
-static void vector_fill(const weight_src *s, uint8_t *dst)
-{
-    if (s->keep_f32) {
-        memcpy(dst, s->vec, (size_t)s->n * sizeof(float));
-        return;
-    }
-    for (uint32_t i = 0; i < s->n; i++) {
-        uint16_t h = npl_fp32_to_bf16(s->vec[i]);
-        memcpy(dst + 2 * (size_t)i, &h, sizeof h);
+    const npu_groups *G = &b->g;
+    g[1] = g[2] = NULL;
+    if (pack == NPL_NPU_PACK_ATTN) {
+        g[0] = G->qkv_mv;
+        g[1] = G->qkv;
+    } else if (pack == NPL_NPU_PACK_FFN) {
+        g[0] = G->fused_decode ? G->attn_o_ffn_mv : G->o_ffn_mv;
+        g[1] = G->o_ffn;
+    } else {
+        g[0] = G->lm_head;
     }
 }
 
-/* One static buffer of weights: a layer's, or the output weights. */
-typedef struct weight_block {
-    weight_src src[LW_COUNT]; /* n of them; LW_COUNT >= HW_COUNT */
-    size_t n;
-    size_t *off;              /* n offsets into the buffer, or ABSENT */
-    npl_npu_buffer **buf;
-    size_t bytes;
-    uint8_t *host;            /* host view, filled before the one upload */
-} weight_block;
-
-/* Lays out a block's weights and allocates its buffer. */
-static npl_status place_block(npl_backend_npu *b, weight_block *blk, const char *label,
-                              npl_error *err)
+/* Bytes of a pack, checking that every group taking it agrees. */
+static npl_status pack_bytes(const npl_backend_npu *b, npl_npu_pack pack, size_t *bytes,
+                             npl_error *err)
 {
-    size_t cursor = 0;
-    for (size_t i = 0; i < blk->n; i++) {
-        blk->off[i] = ABSENT;
-        if (!src_present(&blk->src[i]))
-            continue;
-        size_t bytes = 0;
-        npl_status st = src_bytes(&blk->src[i], &bytes, err);
-        if (st != NPL_OK)
-            return st;
-        blk->off[i] = cursor;
-        cursor = align_up(cursor + bytes, WEIGHT_ALIGN);
-    }
-    npl_status st = npl_npu_buffer_alloc(b->dev, cursor, NPL_NPU_BUF_STATIC, label, blk->buf, err);
+    const npl_npu_group *g[3];
+    pack_groups(b, pack, g);
+    const npl_npu_group_spec *specs[3];
+    for (size_t i = 0; i < 3; i++)
+        specs[i] = g[i] ? npl_npu_group_spec_get(g[i]) : NULL;
+    return npl_npu_pack_bytes(specs, 3, pack, &b->base, bytes, err);
+}
+
+/* Fills layer l's (or the head's) pack at host from the contract of the
+ * group that lays it out. */
+static npl_status fill_pack(const npl_backend_npu *b, npl_npu_pack pack, uint32_t l,
+                            uint8_t *host, npl_npu_cache_matrix *mats, char (*names)[64],
+                            size_t *n_mats, npl_error *err)
+{
+    const npl_npu_group *g[3];
+    pack_groups(b, pack, g);
+    return npl_npu_pack_fill(b->m, npl_npu_group_spec_get(g[0]), pack, l, &b->base, host, mats,
+                             names, n_mats, err);
+}
+
+static npl_status alloc_weights(npl_backend_npu *b, size_t bytes, const char *label,
+                                npl_npu_buffer **buf, uint8_t **host, npl_error *err)
+{
+    npl_status st = npl_npu_buffer_alloc(b->dev, bytes, NPL_NPU_BUF_STATIC, label, buf, err);
     if (st != NPL_OK)
         return st;
-    blk->host = npl_npu_buffer_map(*blk->buf, err);
-    if (!blk->host)
+    *host = npl_npu_buffer_map(*buf, err);
+    if (!*host)
         return err ? err->code : NPL_ERR_INTERNAL;
-    blk->bytes = cursor;
-    b->weight_bytes += cursor;
+    b->weight_bytes += bytes;
     return NPL_OK;
 }
 
-/* Fills a block's vectors and lists its matrices (with their room) for
- * npl_npu_weights_fill. */
-static void block_contents(weight_block *blk, npl_npu_cache_matrix *mats, size_t *n_mats)
-{
-    for (size_t i = 0; i < blk->n; i++) {
-        if (blk->off[i] == ABSENT)
-            continue;
-        size_t end = blk->bytes;
-        for (size_t j = 0; j < blk->n; j++)
-            if (blk->off[j] != ABSENT && blk->off[j] > blk->off[i] && blk->off[j] < end)
-                end = blk->off[j];
-        const weight_src *s = &blk->src[i];
-        if (s->vec) {
-            vector_fill(s, blk->host + blk->off[i]);
-            continue;
-        }
-        mats[(*n_mats)++] = (npl_npu_cache_matrix){
-            .name = s->name, .mat = s->mat, .dst = blk->host + blk->off[i],
-            .dst_bytes = end - blk->off[i]};
-    }
-}
-
-/* Every layer's weights and the output weights in their static buffers,
- * the matrices from the Q4NX cache or repacked; then each buffer is
- * uploaded once (the only time these bytes cross to the device) and the
- * weights are sealed. */
+/* Every layer's packs and the head's in their static buffers, the
+ * matrices from the Q4NX cache or repacked; then each buffer is uploaded
+ * once (the only time these bytes cross to the device) and the weights
+ * are sealed. */
 static npl_status upload_weights(npl_backend_npu *b, const char *cache_dir, npl_error *err)
 {
     const npl_model *m = b->m;
-    size_t n_blocks = (size_t)m->hp.n_layer + 1;
-    b->layer_w = calloc(m->hp.n_layer, sizeof *b->layer_w);
-    b->layer_off = calloc(m->hp.n_layer, sizeof *b->layer_off);
-    weight_block *blocks = calloc(n_blocks, sizeof *blocks);
-    npl_npu_cache_matrix *mats = calloc(n_blocks * LW_COUNT, sizeof *mats);
-    npl_status st = NPL_OK;
-    if (!b->layer_w || !b->layer_off || !blocks || !mats) {
+    uint32_t L = m->hp.n_layer;
+    size_t attn_bytes = 0, ffn_bytes = 0, head_bytes = 0;
+    npl_status st;
+    if ((st = pack_bytes(b, NPL_NPU_PACK_ATTN, &attn_bytes, err)) ||
+        (st = pack_bytes(b, NPL_NPU_PACK_FFN, &ffn_bytes, err)) ||
+        (st = pack_bytes(b, NPL_NPU_PACK_HEAD, &head_bytes, err)))
+        return st;
+    b->ffn_off = align_up(attn_bytes, WEIGHT_ALIGN);
+    size_t layer_bytes = b->ffn_off + ffn_bytes;
+    b->layer_w = calloc(L, sizeof *b->layer_w);
+    uint8_t **hosts = calloc((size_t)L + 1, sizeof *hosts);
+    npl_npu_cache_matrix *mats = calloc(((size_t)L + 1) * 2 * NPL_NPU_MAX_PARTS, sizeof *mats);
+    char (*names)[64] = calloc(((size_t)L + 1) * 2 * NPL_NPU_MAX_PARTS, sizeof *names);
+    if (!b->layer_w || !hosts || !mats || !names) {
         st = npl_error_set(err, NPL_ERR_NOMEM, "npu: no memory for the layer plan");
         goto done;
     }
     char label[NPL_NPU_NAME_MAX];
     size_t n_mats = 0;
-    for (size_t k = 0; k < n_blocks && st == NPL_OK; k++) {
-        weight_block *blk = &blocks[k];
-        if (k < m->hp.n_layer) {
-            layer_sources(m, (uint32_t)k, blk->src);
-            blk->n = LW_COUNT;
-            blk->off = b->layer_off[k];
-            blk->buf = &b->layer_w[k];
-            snprintf(label, sizeof label, "layer %zu weights", k);
-        } else {
-            head_sources(m, blk->src);
-            blk->n = HW_COUNT;
-            blk->off = b->head_off;
-            blk->buf = &b->head_w;
-            snprintf(label, sizeof label, "output weights");
-        }
-        if ((st = place_block(b, blk, label, err)) == NPL_OK)
-            block_contents(blk, mats, &n_mats);
+    for (uint32_t l = 0; l < L && st == NPL_OK; l++) {
+        snprintf(label, sizeof label, "layer %u weights", l);
+        if (!(st = alloc_weights(b, layer_bytes, label, &b->layer_w[l], &hosts[l], err)) &&
+            !(st = fill_pack(b, NPL_NPU_PACK_ATTN, l, hosts[l], mats, names, &n_mats, err)))
+            st = fill_pack(b, NPL_NPU_PACK_FFN, l, hosts[l] + b->ffn_off, mats, names, &n_mats, err);
     }
+    if (st == NPL_OK &&
+        !(st = alloc_weights(b, head_bytes, "output weights", &b->head_w, &hosts[L], err)))
+        st = fill_pack(b, NPL_NPU_PACK_HEAD, 0, hosts[L], mats, names, &n_mats, err);
     npl_npu_cache_report report;
     if (st == NPL_OK &&
         (st = npl_npu_weights_fill(npl_gguf_path(m->gguf), cache_dir, mats, n_mats, &report,
@@ -326,13 +199,16 @@ static npl_status upload_weights(npl_backend_npu *b, const char *cache_dir, npl_
         b->stats.load_cache_written = report.written;
         snprintf(b->stats.load_cache_note, sizeof b->stats.load_cache_note, "%s", report.note);
     }
-    for (size_t k = 0; k < n_blocks && st == NPL_OK; k++)
-        st = npl_npu_buffer_sync(*blocks[k].buf, NPL_NPU_SYNC_TO_DEVICE, 0, blocks[k].bytes, err);
+    for (uint32_t l = 0; l < L && st == NPL_OK; l++)
+        st = npl_npu_buffer_sync(b->layer_w[l], NPL_NPU_SYNC_TO_DEVICE, 0, layer_bytes, err);
+    if (st == NPL_OK)
+        st = npl_npu_buffer_sync(b->head_w, NPL_NPU_SYNC_TO_DEVICE, 0, head_bytes, err);
     if (st == NPL_OK)
         st = npl_npu_device_seal_weights(b->dev, err);
 done:
-    free(blocks);
+    free(hosts);
     free(mats);
+    free(names);
     return st;
 }
 
@@ -403,10 +279,22 @@ static npl_status init_base_shape(npl_backend_npu *b, npl_error *err)
     const npl_hparams *hp = &m->hp;
     /* The LM head reads the last row of a prefill chunk through an
      * argument offset, which must stay aligned. */
-    if ((hp->n_embd * sizeof(float)) % NPL_NPU_ARG_ALIGN)
+    if ((hp->n_embd * sizeof(uint16_t)) % NPL_NPU_ARG_ALIGN)
         return npl_error_set(err, NPL_ERR_UNSUPPORTED,
-                             "npu: n_embd = %u is not a multiple of 16, which the device's "
-                             "argument alignment needs", hp->n_embd);
+                             "npu: n_embd = %u is not a multiple of 32, which the device's "
+                             "argument alignment needs (bf16 rows)", hp->n_embd);
+    /* The kernels' variants are flags of the shape, model-wide. */
+    const npl_layer *L0 = &m->layers[0];
+    bool qk_norm = L0->attn_q_norm != NULL, post_norms = L0->post_attn_norm != NULL;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const npl_layer *L = &m->layers[l];
+        if ((L->attn_q_norm != NULL) != qk_norm || (L->attn_k_norm != NULL) != qk_norm ||
+            (L->post_attn_norm != NULL) != post_norms || (L->post_ffn_norm != NULL) != post_norms)
+            return npl_error_set(err, NPL_ERR_UNSUPPORTED,
+                                 "npu: layer %u has a different set of norms (Q/K norms, post "
+                                 "norms) than layer 0: the kernels take them for every layer "
+                                 "or none", l);
+    }
     npl_npu_shape *s = &b->base;
     memset(s, 0, sizeof *s);
     s->n_embd = hp->n_embd;
@@ -421,6 +309,8 @@ static npl_status init_base_shape(npl_backend_npu *b, npl_error *err)
     s->rope_style = m->rope_neox ? NPL_NPU_ROPE_NEOX : NPL_NPU_ROPE_NORM;
     s->act = m->ffn_gelu ? NPL_NPU_ACT_GELU_TANH : NPL_NPU_ACT_SILU;
     s->causal = 1;
+    s->qk_norm = qk_norm;
+    s->post_norms = post_norms;
     s->rms_eps = hp->rms_eps;
     s->rope_theta = hp->rope_base;
     s->rope_freq_scale = 1.0f;
@@ -465,21 +355,6 @@ static npl_status set_arg(npl_npu_arg *args, const npl_npu_group *g, const char 
     return npl_npu_args_set(args, g, name, buf, offset, err);
 }
 
-static npl_status set_layer_weights(const npl_backend_npu *b, npl_npu_arg *args,
-                                    const npl_npu_group *g, uint32_t l,
-                                    const enum layer_weight *which, size_t n, npl_error *err)
-{
-    for (size_t i = 0; i < n; i++) {
-        size_t off = b->layer_off[l][which[i]];
-        if (off == ABSENT)
-            continue;
-        npl_status st = set_arg(args, g, layer_weight_arg[which[i]], b->layer_w[l], off, err);
-        if (st != NPL_OK)
-            return st;
-    }
-    return NPL_OK;
-}
-
 static npl_status set_kv(const npl_npu_seq *ns, npl_npu_arg *args, const npl_npu_group *g,
                          uint32_t l, npl_error *err)
 {
@@ -500,12 +375,8 @@ static npl_status add_qkv(const npl_npu_seq *ns, npl_npu_runlist *rl, npl_npu_gr
     memset(args, 0, sizeof args);
     npl_status st;
     if ((st = set_arg(args, g, "x", b->x, a->x, err)) ||
-        (st = set_layer_weights(b, args, g, l, qkv_weights,
-                                sizeof qkv_weights / sizeof qkv_weights[0], err)) ||
+        (st = set_arg(args, g, "w_attn", b->layer_w[l], 0, err)) ||
         (st = set_arg(args, g, "q", b->q, a->q, err)) || (st = set_kv(ns, args, g, l, err)))
-        return st;
-    if (b->head_off[HW_ROPE_FREQS] != ABSENT &&
-        (st = set_arg(args, g, "rope_freqs", b->head_w, b->head_off[HW_ROPE_FREQS], err)))
         return st;
     return npl_npu_runlist_add(rl, g, args, shape, err);
 }
@@ -541,8 +412,7 @@ static npl_status add_o_ffn(const npl_npu_seq *ns, npl_npu_runlist *rl, npl_npu_
         return st;
     }
     if ((st = set_arg(args, g, "x", b->x, a->x, err)) ||
-        (st = set_layer_weights(b, args, g, l, o_ffn_weights,
-                                sizeof o_ffn_weights / sizeof o_ffn_weights[0], err)))
+        (st = set_arg(args, g, "w_ffn", b->layer_w[l], b->ffn_off, err)))
         return st;
     return npl_npu_runlist_add(rl, g, args, shape, err);
 }
@@ -557,8 +427,7 @@ static npl_status add_lm_head(const npl_backend_npu *b, npl_npu_runlist *rl, con
     npl_status st;
     npl_npu_shape shape = head_shape(b);
     if ((st = set_arg(args, g, "x", b->x, a->x, err)) ||
-        (st = set_arg(args, g, "out_norm", b->head_w, b->head_off[HW_OUT_NORM], err)) ||
-        (st = set_arg(args, g, "w_out", b->head_w, b->head_off[HW_W_OUT], err)) ||
+        (st = set_arg(args, g, "w_head", b->head_w, 0, err)) ||
         (st = set_arg(args, g, "logits", a->logits, a->logits_off, err)))
         return st;
     return npl_npu_runlist_add(rl, g, args, &shape, err);
@@ -668,7 +537,7 @@ static npl_status alloc_activations(npl_backend_npu *b, npl_error *err)
     const npl_hparams *hp = &b->m->hp;
     size_t rows = b->chunk;
     npl_status st;
-    if ((st = alloc_activation(b, rows * hp->n_embd * sizeof(float), NPL_NPU_BUF_IO, "x", &b->x,
+    if ((st = alloc_activation(b, rows * hp->n_embd * sizeof(uint16_t), NPL_NPU_BUF_IO, "x", &b->x,
                                err)) ||
         (st = alloc_activation(b, rows * q_dim(hp) * sizeof(uint16_t), NPL_NPU_BUF_INTERMEDIATE,
                                "q", &b->q, err)) ||
@@ -686,7 +555,7 @@ static npl_status alloc_activations(npl_backend_npu *b, npl_error *err)
 static npl_status init_batch(npl_backend_npu *b, npl_error *err)
 {
     const npl_hparams *hp = &b->m->hp;
-    b->x_stride = (size_t)hp->n_embd * sizeof(float); /* aligned: init_base_shape checked */
+    b->x_stride = (size_t)hp->n_embd * sizeof(uint16_t); /* aligned: init_base_shape checked */
     b->q_stride = align_up(q_dim(hp) * sizeof(uint16_t), NPL_NPU_ARG_ALIGN);
     b->logits_stride = align_up((size_t)hp->n_vocab * sizeof(float), NPL_NPU_ARG_ALIGN);
     size_t q_rows = npl_npu_buffer_size(b->q) / b->q_stride;
@@ -788,7 +657,6 @@ void npl_backend_npu_free(npl_backend_npu *b)
     /* The device frees every buffer, group and run list still alive. */
     npl_npu_device_destroy(b->dev);
     free(b->layer_w);
-    free(b->layer_off);
     free(b->batch_seqs);
     free(b);
 }
@@ -881,26 +749,33 @@ void npl_backend_npu_seq_release(npl_seq *s)
 
 /* ---- forward passes ---------------------------------------------------- */
 
-/* The first layer's input into x rows 0..n-1 on the host, then to the
- * device: the (scaled) embedding rows of tokens, or when tokens is NULL
- * the rows of embd as they are. */
+/* The first layer's input into x rows 0..n-1 on the host, as bf16 (the
+ * residual stream between groups), then to the device: the (scaled)
+ * embedding rows of tokens, or when tokens is NULL the rows of embd. */
 static npl_status upload_input(npl_backend_npu *b, const int32_t *tokens, const float *embd,
                                size_t n, npl_error *err)
 {
     const npl_model *m = b->m;
     size_t e = m->hp.n_embd;
-    if (!tokens)
-        memcpy(b->x_host, embd, n * e * sizeof(float));
-    for (size_t i = 0; tokens && i < n; i++) {
-        float *row = b->x_host + i * e;
-        if (!npl_matrix_get_row(&m->tok_embd, tokens[i], row))
+    float *row = malloc(e * sizeof *row);
+    if (!row)
+        return npl_error_set(err, NPL_ERR_NOMEM, "npu: no memory for an embedding row");
+    for (size_t i = 0; i < n; i++) {
+        if (!tokens) {
+            memcpy(row, embd + i * e, e * sizeof *row);
+        } else if (!npl_matrix_get_row(&m->tok_embd, tokens[i], row)) {
+            free(row);
             return npl_error_set(err, NPL_ERR_INTERNAL, "npu: cannot read embedding row %d",
                                  tokens[i]);
-        if (m->embd_scale != 1.0f)
+        } else if (m->embd_scale != 1.0f) {
             for (size_t j = 0; j < e; j++)
                 row[j] *= m->embd_scale;
+        }
+        for (size_t j = 0; j < e; j++)
+            b->x_host[i * e + j] = npl_fp32_to_bf16(row[j]);
     }
-    return npl_npu_buffer_sync(b->x, NPL_NPU_SYNC_TO_DEVICE, 0, n * e * sizeof(float), err);
+    free(row);
+    return npl_npu_buffer_sync(b->x, NPL_NPU_SYNC_TO_DEVICE, 0, n * e * sizeof(uint16_t), err);
 }
 
 /* s's logits from the slot a filled. */
@@ -929,7 +804,7 @@ static npl_status prefill_chunk(npl_backend_npu *b, npl_seq *s, const int32_t *t
             npl_npu_runlist_clear(rl);
             ns->prefill_last_rows = 0;
             act_slot last_row = solo_slot(b);
-            last_row.x = (size_t)(n - 1) * b->m->hp.n_embd * sizeof(float);
+            last_row.x = (size_t)(n - 1) * b->m->hp.n_embd * sizeof(uint16_t);
             if ((st = add_prefill_layers(ns, rl, err)) || (st = add_lm_head(b, rl, &last_row, err)))
                 return st;
             ns->prefill_last_rows = n;

@@ -419,7 +419,7 @@ npl_status npl_npu_validate_run(const npl_npu_group *group, const npl_npu_arg *a
                                  g->name, args[i].offset, a->name, NPL_NPU_ARG_ALIGN);
         size_t need = 0;
         npl_error sub;
-        if (npl_npu_arg_bytes(a, shape, &need, &sub) != NPL_OK)
+        if (npl_npu_group_arg_bytes(g, i, shape, &need, &sub) != NPL_OK)
             return npl_error_set(err, NPL_ERR_INVALID_ARG, "npu: %s: argument '%s': %s",
                                  g->name, a->name, sub.message);
         if (args[i].offset > b->size || need > b->size - args[i].offset)

@@ -103,6 +103,13 @@ static npl_status emu_group_load(void *impl, npl_npu_group *group, npl_error *er
     if (!def)
         return npl_error_set(err, NPL_ERR_UNSUPPORTED,
                              "npu-emu: no implementation of kernel group '%s'", group->spec->name);
+    /* As the XRT shim checks the xclbin's kernel: the contract must bind
+     * exactly the buffer arguments the kernel declares. */
+    if (def->n_args != group->spec->n_args)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED,
+                             "npu-emu: kernel group '%s' declares %u buffer arguments, the "
+                             "manifest binds %u", group->spec->name, def->n_args,
+                             group->spec->n_args);
     group->backend = (void *)(uintptr_t)def;
     return NPL_OK;
 }
@@ -152,7 +159,7 @@ static npl_status emu_run(const npl_npu_run_entry *r, npl_error *err)
             break;
         }
         size_t view = 0;
-        if ((st = npl_npu_arg_bytes(&spec->args[d->arg], &shape, &view, err)) != NPL_OK)
+        if ((st = npl_npu_group_arg_bytes(spec, d->arg, &shape, &view, err)) != NPL_OK)
             break;
         uint64_t end = (uint64_t)d->offset + d->length;
         if (end > view || arg->offset + end > arg->buf->size) {
@@ -230,7 +237,17 @@ static const npl_npu_backend_ops emu_ops = {
 void *npl_npu_emu_arg(const npl_npu_emu_call *call, const char *name)
 {
     int i = npl_npu_group_arg_index(call->spec, name);
-    return i < 0 ? NULL : call->data[i];
+    if (i >= 0)
+        return call->data[i];
+    /* A part of a packed argument: at its offset, absent when empty. */
+    int p = npl_npu_group_part_index(call->spec, name);
+    if (p < 0 || !call->data[call->spec->parts[p].arg])
+        return NULL;
+    size_t off = 0, bytes = 0;
+    if (npl_npu_part_place(call->spec, (uint32_t)p, call->shape, &off, &bytes, NULL) != NPL_OK
+        || bytes == 0)
+        return NULL;
+    return (uint8_t *)call->data[call->spec->parts[p].arg] + off;
 }
 
 npl_status npl_npu_emu_open(const npl_npu_emu_config *config, npl_npu_device **out,

@@ -28,10 +28,13 @@ typedef npl_status (*npl_npu_emu_group_fn)(const npl_npu_emu_call *call, npl_err
 typedef struct npl_npu_emu_group_def {
     const char *name;
     npl_npu_emu_group_fn run;
+    uint32_t n_args; /* buffer arguments the kernel declares: loading a
+                        manifest group that binds another count is refused */
 } npl_npu_emu_group_def;
 
-/* Device memory of a named argument, or NULL when the contract has no
- * such argument or the call left an optional one out. */
+/* Device memory of a named argument or of a part of a packed argument,
+ * or NULL when the contract has no such argument, the call left an
+ * optional one out, or the part is empty for this shape. */
 void *npl_npu_emu_arg(const npl_npu_emu_call *call, const char *name);
 
 /* The groups the emulator implements, and the manifest describing their

@@ -1,8 +1,9 @@
 /* The emulator's kernel groups. Each follows the contract in
  * npu_emu_manifest.c with the NPU's numerics: whatever enters a
  * multiply-accumulate is bf16 (activations rounded, Q4NX weights
- * dequantized to bf16), sums are f32, the residual stream stays f32, and
- * K/V are stored as bf16. Decode and prefill share the row loops; decode
+ * dequantized to bf16), sums are f32 (the residual additions too, on the
+ * tile), and what goes between groups is bf16: the residual stream x,
+ * Q, the attention output and K/V. Decode and prefill share the row loops; decode
  * groups are simply fixed to one row. */
 #include <math.h>
 #include <stdlib.h>
@@ -81,6 +82,13 @@ static void rms_norm(const float *x, uint32_t n, float eps, const uint16_t *w, f
         out[i] = x[i] * r * npu_bf16_to_f32(w[i]);
 }
 
+/* n bf16 values as f32. */
+static void bf16_row(const uint16_t *x, uint32_t n, float *out)
+{
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = npu_bf16_to_f32(x[i]);
+}
+
 /* The normed activation as it enters the MACs: bf16. */
 static void rms_norm_bf16(const float *x, uint32_t n, float eps, const uint16_t *w, uint16_t *out)
 {
@@ -136,7 +144,7 @@ static npl_status group_rms_qkv_rope(const npl_npu_emu_call *c, npl_error *err)
         return npl_error_set(err, NPL_ERR_INVALID_ARG,
                              "%s: RoPE needs theta > 0, freq_scale > 0 and a known style",
                              c->spec->name);
-    const float *x = arg_or_null(c, "x");
+    const uint16_t *x = arg_or_null(c, "x");
     const uint16_t *norm = arg_or_null(c, "attn_norm");
     const void *wq = arg_or_null(c, "wq"), *wk = arg_or_null(c, "wk"), *wv = arg_or_null(c, "wv");
     uint16_t *q_out = arg_or_null(c, "q");
@@ -150,15 +158,18 @@ static npl_status group_rms_qkv_rope(const npl_npu_emu_call *c, npl_error *err)
     const float *freqs = arg_or_null(c, "rope_freqs");
 
     uint16_t *xn = malloc((size_t)d.T * d.E * sizeof *xn);
+    float *xf = malloc((size_t)d.E * sizeof *xf);
     float *q = malloc((size_t)d.T * d.QD * sizeof *q);
     float *k = malloc((size_t)d.T * d.KD * sizeof *k);
     float *v = malloc((size_t)d.T * d.KD * sizeof *v);
-    if (!xn || !q || !k || !v) {
+    if (!xn || !xf || !q || !k || !v) {
         st = npl_error_set(err, NPL_ERR_NOMEM, "%s: no memory for activations", c->spec->name);
         goto out;
     }
-    for (uint32_t t = 0; t < d.T; t++)
-        rms_norm_bf16(x + (size_t)t * d.E, d.E, s->rms_eps, norm, xn + (size_t)t * d.E);
+    for (uint32_t t = 0; t < d.T; t++) {
+        bf16_row(x + (size_t)t * d.E, d.E, xf);
+        rms_norm_bf16(xf, d.E, s->rms_eps, norm, xn + (size_t)t * d.E);
+    }
     if ((st = matmul(wq, d.QD, d.E, xn, d.T, q, err)) || (st = matmul(wk, d.KD, d.E, xn, d.T, k, err))
         || (st = matmul(wv, d.KD, d.E, xn, d.T, v, err)))
         goto out;
@@ -185,6 +196,7 @@ static npl_status group_rms_qkv_rope(const npl_npu_emu_call *c, npl_error *err)
     st = NPL_OK;
 out:
     free(xn);
+    free(xf);
     free(q);
     free(k);
     free(v);
@@ -291,7 +303,7 @@ static npl_status o_ffn_rows(const npl_npu_emu_call *c, const dims *d, const uin
                              npl_error *err)
 {
     const npl_npu_shape *s = c->shape;
-    float *x = arg_or_null(c, "x");
+    uint16_t *x = arg_or_null(c, "x");
     const void *wo = arg_or_null(c, "wo"), *wg = arg_or_null(c, "w_gate"),
                *wu = arg_or_null(c, "w_up"), *wd = arg_or_null(c, "w_down");
     const uint16_t *ffn_norm = arg_or_null(c, "ffn_norm");
@@ -306,20 +318,22 @@ static npl_status o_ffn_rows(const npl_npu_emu_call *c, const dims *d, const uin
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "%s: needs n_ff > 0 and a known activation",
                              c->spec->name);
     float *o = malloc((size_t)d->T * d->E * sizeof *o);
+    float *xs = malloc((size_t)d->T * d->E * sizeof *xs); /* the residual, f32 on the tile */
     uint16_t *hn = malloc((size_t)d->T * d->E * sizeof *hn);
     float *g = malloc((size_t)d->T * d->F * sizeof *g);
     float *u = malloc((size_t)d->T * d->F * sizeof *u);
     uint16_t *a = malloc((size_t)d->T * d->F * sizeof *a);
-    if (!o || !hn || !g || !u || !a) {
+    if (!o || !xs || !hn || !g || !u || !a) {
         st = npl_error_set(err, NPL_ERR_NOMEM, "%s: no memory for activations", c->spec->name);
         goto out;
     }
     if ((st = matmul(wo, d->E, d->QD, attn, d->T, o, err)))
         goto out;
     for (uint32_t t = 0; t < d->T; t++) {
-        float *ot = o + (size_t)t * d->E, *xt = x + (size_t)t * d->E;
+        float *ot = o + (size_t)t * d->E, *xt = xs + (size_t)t * d->E;
         if (post_attn)
             rms_norm(ot, d->E, s->rms_eps, post_attn, ot);
+        bf16_row(x + (size_t)t * d->E, d->E, xt);
         for (uint32_t i = 0; i < d->E; i++)
             xt[i] += ot[i];
         rms_norm_bf16(xt, d->E, s->rms_eps, ffn_norm, hn + (size_t)t * d->E);
@@ -332,15 +346,16 @@ static npl_status o_ffn_rows(const npl_npu_emu_call *c, const dims *d, const uin
     if ((st = matmul(wd, d->E, d->F, a, d->T, o, err)))
         goto out;
     for (uint32_t t = 0; t < d->T; t++) {
-        float *ot = o + (size_t)t * d->E, *xt = x + (size_t)t * d->E;
+        float *ot = o + (size_t)t * d->E, *xt = xs + (size_t)t * d->E;
         if (post_ffn)
             rms_norm(ot, d->E, s->rms_eps, post_ffn, ot);
         for (uint32_t i = 0; i < d->E; i++)
-            xt[i] += ot[i];
+            x[(size_t)t * d->E + i] = npu_f32_to_bf16(xt[i] + ot[i]);
     }
     st = NPL_OK;
 out:
     free(o);
+    free(xs);
     free(hn);
     free(g);
     free(u);
@@ -389,7 +404,7 @@ static npl_status group_attn_o_ffn(const npl_npu_emu_call *c, npl_error *err)
 static npl_status group_lm_head(const npl_npu_emu_call *c, npl_error *err)
 {
     const npl_npu_shape *s = c->shape;
-    const float *x = arg_or_null(c, "x");
+    const uint16_t *x = arg_or_null(c, "x");
     const uint16_t *norm = arg_or_null(c, "out_norm");
     const void *w = arg_or_null(c, "w_out");
     float *logits = arg_or_null(c, "logits");
@@ -400,23 +415,30 @@ static npl_status group_lm_head(const npl_npu_emu_call *c, npl_error *err)
     if (s->n_embd == 0 || s->n_vocab == 0 || !(s->rms_eps >= 0.0f))
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "lm_head: needs n_embd, n_vocab, rms_eps");
     uint16_t *xn = malloc((size_t)s->n_embd * sizeof *xn);
-    if (!xn)
+    float *xf = malloc((size_t)s->n_embd * sizeof *xf);
+    if (!xn || !xf) {
+        free(xn);
+        free(xf);
         return npl_error_set(err, NPL_ERR_NOMEM, "lm_head: no memory");
-    rms_norm_bf16(x, s->n_embd, s->rms_eps, norm, xn);
+    }
+    bf16_row(x, s->n_embd, xf);
+    rms_norm_bf16(xf, s->n_embd, s->rms_eps, norm, xn);
     st = matmul(w, s->n_vocab, s->n_embd, xn, 1, logits, err);
     free(xn);
+    free(xf);
     return st;
 }
 
 static const npl_npu_emu_group_def builtin_groups[] = {
-    { "rms_qkv_rope_mv", group_rms_qkv_rope },
-    { "attention_decode", group_attention },
-    { "o_ffn_mv", group_o_ffn },
-    { "attn_o_ffn_mv", group_attn_o_ffn },
-    { "lm_head", group_lm_head },
-    { "rms_qkv_rope", group_rms_qkv_rope },
-    { "attention", group_attention },
-    { "o_ffn", group_o_ffn },
+    /* name, implementation, buffer arguments the kernel declares */
+    { "rms_qkv_rope_mv", group_rms_qkv_rope, 5 },
+    { "attention_decode", group_attention, 4 },
+    { "o_ffn_mv", group_o_ffn, 3 },
+    { "attn_o_ffn_mv", group_attn_o_ffn, 5 },
+    { "lm_head", group_lm_head, 3 },
+    { "rms_qkv_rope", group_rms_qkv_rope, 5 },
+    { "attention", group_attention, 4 },
+    { "o_ffn", group_o_ffn, 3 },
 };
 
 const npl_npu_emu_group_def *npl_npu_emu_builtin_groups(size_t *count)

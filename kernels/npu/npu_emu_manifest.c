@@ -6,40 +6,37 @@
  * classes and types. */
 #include "npu_emu.h"
 
-/* Pieces several groups share: the layer's weights (read whole) and the
- * KV transfers (rows 0..pos+n_tokens-1 in; the rows of this call out). */
+/* Pieces several groups share: a layer's weights in two packed
+ * arguments (read whole), the KV transfers (rows 0..pos+n_tokens-1 in;
+ * the rows of this call out). When n_head*head_dim and
+ * n_head_kv*head_dim are multiples of 32, wq, wk and wv back to back are
+ * byte for byte one Q4NX matrix [(n_head+2*n_head_kv)*head_dim, n_embd]
+ * (Q4NX blocks are 32 rows and 5120 bytes, a multiple of the part
+ * alignment), and w_gate + w_up one [2*n_ff, n_embd]: the packed q/k/v
+ * and gate/up of real designs. Empty parts (qk_norm = 0, post_norms =
+ * 0) take no bytes. rope_freqs is all ones for models without factors. */
 #define FFN_WEIGHT_ARGS \
-    "arg = wo             static       q4nx [n_embd, n_head*head_dim]\n" \
-    "arg = post_attn_norm static       bf16 [n_embd] optional\n" \
-    "arg = ffn_norm       static       bf16 [n_embd]\n" \
-    "arg = w_gate         static       q4nx [n_ff, n_embd]\n" \
-    "arg = w_up           static       q4nx [n_ff, n_embd]\n" \
-    "arg = w_down         static       q4nx [n_embd, n_ff]\n" \
-    "arg = post_ffn_norm  static       bf16 [n_embd] optional\n"
+    "arg  = w_ffn          static       pack\n" \
+    "part = w_ffn wo             q4nx [n_embd, n_head*head_dim]\n" \
+    "part = w_ffn post_attn_norm bf16 [post_norms*n_embd]\n" \
+    "part = w_ffn ffn_norm       bf16 [n_embd]\n" \
+    "part = w_ffn w_gate         q4nx [n_ff, n_embd]\n" \
+    "part = w_ffn w_up           q4nx [n_ff, n_embd]\n" \
+    "part = w_ffn w_down         q4nx [n_embd, n_ff]\n" \
+    "part = w_ffn post_ffn_norm  bf16 [post_norms*n_embd]\n"
 #define FFN_WEIGHT_DMA \
-    "dma = in  wo             0 *\n" \
-    "dma = in  post_attn_norm 0 *\n" \
-    "dma = in  ffn_norm       0 *\n" \
-    "dma = in  w_gate         0 *\n" \
-    "dma = in  w_up           0 *\n" \
-    "dma = in  w_down         0 *\n" \
-    "dma = in  post_ffn_norm  0 *\n"
+    "dma = in  w_ffn          0 *\n"
 #define QKV_WEIGHT_ARGS \
-    "arg = attn_norm  static       bf16 [n_embd]\n" \
-    "arg = wq         static       q4nx [n_head*head_dim, n_embd]\n" \
-    "arg = wk         static       q4nx [n_head_kv*head_dim, n_embd]\n" \
-    "arg = wv         static       q4nx [n_head_kv*head_dim, n_embd]\n" \
-    "arg = q_norm     static       bf16 [head_dim] optional\n" \
-    "arg = k_norm     static       bf16 [head_dim] optional\n" \
-    "arg = rope_freqs static       f32  [rope_dims/2] optional\n"
+    "arg  = w_attn         static       pack\n" \
+    "part = w_attn attn_norm     bf16 [n_embd]\n" \
+    "part = w_attn wq            q4nx [n_head*head_dim, n_embd]\n" \
+    "part = w_attn wk            q4nx [n_head_kv*head_dim, n_embd]\n" \
+    "part = w_attn wv            q4nx [n_head_kv*head_dim, n_embd]\n" \
+    "part = w_attn q_norm        bf16 [qk_norm*head_dim]\n" \
+    "part = w_attn k_norm        bf16 [qk_norm*head_dim]\n" \
+    "part = w_attn rope_freqs    f32  [rope_dims/2]\n"
 #define QKV_WEIGHT_DMA \
-    "dma = in  attn_norm      0 *\n" \
-    "dma = in  wq             0 *\n" \
-    "dma = in  wk             0 *\n" \
-    "dma = in  wv             0 *\n" \
-    "dma = in  q_norm         0 *\n" \
-    "dma = in  k_norm         0 *\n" \
-    "dma = in  rope_freqs     0 *\n"
+    "dma = in  w_attn         0 *\n"
 #define KV_ROWS_IN \
     "dma = in  k_cache        0 (pos+n_tokens)*n_head_kv*head_dim*2\n" \
     "dma = in  v_cache        0 (pos+n_tokens)*n_head_kv*head_dim*2\n"
@@ -50,8 +47,8 @@
 static const char emu_manifest[] =
     "npullm-npu-manifest 1\n"
     "device = emu\n"
-    "# Every group fits the command argument area with room to spare.\n"
-    "max_args = 11\n"
+    "# Every group fits the 5 buffer arguments stock aiecc kernels declare\n"
+    "# (max_args defaults to 5). The residual stream x is bf16 between groups.\n"
     "\n"
     "# Decode: one token. RMSNorm, Q/K/V matvecs, optional per-head Q/K\n"
     "# norms, RoPE; K and V go to row `pos` of the caches, and only that row\n"
@@ -59,7 +56,7 @@ static const char emu_manifest[] =
     "[group rms_qkv_rope_mv]\n"
     "fixed = n_tokens=1\n"
     "params = shape\n"
-    "arg = x          io           f32  [n_embd]\n"
+    "arg = x          io           bf16 [n_embd]\n"
     QKV_WEIGHT_ARGS
     "arg = q          intermediate bf16 [n_head*head_dim]\n"
     "arg = k_cache    intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
@@ -83,12 +80,13 @@ static const char emu_manifest[] =
     "dma = out attn           0 *\n"
     "\n"
     "# Decode: O projection, residual, RMSNorm, gate/up, activation, down,\n"
-    "# residual; x is updated in place. Post-norms are Gemma's.\n"
+    "# residual (in f32 on the tile); x is updated in place, as bf16.\n"
+    "# Post-norms are Gemma's.\n"
     "[group o_ffn_mv]\n"
     "fixed = n_tokens=1\n"
     "params = shape\n"
     "arg = attn           intermediate bf16 [n_head*head_dim]\n"
-    "arg = x              io           f32  [n_embd]\n"
+    "arg = x              io           bf16 [n_embd]\n"
     FFN_WEIGHT_ARGS
     "dma = in  attn           0 *\n"
     "dma = in  x              0 *\n"
@@ -103,7 +101,7 @@ static const char emu_manifest[] =
     "arg = q              intermediate bf16 [n_head*head_dim]\n"
     "arg = k_cache        intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
     "arg = v_cache        intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
-    "arg = x              io           f32  [n_embd]\n"
+    "arg = x              io           bf16 [n_embd]\n"
     FFN_WEIGHT_ARGS
     "dma = in  q              0 *\n"
     KV_ROWS_IN
@@ -115,25 +113,25 @@ static const char emu_manifest[] =
     "# last row of a prefill chunk through the offset of x).\n"
     "[group lm_head]\n"
     "params = shape\n"
-    "arg = x        io           f32  [n_embd]\n"
-    "arg = out_norm static       bf16 [n_embd]\n"
-    "arg = w_out    static       q4nx [n_vocab, n_embd]\n"
-    "arg = logits   output       f32  [n_vocab]\n"
+    "arg  = x        io           bf16 [n_embd]\n"
+    "arg  = w_head   static       pack\n"
+    "part = w_head out_norm bf16 [n_embd]\n"
+    "part = w_head w_out    q4nx [n_vocab, n_embd]\n"
+    "arg  = logits   output       f32  [n_vocab]\n"
     "dma = in  x              0 *\n"
-    "dma = in  out_norm       0 *\n"
-    "dma = in  w_out          0 *\n"
+    "dma = in  w_head         0 *\n"
     "dma = out logits         0 *\n"
     "\n"
     "# Prefill: the same contracts over a chunk of n_tokens <= chunk rows at\n"
     "# positions pos .. pos+n_tokens-1; only the chunk's rows move.\n"
     "[group rms_qkv_rope]\n"
     "params = shape\n"
-    "arg = x          io           f32  [chunk, n_embd]\n"
+    "arg = x          io           bf16 [chunk, n_embd]\n"
     QKV_WEIGHT_ARGS
     "arg = q          intermediate bf16 [chunk, n_head*head_dim]\n"
     "arg = k_cache    intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
     "arg = v_cache    intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
-    "dma = in  x              0 n_tokens*n_embd*4\n"
+    "dma = in  x              0 n_tokens*n_embd*2\n"
     QKV_WEIGHT_DMA
     "dma = out q              0 n_tokens*n_head*head_dim*2\n"
     KV_ROW_OUT
@@ -152,12 +150,12 @@ static const char emu_manifest[] =
     "[group o_ffn]\n"
     "params = shape\n"
     "arg = attn           intermediate bf16 [chunk, n_head*head_dim]\n"
-    "arg = x              io           f32  [chunk, n_embd]\n"
+    "arg = x              io           bf16 [chunk, n_embd]\n"
     FFN_WEIGHT_ARGS
     "dma = in  attn           0 n_tokens*n_head*head_dim*2\n"
-    "dma = in  x              0 n_tokens*n_embd*4\n"
+    "dma = in  x              0 n_tokens*n_embd*2\n"
     FFN_WEIGHT_DMA
-    "dma = out x              0 n_tokens*n_embd*4\n";
+    "dma = out x              0 n_tokens*n_embd*2\n";
 
 const char *npl_npu_emu_builtin_manifest(void)
 {

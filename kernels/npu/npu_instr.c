@@ -42,7 +42,7 @@ npl_status npl_npu_instr_build(const npl_npu_group_spec *g, const npl_npu_shape 
         if (d->whole) {
             size_t bytes = 0;
             npl_error sub;
-            if (npl_npu_arg_bytes(&g->args[d->arg], shape, &bytes, &sub) != NPL_OK)
+            if (npl_npu_group_arg_bytes(g, d->arg, shape, &bytes, &sub) != NPL_OK)
                 return npl_error_set(err, NPL_ERR_INVALID_ARG, "npu: %s: '%s': %s", g->name,
                                      g->args[d->arg].name, sub.message);
             if (bytes > UINT32_MAX)

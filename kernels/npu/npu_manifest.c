@@ -239,6 +239,9 @@ bool npl_npu_expr_is_runtime(const npl_npu_expr *e)
 npl_status npl_npu_arg_bytes(const npl_npu_arg_spec *a, const npl_npu_shape *shape,
                              size_t *bytes, npl_error *err)
 {
+    if (a->type == NPL_NPU_ELEM_PACK)
+        return npl_error_set(err, NPL_ERR_INTERNAL,
+                             "packed argument %s: its size comes from its group's parts", a->name);
     uint64_t dims[NPL_NPU_MAX_DIMS];
     for (uint32_t i = 0; i < a->n_dims; i++) {
         npl_status st = npl_npu_expr_eval(&a->dims[i], shape, &dims[i], err);
@@ -262,6 +265,65 @@ npl_status npl_npu_arg_bytes(const npl_npu_arg_spec *a, const npl_npu_shape *sha
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "argument %s is too large", a->name);
     *bytes = (size_t)n;
     return NPL_OK;
+}
+
+/* Offsets of the parts of packed argument `arg` up to and including part
+ * `upto` (every part when upto is n_parts); *end gets the end of the
+ * last one placed (the argument's size when every part is). */
+static npl_status place_parts(const npl_npu_group_spec *g, uint32_t arg, uint32_t upto,
+                              const npl_npu_shape *shape, size_t *offset, size_t *bytes,
+                              size_t *end, npl_error *err)
+{
+    size_t cursor = 0;
+    *offset = *bytes = 0;
+    for (uint32_t i = 0; i < g->n_parts && i <= upto; i++) {
+        if (g->parts[i].arg != arg)
+            continue;
+        size_t n = 0;
+        npl_status st = npl_npu_arg_bytes(&g->parts[i].elem, shape, &n, err);
+        if (st != NPL_OK)
+            return st;
+        size_t start = (cursor + NPL_NPU_PART_ALIGN - 1) / NPL_NPU_PART_ALIGN * NPL_NPU_PART_ALIGN;
+        if (start < cursor || start + n < start)
+            return npl_error_set(err, NPL_ERR_INVALID_ARG, "packed argument %s is too large",
+                                 g->args[arg].name);
+        *offset = start;
+        *bytes = n;
+        cursor = start + n;
+    }
+    *end = cursor;
+    return NPL_OK;
+}
+
+npl_status npl_npu_group_arg_bytes(const npl_npu_group_spec *g, uint32_t arg,
+                                   const npl_npu_shape *shape, size_t *bytes, npl_error *err)
+{
+    if (arg >= g->n_args)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "group %s has no argument %u", g->name, arg);
+    if (g->args[arg].type != NPL_NPU_ELEM_PACK)
+        return npl_npu_arg_bytes(&g->args[arg], shape, bytes, err);
+    size_t off, n;
+    return place_parts(g, arg, g->n_parts, shape, &off, &n, bytes, err);
+}
+
+int npl_npu_group_part_index(const npl_npu_group_spec *g, const char *name)
+{
+    if (!g || !name)
+        return -1;
+    for (uint32_t i = 0; i < g->n_parts; i++)
+        if (strcmp(g->parts[i].elem.name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+npl_status npl_npu_part_place(const npl_npu_group_spec *g, uint32_t part,
+                              const npl_npu_shape *shape, size_t *offset, size_t *bytes,
+                              npl_error *err)
+{
+    if (part >= g->n_parts)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "group %s has no part %u", g->name, part);
+    size_t end;
+    return place_parts(g, g->parts[part].arg, part, shape, offset, bytes, &end, err);
 }
 
 npl_status npl_npu_group_check_fixed(const npl_npu_group_spec *g, const npl_npu_shape *shape,
@@ -365,43 +427,33 @@ static npl_status parse_fixed(parser *p, npl_npu_group_spec *g, const char *v, s
     return NPL_OK;
 }
 
-static npl_status parse_arg(parser *p, npl_npu_group_spec *g, const char *v, size_t len)
+/* TYPE [DIMS] [optional] of an argument or a part, from s; `pack` (only
+ * when allowed) takes neither a shape nor 'optional'. */
+static npl_status parse_type_shape(parser *p, npl_npu_arg_spec *a, const char *s,
+                                   const char *end, bool pack_allowed)
 {
-    if (g->n_args == NPL_NPU_MAX_ARGS)
-        return fail(p, "a group takes at most %d buffer arguments (the driver's command "
-                       "argument area holds %d bytes)", NPL_NPU_MAX_ARGS, NPL_NPU_CMD_ARG_BYTES);
-    npl_npu_arg_spec *a = &g->args[g->n_args];
-    memset(a, 0, sizeof *a);
-    const char *s = v, *end = v + len, *w;
+    const char *what = pack_allowed ? "argument" : "part";
+    const char *w;
     size_t wlen;
-    if (!next_word(&s, end, &w, &wlen) || !valid_name(w, wlen))
-        return fail(p, "argument needs a name of lowercase letters, digits and '_'");
-    memcpy(a->name, w, wlen);
-    if (npl_npu_group_arg_index(g, a->name) >= 0)
-        return fail(p, "argument '%s' declared twice", a->name);
     if (!next_word(&s, end, &w, &wlen))
-        return fail(p, "argument '%s' has no class", a->name);
-    if (word_is(w, wlen, "static")) a->cls = NPL_NPU_BUF_STATIC;
-    else if (word_is(w, wlen, "intermediate")) a->cls = NPL_NPU_BUF_INTERMEDIATE;
-    else if (word_is(w, wlen, "output")) a->cls = NPL_NPU_BUF_OUTPUT;
-    else if (word_is(w, wlen, "io")) a->cls = NPL_NPU_BUF_IO;
-    else
-        return fail(p, "unknown class for '%s' (expected static, intermediate, output or io)",
-                    a->name);
-    if (!next_word(&s, end, &w, &wlen))
-        return fail(p, "argument '%s' has no element type", a->name);
+        return fail(p, "%s '%s' has no element type", what, a->name);
     if (word_is(w, wlen, "f32")) a->type = NPL_NPU_ELEM_F32;
     else if (word_is(w, wlen, "bf16")) a->type = NPL_NPU_ELEM_BF16;
     else if (word_is(w, wlen, "q4nx")) a->type = NPL_NPU_ELEM_Q4NX;
     else if (word_is(w, wlen, "i32")) a->type = NPL_NPU_ELEM_I32;
     else if (word_is(w, wlen, "u8")) a->type = NPL_NPU_ELEM_U8;
-    else
-        return fail(p, "unknown element type for '%s' (expected f32, bf16, q4nx, i32 or u8)",
-                    a->name);
+    else if (pack_allowed && word_is(w, wlen, "pack")) {
+        a->type = NPL_NPU_ELEM_PACK;
+        if (next_word(&s, end, &w, &wlen))
+            return fail(p, "packed argument '%s' takes no shape: its parts have them", a->name);
+        return NPL_OK;
+    } else
+        return fail(p, "unknown element type for '%s' (expected f32, bf16, q4nx, i32, u8%s)",
+                    a->name, pack_allowed ? " or pack" : "");
     while (s < end && is_blank(*s))
         s++;
     if (s >= end || *s != '[')
-        return fail(p, "argument '%s' needs a shape in [ ]", a->name);
+        return fail(p, "%s '%s' needs a shape in [ ]", what, a->name);
     const char *close = memchr(s, ']', (size_t)(end - s));
     if (!close)
         return fail(p, "shape of '%s' is missing ']'", a->name);
@@ -423,17 +475,95 @@ static npl_status parse_arg(parser *p, npl_npu_group_spec *g, const char *v, siz
         d = dim_end + 1;
     }
     if (a->type == NPL_NPU_ELEM_Q4NX && a->n_dims != 2)
-        return fail(p, "q4nx argument '%s' needs a [rows, cols] shape", a->name);
+        return fail(p, "q4nx %s '%s' needs a [rows, cols] shape", what, a->name);
     s = close + 1;
     if (next_word(&s, end, &w, &wlen)) {
-        if (!word_is(w, wlen, "optional"))
+        if (!word_is(w, wlen, "optional") || !pack_allowed)
             return fail(p, "unexpected text after the shape of '%s'", a->name);
         a->optional = true;
         if (next_word(&s, end, &w, &wlen))
             return fail(p, "unexpected text after 'optional' on '%s'", a->name);
     }
+    return NPL_OK;
+}
+
+/* A name for an argument or a part: unused so far in the group. */
+static npl_status take_name(parser *p, const npl_npu_group_spec *g, const char **s,
+                            const char *end, char name[NPL_NPU_NAME_MAX], const char *what)
+{
+    const char *w;
+    size_t wlen;
+    if (!next_word(s, end, &w, &wlen) || !valid_name(w, wlen))
+        return fail(p, "%s needs a name of lowercase letters, digits and '_'", what);
+    memcpy(name, w, wlen);
+    name[wlen] = '\0';
+    if (npl_npu_group_arg_index(g, name) >= 0 || npl_npu_group_part_index(g, name) >= 0)
+        return fail(p, "%s '%s' declared twice", what, name);
+    return NPL_OK;
+}
+
+static npl_status parse_arg(parser *p, npl_npu_group_spec *g, const char *v, size_t len)
+{
+    if (g->n_args == NPL_NPU_MAX_ARGS)
+        return fail(p, "a group takes at most %d buffer arguments (the driver's command "
+                       "argument area holds %d bytes)", NPL_NPU_MAX_ARGS, NPL_NPU_CMD_ARG_BYTES);
+    npl_npu_arg_spec *a = &g->args[g->n_args];
+    memset(a, 0, sizeof *a);
+    const char *s = v, *end = v + len, *w;
+    size_t wlen;
+    npl_status st = take_name(p, g, &s, end, a->name, "argument");
+    if (st != NPL_OK)
+        return st;
+    if (!next_word(&s, end, &w, &wlen))
+        return fail(p, "argument '%s' has no class", a->name);
+    if (word_is(w, wlen, "static")) a->cls = NPL_NPU_BUF_STATIC;
+    else if (word_is(w, wlen, "intermediate")) a->cls = NPL_NPU_BUF_INTERMEDIATE;
+    else if (word_is(w, wlen, "output")) a->cls = NPL_NPU_BUF_OUTPUT;
+    else if (word_is(w, wlen, "io")) a->cls = NPL_NPU_BUF_IO;
+    else
+        return fail(p, "unknown class for '%s' (expected static, intermediate, output or io)",
+                    a->name);
+    if ((st = parse_type_shape(p, a, s, end, true)) != NPL_OK)
+        return st;
     g->n_args++;
     return NPL_OK;
+}
+
+/* The argument the next word of [*s, end) names: its index, or -1 (also
+ * for no word, or one too long); name gets the word for messages. */
+static int arg_word(const npl_npu_group_spec *g, const char **s, const char *end,
+                    char name[NPL_NPU_NAME_MAX])
+{
+    const char *w;
+    size_t wlen;
+    name[0] = '\0';
+    if (!next_word(s, end, &w, &wlen))
+        return -1;
+    snprintf(name, NPL_NPU_NAME_MAX, "%.*s",
+             (int)(wlen < NPL_NPU_NAME_MAX ? wlen : NPL_NPU_NAME_MAX - 1), w);
+    return wlen < NPL_NPU_NAME_MAX ? npl_npu_group_arg_index(g, name) : -1;
+}
+
+/* part = ARG NAME TYPE [DIMS]: the next part of packed argument ARG. */
+static npl_status parse_part(parser *p, npl_npu_group_spec *g, const char *v, size_t len)
+{
+    if (g->n_parts == NPL_NPU_MAX_PARTS)
+        return fail(p, "a group has at most %d parts of packed arguments", NPL_NPU_MAX_PARTS);
+    npl_npu_part_spec *part = &g->parts[g->n_parts];
+    memset(part, 0, sizeof *part);
+    const char *s = v, *end = v + len;
+    char arg[NPL_NPU_NAME_MAX];
+    int a = arg_word(g, &s, end, arg);
+    if (a < 0 || g->args[a].type != NPL_NPU_ELEM_PACK)
+        return fail(p, "'part' names '%s', which is not a packed argument declared above", arg);
+    part->arg = (uint32_t)a;
+    part->elem.cls = g->args[a].cls;
+    npl_status st = take_name(p, g, &s, end, part->elem.name, "part");
+    if (st == NPL_OK)
+        st = parse_type_shape(p, &part->elem, s, end, false);
+    if (st == NPL_OK)
+        g->n_parts++;
+    return st;
 }
 
 /* dma = in|out ARG OFFSET LENGTH, expressions in bytes ('*' as LENGTH: the
@@ -449,12 +579,11 @@ static npl_status parse_dma(parser *p, npl_npu_group_spec *g, const char *v, siz
     if (!next_word(&s, end, &w, &wlen) || !(word_is(w, wlen, "in") || word_is(w, wlen, "out")))
         return fail(p, "'dma' starts with in or out");
     d->out = word_is(w, wlen, "out");
-    if (!next_word(&s, end, &w, &wlen))
-        return fail(p, "'dma' needs an argument name");
     char name[NPL_NPU_NAME_MAX];
-    snprintf(name, sizeof name, "%.*s", (int)(wlen < sizeof name ? wlen : sizeof name - 1), w);
-    int a = npl_npu_group_arg_index(g, name);
-    if (a < 0 || wlen >= sizeof name)
+    int a = arg_word(g, &s, end, name);
+    if (a < 0 && !name[0])
+        return fail(p, "'dma' needs an argument name");
+    if (a < 0)
         return fail(p, "'dma' names '%s', which is not an argument declared above", name);
     d->arg = (uint32_t)a;
     const npl_npu_buf_class cls = g->args[a].cls;
@@ -550,6 +679,14 @@ static npl_status finish_group(parser *p, const npl_npu_manifest *m, npl_npu_gro
         st = fail(p, "group '%s' is in %s, but every group must be in one xclbin (%s): "
                      "one hardware context runs a whole run list",
                   g->name, g->xclbin, m->groups[0].xclbin);
+    for (uint32_t a = 0; st == NPL_OK && a < g->n_args; a++) {
+        bool has_parts = false;
+        for (uint32_t i = 0; i < g->n_parts; i++)
+            has_parts = has_parts || g->parts[i].arg == a;
+        if (g->args[a].type == NPL_NPU_ELEM_PACK && !has_parts)
+            st = fail(p, "group '%s': packed argument '%s' has no parts", g->name,
+                      g->args[a].name);
+    }
     for (uint32_t a = 0; st == NPL_OK && g->n_dma && a < g->n_args; a++) {
         bool moved = false;
         for (uint32_t d = 0; d < g->n_dma; d++)
@@ -616,6 +753,11 @@ static npl_status parse_group_key(parser *p, npl_npu_group_spec *g, const char *
             return fail(p, "arguments come before the transfers ('dma')");
         return parse_arg(p, g, v, vlen);
     }
+    if (word_is(key, klen, "part")) {
+        if (g->n_dma)
+            return fail(p, "parts come before the transfers ('dma')");
+        return parse_part(p, g, v, vlen);
+    }
     if (word_is(key, klen, "dma"))
         return parse_dma(p, g, v, vlen);
     char k[64];
@@ -637,7 +779,7 @@ npl_status npl_npu_manifest_parse(const char *text, size_t len, const char *orig
     npl_npu_manifest *m = calloc(1, sizeof *m);
     if (!m)
         return npl_error_set(err, NPL_ERR_NOMEM, "manifest: no memory");
-    m->max_args = NPL_NPU_MAX_ARGS;
+    m->max_args = NPL_NPU_DEFAULT_MAX_ARGS;
     bool have_max_args = false;
     size_t cap = 0;
     bool have_magic = false, have_device = false;

@@ -25,6 +25,12 @@ extern "C" {
  * No group can take more; a manifest may set a lower max_args. */
 #define NPL_NPU_CMD_ARG_BYTES 104
 #define NPL_NPU_MAX_ARGS (NPL_NPU_CMD_ARG_BYTES / 8)
+/* Stock aiecc kernels declare 5 buffer arguments (after the opcode, the
+ * instruction buffer and its size): a manifest's max_args unless it says
+ * otherwise. */
+#define NPL_NPU_DEFAULT_MAX_ARGS 5
+#define NPL_NPU_MAX_PARTS 16      /* parts of packed arguments, per group */
+#define NPL_NPU_PART_ALIGN 64     /* each part of a packed argument starts at a multiple */
 #define NPL_NPU_MAX_DMA 24        /* transfers a group's instruction stream describes */
 #define NPL_NPU_MAX_DIMS 4
 #define NPL_NPU_MAX_FIXED 16
@@ -53,11 +59,21 @@ typedef struct npl_npu_expr {
 typedef struct npl_npu_arg_spec {
     char name[NPL_NPU_NAME_MAX];
     npl_npu_buf_class cls;
-    npl_npu_elem_type type;
+    npl_npu_elem_type type; /* NPL_NPU_ELEM_PACK: its parts say the layout */
     bool optional;        /* the call may pass no buffer */
     uint32_t n_dims;
     npl_npu_expr dims[NPL_NPU_MAX_DIMS];
 } npl_npu_arg_spec;
+
+/* One part of a packed argument: its name, type and shape (class and
+ * optional unused). Parts follow each other in declaration order, each
+ * at the next multiple of NPL_NPU_PART_ALIGN; a part whose shape has no
+ * elements for a call (e.g. [qk_norm*head_dim] with qk_norm = 0) takes
+ * no bytes and is absent. */
+typedef struct npl_npu_part_spec {
+    uint32_t arg;         /* index of the packed argument it lives in */
+    npl_npu_arg_spec elem;
+} npl_npu_part_spec;
 
 /* One DMA transfer of a group's runtime sequence: bytes [offset,
  * offset+length) of an argument move into the tiles (in) or back out
@@ -93,6 +109,8 @@ typedef struct npl_npu_group_spec {
     } fixed[NPL_NPU_MAX_FIXED];
     uint32_t n_args;
     npl_npu_arg_spec args[NPL_NPU_MAX_ARGS];
+    uint32_t n_parts;
+    npl_npu_part_spec parts[NPL_NPU_MAX_PARTS];
     uint32_t n_dma;
     npl_npu_dma_spec dma[NPL_NPU_MAX_DMA];
     unsigned line;        /* where the group starts, for messages */
@@ -100,7 +118,8 @@ typedef struct npl_npu_group_spec {
 
 typedef struct npl_npu_manifest {
     npl_npu_target target;
-    uint32_t max_args;    /* buffer arguments a kernel declares, <= NPL_NPU_MAX_ARGS */
+    uint32_t max_args;    /* buffer arguments a kernel declares, <= NPL_NPU_MAX_ARGS
+                             (NPL_NPU_DEFAULT_MAX_ARGS unless the manifest says) */
     size_t n_groups;
     npl_npu_group_spec *groups;
 } npl_npu_manifest;
@@ -130,9 +149,24 @@ int npl_npu_group_arg_index(const npl_npu_group_spec *g, const char *name);
 npl_status npl_npu_expr_eval(const npl_npu_expr *e, const npl_npu_shape *shape, uint64_t *value,
                              npl_error *err);
 
-/* Bytes the argument needs for this shape (Q4NX uses the padded layout). */
+/* Bytes the argument needs for this shape (Q4NX uses the padded layout).
+ * Not for packed arguments, whose size comes from their group's parts:
+ * npl_npu_group_arg_bytes. */
 npl_status npl_npu_arg_bytes(const npl_npu_arg_spec *a, const npl_npu_shape *shape,
                              size_t *bytes, npl_error *err);
+
+/* Bytes argument `arg` of the group needs for this shape, packed or not. */
+npl_status npl_npu_group_arg_bytes(const npl_npu_group_spec *g, uint32_t arg,
+                                   const npl_npu_shape *shape, size_t *bytes, npl_error *err);
+
+/* Position of a part in the group's parts, or -1. */
+int npl_npu_group_part_index(const npl_npu_group_spec *g, const char *name);
+
+/* Where part `part` sits in its packed argument for this shape: byte
+ * offset from the argument's start and its bytes (0: absent). */
+npl_status npl_npu_part_place(const npl_npu_group_spec *g, uint32_t part,
+                              const npl_npu_shape *shape, size_t *offset, size_t *bytes,
+                              npl_error *err);
 
 /* True when the expression uses a symbol that changes from call to call
  * of one run (pos, n_tokens, causal): the words it yields are patched. */

@@ -21,6 +21,7 @@ const char *npl_npu_elem_type_name(npl_npu_elem_type type)
     case NPL_NPU_ELEM_Q4NX: return "q4nx";
     case NPL_NPU_ELEM_I32: return "i32";
     case NPL_NPU_ELEM_U8: return "u8";
+    case NPL_NPU_ELEM_PACK: return "pack";
     }
     return "unknown";
 }
@@ -44,7 +45,7 @@ void npl_npu_shape_pack(const npl_npu_shape *s, uint32_t w[NPL_NPU_SHAPE_WORDS])
     const uint32_t v[NPL_NPU_SHAPE_WORDS] = {
         s->n_embd, s->n_head, s->n_head_kv, s->head_dim, s->n_ff, s->n_vocab,
         s->n_tokens, s->pos, s->n_ctx, s->window, s->rope_dims, s->chunk,
-        s->rope_style, s->act, s->causal,
+        s->rope_style, s->act, s->causal, s->qk_norm, s->post_norms,
         float_word(s->rms_eps), float_word(s->rope_theta),
         float_word(s->rope_freq_scale), float_word(s->attn_scale),
     };
@@ -68,15 +69,17 @@ void npl_npu_shape_unpack(const uint32_t w[NPL_NPU_SHAPE_WORDS], npl_npu_shape *
     s->rope_style = w[12];
     s->act = w[13];
     s->causal = w[14];
-    s->rms_eps = word_float(w[15]);
-    s->rope_theta = word_float(w[16]);
-    s->rope_freq_scale = word_float(w[17]);
-    s->attn_scale = word_float(w[18]);
+    s->qk_norm = w[15];
+    s->post_norms = w[16];
+    s->rms_eps = word_float(w[17]);
+    s->rope_theta = word_float(w[18]);
+    s->rope_freq_scale = word_float(w[19]);
+    s->attn_scale = word_float(w[20]);
 }
 
 const char *const npl_npu_shape_symbol_names[] = {
     "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_tokens",
-    "pos", "n_ctx", "window", "rope_dims", "chunk", NULL,
+    "pos", "n_ctx", "window", "rope_dims", "chunk", "qk_norm", "post_norms", NULL,
 };
 
 bool npl_npu_shape_symbol(const npl_npu_shape *s, const char *name, uint32_t *value)
@@ -84,6 +87,7 @@ bool npl_npu_shape_symbol(const npl_npu_shape *s, const char *name, uint32_t *va
     const uint32_t v[] = {
         s->n_embd, s->n_head, s->n_head_kv, s->head_dim, s->n_ff, s->n_vocab,
         s->n_tokens, s->pos, s->n_ctx, s->window, s->rope_dims, s->chunk,
+        s->qk_norm, s->post_norms,
     };
     for (size_t i = 0; npl_npu_shape_symbol_names[i]; i++)
         if (strcmp(npl_npu_shape_symbol_names[i], name) == 0) {

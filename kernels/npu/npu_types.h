@@ -31,6 +31,8 @@ typedef enum npl_npu_elem_type {
     NPL_NPU_ELEM_Q4NX = 2, /* shape [rows, cols]; bytes from the Q4NX layout */
     NPL_NPU_ELEM_I32 = 3,
     NPL_NPU_ELEM_U8 = 4,
+    NPL_NPU_ELEM_PACK = 5, /* several parts (each its own type and shape) in
+                              one buffer argument, at 64-byte aligned offsets */
 } npl_npu_elem_type;
 
 const char *npl_npu_elem_type_name(npl_npu_elem_type type);
@@ -65,15 +67,17 @@ typedef struct npl_npu_shape {
     uint32_t rope_style; /* npl_npu_rope_style */
     uint32_t act;        /* npl_npu_act */
     uint32_t causal;     /* 1: causal attention; 0: every row sees all rows */
+    uint32_t qk_norm;    /* 1: per-head RMSNorm of Q and K (Gemma 3, Qwen 3) */
+    uint32_t post_norms; /* 1: RMSNorm of the attention and FFN outputs (Gemma 3) */
     float rms_eps;
     float rope_theta;
     float rope_freq_scale; /* positions are multiplied by this (linear scaling) */
     float attn_scale;      /* score multiplier, usually 1/sqrt(head_dim) */
 } npl_npu_shape;
 
-/* The shape as kernels receive it (params buffer, see docs/npu.md):
- * 19 little-endian 32-bit words in field order, floats as IEEE bits. */
-#define NPL_NPU_SHAPE_WORDS 19
+/* The shape as kernels receive it (runtime parameters, see docs/npu.md):
+ * 21 little-endian 32-bit words in field order, floats as IEEE bits. */
+#define NPL_NPU_SHAPE_WORDS 21
 void npl_npu_shape_pack(const npl_npu_shape *shape, uint32_t words[NPL_NPU_SHAPE_WORDS]);
 void npl_npu_shape_unpack(const uint32_t words[NPL_NPU_SHAPE_WORDS], npl_npu_shape *shape);
 

@@ -24,7 +24,7 @@ static npl_status group_axpy(const npl_npu_emu_call *c, npl_error *err)
     return NPL_OK;
 }
 
-static const npl_npu_emu_group_def axpy_def[] = { { "axpy", group_axpy } };
+static const npl_npu_emu_group_def axpy_def[] = { { "axpy", group_axpy, 3 } };
 
 static const char axpy_manifest[] =
     "npullm-npu-manifest 1\ndevice = emu\n"
@@ -356,7 +356,7 @@ static const char axpy_half_manifest[] =
     "dma = in x 0 *\ndma = in y 0 *\ndma = out y n_embd*2 n_embd*2\n";
 
 static const npl_npu_emu_group_def axpy_half_defs[] = {
-    { "axpy", group_axpy }, { "axpy_out_half", group_axpy } };
+    { "axpy", group_axpy, 2 }, { "axpy_out_half", group_axpy, 2 } };
 
 static void stream_moves_exactly_its_transfers(void)
 {
@@ -467,7 +467,48 @@ static void limits_are_enforced(void)
         CHECK_FAILS(npl_npu_manifest_parse(big, (size_t)len, "m", &m, &err), NPL_ERR_FORMAT, &err,
                     bad_dma[i + 1]);
     }
+    /* Without max_args a group gets the 5 buffer arguments stock aiecc
+     * kernels declare. */
+    len = snprintf(big, sizeof big, "npullm-npu-manifest 1\ndevice = emu\n[group g]\n");
+    for (int i = 0; i < 6; i++)
+        len += snprintf(big + len, sizeof big - (size_t)len, "arg = a%d io f32 [n_embd]\n", i);
+    CHECK_FAILS(npl_npu_manifest_parse(big, (size_t)len, "m", &m, &err), NPL_ERR_FORMAT, &err,
+                "group 'g' takes 6 buffer arguments, more than max_args = 5");
+    /* Packed arguments: parts only of a pack declared above, before the
+     * transfers, and a pack needs parts. */
+    const char *bad_pack[] = {
+        "arg = w static pack\n", "packed argument 'w' has no parts",
+        "arg = w static pack [n_embd]\n", "packed argument 'w' takes no shape",
+        "arg = w static bf16 [n_embd]\npart = w a bf16 [n_embd]\n",
+        "'part' names 'w', which is not a packed argument declared above",
+        "arg = w static pack\npart = w x bf16 [n_embd]\n", "part 'x' declared twice",
+        "arg = w static pack\npart = w a pack\n", "unknown element type for 'a'",
+        "arg = w static pack\npart = w a bf16 [n_embd] optional\n",
+        "unexpected text after the shape of 'a'",
+        "arg = w static pack\ndma = in w 0 *\npart = w a bf16 [n_embd]\n",
+        "parts come before the transfers",
+    };
+    for (size_t i = 0; i < sizeof bad_pack / sizeof bad_pack[0]; i += 2) {
+        len = snprintf(big, sizeof big, "npullm-npu-manifest 1\ndevice = emu\n[group g]\n"
+                       "arg = x io f32 [n_embd]\n%s", bad_pack[i]);
+        CHECK_FAILS(npl_npu_manifest_parse(big, (size_t)len, "m", &m, &err), NPL_ERR_FORMAT, &err,
+                    bad_pack[i + 1]);
+    }
+    /* The kernel's declared argument count must be what the manifest
+     * binds, as XRT's get_num_args() is checked on the NPU. */
+    const char *two_args = "npullm-npu-manifest 1\ndevice = emu\n"
+                           "[group axpy]\nparams = shape\narg = x io f32 [n_embd]\n"
+                           "arg = y io f32 [n_embd]\n";
+    CHECK_OK(npl_npu_manifest_parse(two_args, strlen(two_args), "m", &m, &err), &err);
+    npl_npu_emu_config cfg = { m, axpy_def, 1 };
     npl_npu_device *dev = NULL;
+    CHECK_OK(npl_npu_emu_open(&cfg, &dev, &err), &err);
+    npl_npu_group *g = NULL;
+    CHECK_FAILS(npl_npu_group_load(dev, "axpy", &g, &err), NPL_ERR_UNSUPPORTED, &err,
+                "kernel group 'axpy' declares 3 buffer arguments, the manifest binds 2");
+    npl_npu_device_destroy(dev);
+    npl_npu_manifest_free(m);
+    m = NULL;
     CHECK_OK(npl_npu_emu_open(NULL, &dev, &err), &err);
     npl_npu_buffer *b = NULL;
     CHECK_FAILS(npl_npu_buffer_alloc(dev, NPL_NPU_MAX_BUFFER_BYTES + 64, NPL_NPU_BUF_STATIC, "huge",

@@ -20,16 +20,16 @@ typedef struct weight {
     npl_q4nx_layout l;
     uint8_t *q;      /* Q4NX bytes */
     float *f;        /* the same weights in f32, for the references */
-    npl_npu_buffer *buf;
 } weight;
 
 typedef struct layer {
     npl_npu_device *dev;
     weight wq, wk, wv, wo, wg, wu, wd, wout;
     uint16_t attn_norm[E], ffn_norm[E], post_attn[E], post_ffn[E], out_norm[E], q_norm[HD], k_norm[HD];
-    float freqs[HD / 2];
-    npl_npu_buffer *b_attn_norm, *b_ffn_norm, *b_post_attn, *b_post_ffn, *b_out_norm;
-    npl_npu_buffer *b_q_norm, *b_k_norm, *b_freqs;
+    float freqs[HD / 2], ones[HD / 2];
+    /* The packed weight arguments, laid out by the built-in contracts:
+     * w_attn [qk_norm][rope factors], w_ffn [post_norms], w_head. */
+    npl_npu_buffer *w_attn[2][2], *w_ffn[2], *w_head;
     npl_npu_buffer *x, *q, *kc, *vc, *attn, *logits;
 } layer;
 
@@ -54,17 +54,82 @@ static void weight_init(layer *L, weight *w, uint32_t rows, uint32_t cols, npu_r
     w->f = src;
     for (uint32_t r = 0; r < rows; r++)
         npl_q4nx_dequantize_row(w->q, &w->l, r, w->f + (size_t)r * cols);
-    CHECK_OK(npl_npu_buffer_alloc(L->dev, w->l.bytes, NPL_NPU_BUF_STATIC, name, &w->buf, &err), &err);
-    CHECK_OK(npl_npu_buffer_write(w->buf, 0, w->q, w->l.bytes, &err), &err);
+    (void)L;
+    (void)name;
 }
 
-static npl_npu_buffer *upload(layer *L, const void *data, size_t bytes, const char *name)
+static npl_npu_shape base_shape(void);
+
+/* The bytes of a weight the test holds, by the contract's part name. */
+static const void *part_data(const layer *L, const char *name, bool freqs)
 {
-    npl_npu_buffer *b = NULL;
+    const struct { const char *name; const void *data; } t[] = {
+        { "attn_norm", L->attn_norm }, { "wq", L->wq.q }, { "wk", L->wk.q }, { "wv", L->wv.q },
+        { "q_norm", L->q_norm }, { "k_norm", L->k_norm },
+        { "rope_freqs", freqs ? L->freqs : L->ones }, { "wo", L->wo.q },
+        { "post_attn_norm", L->post_attn }, { "ffn_norm", L->ffn_norm }, { "w_gate", L->wg.q },
+        { "w_up", L->wu.q }, { "w_down", L->wd.q }, { "post_ffn_norm", L->post_ffn },
+        { "out_norm", L->out_norm }, { "w_out", L->wout.q },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(t[i].name, name))
+            return t[i].data;
+    return NULL;
+}
+
+/* A packed argument of group `group` as its contract lays it out for the
+ * variant's flags, uploaded into a static buffer of its own. */
+static npl_npu_buffer *upload_pack(layer *L, const char *group, const char *arg, bool qk_norm,
+                                   bool post_norms, bool freqs)
+{
     npl_error err;
-    CHECK_OK(npl_npu_buffer_alloc(L->dev, bytes, NPL_NPU_BUF_STATIC, name, &b, &err), &err);
-    CHECK_OK(npl_npu_buffer_write(b, 0, data, bytes, &err), &err);
+    const npl_npu_group_spec *g = npl_npu_manifest_find(npl_npu_device_manifest(L->dev), group);
+    CHECK(g != NULL);
+    npl_npu_shape s = base_shape();
+    s.qk_norm = qk_norm;
+    s.post_norms = post_norms;
+    int a = npl_npu_group_arg_index(g, arg);
+    CHECK(a >= 0);
+    size_t bytes = 0;
+    CHECK_OK(npl_npu_group_arg_bytes(g, (uint32_t)a, &s, &bytes, &err), &err);
+    uint8_t *host = calloc(1, bytes);
+    CHECK(host != NULL);
+    for (uint32_t p = 0; p < g->n_parts; p++) {
+        if (g->parts[p].arg != (uint32_t)a)
+            continue;
+        size_t off = 0, n = 0;
+        CHECK_OK(npl_npu_part_place(g, p, &s, &off, &n, &err), &err);
+        const void *src = part_data(L, g->parts[p].elem.name, freqs);
+        CHECK(src != NULL);
+        if (n && src)
+            memcpy(host + off, src, n);
+    }
+    npl_npu_buffer *b = NULL;
+    CHECK_OK(npl_npu_buffer_alloc(L->dev, bytes, NPL_NPU_BUF_STATIC, arg, &b, &err), &err);
+    CHECK_OK(npl_npu_buffer_write(b, 0, host, bytes, &err), &err);
+    free(host);
     return b;
+}
+
+/* x is bf16 between groups: written from f32 rows (rounded), read back. */
+static void write_x(npl_npu_buffer *x, size_t row, const float *v, int n)
+{
+    uint16_t *h = xmalloc((size_t)n * 2);
+    for (int i = 0; i < n; i++)
+        h[i] = npl_fp32_to_bf16(v[i]);
+    npl_error err;
+    CHECK_OK(npl_npu_buffer_write(x, row * E * 2, h, (size_t)n * 2, &err), &err);
+    free(h);
+}
+
+static void read_x(npl_npu_buffer *x, size_t row, float *v, int n)
+{
+    uint16_t *h = xmalloc((size_t)n * 2);
+    npl_error err;
+    CHECK_OK(npl_npu_buffer_read(x, row * E * 2, h, (size_t)n * 2, &err), &err);
+    for (int i = 0; i < n; i++)
+        v[i] = npl_bf16_to_fp32(h[i]);
+    free(h);
 }
 
 static void random_norm(uint16_t *w, int n, npu_rng *rng)
@@ -94,17 +159,17 @@ static void layer_open(layer *L, uint64_t seed)
     random_norm(L->out_norm, E, &rng);
     random_norm(L->q_norm, HD, &rng);
     random_norm(L->k_norm, HD, &rng);
-    for (int i = 0; i < HD / 2; i++)
+    for (int i = 0; i < HD / 2; i++) {
         L->freqs[i] = i < HD / 4 ? 1.0f : 8.0f;
-    L->b_attn_norm = upload(L, L->attn_norm, sizeof L->attn_norm, "attn_norm");
-    L->b_ffn_norm = upload(L, L->ffn_norm, sizeof L->ffn_norm, "ffn_norm");
-    L->b_post_attn = upload(L, L->post_attn, sizeof L->post_attn, "post_attn_norm");
-    L->b_post_ffn = upload(L, L->post_ffn, sizeof L->post_ffn, "post_ffn_norm");
-    L->b_out_norm = upload(L, L->out_norm, sizeof L->out_norm, "out_norm");
-    L->b_q_norm = upload(L, L->q_norm, sizeof L->q_norm, "q_norm");
-    L->b_k_norm = upload(L, L->k_norm, sizeof L->k_norm, "k_norm");
-    L->b_freqs = upload(L, L->freqs, sizeof L->freqs, "rope_freqs");
-    CHECK_OK(npl_npu_buffer_alloc(L->dev, sizeof(float) * E * 8, NPL_NPU_BUF_IO, "x", &L->x, &err), &err);
+        L->ones[i] = 1.0f;
+    }
+    for (int qk = 0; qk < 2; qk++)
+        for (int f = 0; f < 2; f++)
+            L->w_attn[qk][f] = upload_pack(L, "rms_qkv_rope_mv", "w_attn", qk, false, f);
+    for (int post = 0; post < 2; post++)
+        L->w_ffn[post] = upload_pack(L, "o_ffn_mv", "w_ffn", false, post, false);
+    L->w_head = upload_pack(L, "lm_head", "w_head", false, false, false);
+    CHECK_OK(npl_npu_buffer_alloc(L->dev, 2 * E * 8, NPL_NPU_BUF_IO, "x", &L->x, &err), &err);
     CHECK_OK(npl_npu_buffer_alloc(L->dev, 2 * QD * 8, NPL_NPU_BUF_INTERMEDIATE, "q", &L->q, &err), &err);
     CHECK_OK(npl_npu_buffer_alloc(L->dev, 2 * KD * CTX, NPL_NPU_BUF_INTERMEDIATE, "k_cache", &L->kc, &err), &err);
     CHECK_OK(npl_npu_buffer_alloc(L->dev, 2 * KD * CTX, NPL_NPU_BUF_INTERMEDIATE, "v_cache", &L->vc, &err), &err);
@@ -277,10 +342,11 @@ static void peek_bf16(npl_npu_buffer *b, size_t offset, float *out, int n)
         out[i] = npl_bf16_to_fp32(tmp[i]);
 }
 
+/* Random rows of x, as bf16 holds them. */
 static void random_x(float *x, int n, npu_rng *rng)
 {
     for (int i = 0; i < n; i++)
-        x[i] = npu_rng_uniform(rng, -1.0f, 1.0f);
+        x[i] = npl_bf16_to_fp32(npl_fp32_to_bf16(npu_rng_uniform(rng, -1.0f, 1.0f)));
 }
 
 /* ---- group runs ---- */
@@ -295,20 +361,13 @@ static npl_status run_qkv(layer *L, const char *group, const npl_npu_shape *s, q
     npl_npu_arg a[NPL_NPU_MAX_ARGS];
     memset(a, 0, sizeof a);
     npl_npu_args_set(a, g, "x", L->x, 0, err);
-    npl_npu_args_set(a, g, "attn_norm", L->b_attn_norm, 0, err);
-    npl_npu_args_set(a, g, "wq", L->wq.buf, 0, err);
-    npl_npu_args_set(a, g, "wk", L->wk.buf, 0, err);
-    npl_npu_args_set(a, g, "wv", L->wv.buf, 0, err);
-    if (o.qk_norm) {
-        npl_npu_args_set(a, g, "q_norm", L->b_q_norm, 0, err);
-        npl_npu_args_set(a, g, "k_norm", L->b_k_norm, 0, err);
-    }
-    if (o.freqs)
-        npl_npu_args_set(a, g, "rope_freqs", L->b_freqs, 0, err);
+    npl_npu_args_set(a, g, "w_attn", L->w_attn[o.qk_norm][o.freqs], 0, err);
     npl_npu_args_set(a, g, "q", L->q, 0, err);
     npl_npu_args_set(a, g, "k_cache", L->kc, 0, err);
     npl_npu_args_set(a, g, "v_cache", L->vc, 0, err);
-    return npl_npu_run(L->dev, g, a, s, err);
+    npl_npu_shape shape = *s;
+    shape.qk_norm = o.qk_norm;
+    return npl_npu_run(L->dev, g, a, &shape, err);
 }
 
 static npl_status run_attention(layer *L, const char *group, const npl_npu_shape *s, npl_error *err)
@@ -338,15 +397,7 @@ static void set_ffn_args(layer *L, npl_npu_group *g, npl_npu_arg *a, bool post, 
         npl_npu_args_set(a, g, "v_cache", L->vc, 0, err);
     }
     npl_npu_args_set(a, g, "x", L->x, 0, err);
-    npl_npu_args_set(a, g, "wo", L->wo.buf, 0, err);
-    npl_npu_args_set(a, g, "ffn_norm", L->b_ffn_norm, 0, err);
-    npl_npu_args_set(a, g, "w_gate", L->wg.buf, 0, err);
-    npl_npu_args_set(a, g, "w_up", L->wu.buf, 0, err);
-    npl_npu_args_set(a, g, "w_down", L->wd.buf, 0, err);
-    if (post) {
-        npl_npu_args_set(a, g, "post_attn_norm", L->b_post_attn, 0, err);
-        npl_npu_args_set(a, g, "post_ffn_norm", L->b_post_ffn, 0, err);
-    }
+    npl_npu_args_set(a, g, "w_ffn", L->w_ffn[post], 0, err);
 }
 
 static npl_status run_ffn(layer *L, const char *group, const npl_npu_shape *s, bool post, npl_error *err)
@@ -357,7 +408,9 @@ static npl_status run_ffn(layer *L, const char *group, const npl_npu_shape *s, b
         return st;
     npl_npu_arg a[NPL_NPU_MAX_ARGS];
     set_ffn_args(L, g, a, post, err);
-    return npl_npu_run(L->dev, g, a, s, err);
+    npl_npu_shape shape = *s;
+    shape.post_norms = post;
+    return npl_npu_run(L->dev, g, a, &shape, err);
 }
 
 /* ---- cases ---- */
@@ -370,7 +423,7 @@ static void check_qkv_variant(npl_npu_shape s, qkv_opts o, uint64_t seed)
     npl_error err;
     float x[E], q[QD], k[KD], v[KD], got[QD];
     random_x(x, E, &rng);
-    CHECK_OK(npl_npu_buffer_write(L.x, 0, x, sizeof x, &err), &err);
+    write_x(L.x, 0, x, (int)(sizeof x / sizeof x[0]));
     s.pos = 13;
     CHECK_OK(run_qkv(&L, "rms_qkv_rope_mv", &s, o, &err), &err);
     ref_qkv(&L, x, &s, 13, o, q, k, v);
@@ -421,7 +474,7 @@ static void fill_cache(layer *L, const npl_npu_shape *base, uint32_t n, npu_rng 
     for (uint32_t p = 0; p < n; p++) {
         float x[E];
         random_x(x, E, rng);
-        CHECK_OK(npl_npu_buffer_write(L->x, 0, x, sizeof x, &err), &err);
+        write_x(L->x, 0, x, E);
         npl_npu_shape s = *base;
         s.pos = p;
         CHECK_OK(run_qkv(L, "rms_qkv_rope_mv", &s, o, &err), &err);
@@ -477,9 +530,9 @@ static void check_o_ffn(uint32_t activation, bool post, uint64_t seed)
     float attn[QD], x[E], want[E], got[E];
     peek_bf16(L.attn, 0, attn, QD);
     random_x(x, E, &rng);
-    CHECK_OK(npl_npu_buffer_write(L.x, 0, x, sizeof x, &err), &err);
+    write_x(L.x, 0, x, (int)(sizeof x / sizeof x[0]));
     CHECK_OK(run_ffn(&L, "o_ffn_mv", &s, post, &err), &err);
-    CHECK_OK(npl_npu_buffer_read(L.x, 0, got, sizeof got, &err), &err);
+    read_x(L.x, 0, got, E);
     memcpy(want, x, sizeof x);
     ref_o_ffn(&L, attn, want, &s, post);
     double d = rel_diff(got, want, E);
@@ -513,14 +566,14 @@ static void attn_o_ffn_mv_equals_split_groups(void)
     s.pos = 10;
     float x[E];
     random_x(x, E, &ra);
-    CHECK_OK(npl_npu_buffer_write(A.x, 0, x, sizeof x, &err), &err);
-    CHECK_OK(npl_npu_buffer_write(B.x, 0, x, sizeof x, &err), &err);
+    write_x(A.x, 0, x, (int)(sizeof x / sizeof x[0]));
+    write_x(B.x, 0, x, E);
     CHECK_OK(run_attention(&A, "attention_decode", &s, &err), &err);
     CHECK_OK(run_ffn(&A, "o_ffn_mv", &s, true, &err), &err);
     CHECK_OK(run_ffn(&B, "attn_o_ffn_mv", &s, true, &err), &err);
     float xa[E], xb[E];
-    CHECK_OK(npl_npu_buffer_read(A.x, 0, xa, sizeof xa, &err), &err);
-    CHECK_OK(npl_npu_buffer_read(B.x, 0, xb, sizeof xb, &err), &err);
+    read_x(A.x, 0, xa, (int)(sizeof xa / sizeof xa[0]));
+    read_x(B.x, 0, xb, E);
     CHECK(memcmp(xa, xb, sizeof xa) == 0);
     layer_close(&A);
     layer_close(&B);
@@ -534,10 +587,10 @@ static void lm_head_matches_reference(void)
     npl_error err;
     float x[2 * E], xn[E], want[VOCAB], got[VOCAB];
     random_x(x, 2 * E, &rng);
-    CHECK_OK(npl_npu_buffer_write(L.x, 0, x, sizeof x, &err), &err);
+    write_x(L.x, 0, x, (int)(sizeof x / sizeof x[0]));
     npl_npu_group *g = NULL;
     CHECK_OK(npl_npu_group_load(L.dev, "lm_head", &g, &err), &err);
-    npl_npu_arg a[4] = { { L.x, E * sizeof(float) }, { L.b_out_norm, 0 }, { L.wout.buf, 0 }, { L.logits, 0 } };
+    npl_npu_arg a[3] = { { L.x, E * 2 }, { L.w_head, 0 }, { L.logits, 0 } };
     npl_npu_shape s = base_shape();
     CHECK_OK(npl_npu_run(L.dev, g, a, &s, &err), &err);
     CHECK_OK(npl_npu_buffer_read(L.logits, 0, got, sizeof got, &err), &err);
@@ -571,7 +624,7 @@ static void prefill_groups_match_decode(void)
     c.n_tokens = T;
     c.pos = P0;
     qkv_opts o = { true, false };
-    CHECK_OK(npl_npu_buffer_write(A.x, 0, x, sizeof x, &err), &err);
+    write_x(A.x, 0, x, (int)(sizeof x / sizeof x[0]));
     CHECK_OK(run_qkv(&A, "rms_qkv_rope", &c, o, &err), &err);
     CHECK_OK(run_attention(&A, "attention", &c, &err), &err);
     CHECK_OK(run_ffn(&A, "o_ffn", &c, true, &err), &err);
@@ -580,22 +633,22 @@ static void prefill_groups_match_decode(void)
     for (int t = 0; t < T; t++) {
         npl_npu_shape d = s;
         d.pos = P0 + (uint32_t)t;
-        CHECK_OK(npl_npu_buffer_write(B.x, 0, x + t * E, sizeof(float) * E, &err), &err);
+        write_x(B.x, 0, x + t * E, E);
         CHECK_OK(run_qkv(&B, "rms_qkv_rope_mv", &d, o, &err), &err);
         CHECK_OK(run_attention(&B, "attention_decode", &d, &err), &err);
         CHECK_OK(run_ffn(&B, "o_ffn_mv", &d, true, &err), &err);
-        CHECK_OK(npl_npu_buffer_read(B.x, 0, xb + t * E, sizeof(float) * E, &err), &err);
+        read_x(B.x, 0, xb + t * E, E);
     }
     static uint16_t ka[CTX * KD], kb[CTX * KD];
     CHECK_OK(npl_npu_emu_peek(A.kc, 0, ka, sizeof ka, &err), &err);
     CHECK_OK(npl_npu_emu_peek(B.kc, 0, kb, sizeof kb, &err), &err);
     CHECK(memcmp(ka, kb, sizeof ka) == 0);
     float xa[T * E];
-    CHECK_OK(npl_npu_buffer_read(A.x, 0, xa, sizeof xa, &err), &err);
+    read_x(A.x, 0, xa, (int)(sizeof xa / sizeof xa[0]));
     CHECK(memcmp(xa, xb, sizeof xa) == 0);
     /* Rows past n_tokens were left alone. */
     float tail[E];
-    CHECK_OK(npl_npu_buffer_read(A.x, T * E * sizeof(float), tail, sizeof tail, &err), &err);
+    read_x(A.x, T, tail, E);
     for (int i = 0; i < E; i++)
         CHECK(tail[i] == 0.0f);
     layer_close(&A);
@@ -613,7 +666,7 @@ static void noncausal_attention(void)
     npl_npu_shape s = base_shape();
     float x[T * E];
     random_x(x, T * E, &rng);
-    CHECK_OK(npl_npu_buffer_write(L.x, 0, x, sizeof x, &err), &err);
+    write_x(L.x, 0, x, (int)(sizeof x / sizeof x[0]));
     s.chunk = 8;
     s.n_tokens = T;
     s.causal = 0;
@@ -666,10 +719,7 @@ static void decode_dispatch_and_traffic_budget(void)
         npl_npu_arg a[NPL_NPU_MAX_ARGS];
         memset(a, 0, sizeof a);
         npl_npu_args_set(a, qkv, "x", L.x, 0, &err);
-        npl_npu_args_set(a, qkv, "attn_norm", L.b_attn_norm, 0, &err);
-        npl_npu_args_set(a, qkv, "wq", L.wq.buf, 0, &err);
-        npl_npu_args_set(a, qkv, "wk", L.wk.buf, 0, &err);
-        npl_npu_args_set(a, qkv, "wv", L.wv.buf, 0, &err);
+        npl_npu_args_set(a, qkv, "w_attn", L.w_attn[0][0], 0, &err);
         npl_npu_args_set(a, qkv, "q", L.q, 0, &err);
         npl_npu_args_set(a, qkv, "k_cache", kc[l], 0, &err);
         npl_npu_args_set(a, qkv, "v_cache", vc[l], 0, &err);
@@ -679,14 +729,14 @@ static void decode_dispatch_and_traffic_budget(void)
         npl_npu_args_set(a, ffn, "v_cache", vc[l], 0, &err);
         CHECK_OK(npl_npu_runlist_add(rl, ffn, a, &s, &err), &err);
     }
-    npl_npu_arg h[4] = { { L.x, 0 }, { L.b_out_norm, 0 }, { L.wout.buf, 0 }, { L.logits, 0 } };
+    npl_npu_arg h[3] = { { L.x, 0 }, { L.w_head, 0 }, { L.logits, 0 } };
     CHECK_OK(npl_npu_runlist_add(rl, head, h, &s, &err), &err);
     npu_rng rng = { 1112 };
     npl_npu_device_stats_reset(L.dev);
     for (uint32_t t = 0; t < TOKENS; t++) {
         float x[E], logits[VOCAB];
         random_x(x, E, &rng); /* the host's embedding lookup */
-        CHECK_OK(npl_npu_buffer_write(L.x, 0, x, sizeof x, &err), &err);
+        write_x(L.x, 0, x, (int)(sizeof x / sizeof x[0]));
         s.pos = t;
         for (size_t i = 0; i < npl_npu_runlist_count(rl); i++)
             CHECK_OK(npl_npu_runlist_set_shape(rl, i, &s, &err), &err);
@@ -700,7 +750,7 @@ static void decode_dispatch_and_traffic_budget(void)
     CHECK(st.dispatches == TOKENS * (2 * LAYERS + 1));
     CHECK(st.submissions == TOKENS);
     CHECK(st.h2d_weight_bytes == 0 && st.d2h_weight_bytes == 0);
-    CHECK(st.h2d_activation_bytes == TOKENS * (E * 4 + (12 * LAYERS + 3) * 4));
+    CHECK(st.h2d_activation_bytes == TOKENS * (E * 2 + (12 * LAYERS + 3) * 4));
     CHECK(st.d2h_activation_bytes == TOKENS * VOCAB * 4);
     npl_npu_runlist_free(rl);
     layer_close(&L);
@@ -720,7 +770,12 @@ static void groups_reject_bad_shapes(void)
     s = base_shape();
     s.rope_dims = 7;
     CHECK_FAILS(run_qkv(&L, "rms_qkv_rope_mv", &s, o, &err), NPL_ERR_INVALID_ARG, &err,
-                "rope_dims 7 must be even");
+                "7 / 2 is negative, inexact"); /* rope_freqs' size in w_attn */
+    s = base_shape();
+    s.rope_dims = 2 * HD;
+    s.n_head = 2; /* w_attn the same size as with 16 rotated dims of 4 heads */
+    CHECK_FAILS(run_qkv(&L, "rms_qkv_rope_mv", &s, o, &err), NPL_ERR_INVALID_ARG, &err,
+                "rope_dims 32 must be even and <= 16");
     s = base_shape();
     s.n_head = 3;
     CHECK_FAILS(run_attention(&L, "attention_decode", &s, &err), NPL_ERR_INVALID_ARG, &err,

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "npu_manifest.h"
+#include "npu_emu.h"
 #include "npu_test.h"
+#include "q4nx.h"
 
 static const char good[] =
     "# kernels for Strix\r\n"
@@ -249,6 +251,8 @@ static void shape_symbols_and_packing(void)
     s.rope_theta = 1e6f;
     s.rope_freq_scale = 0.125f;
     s.attn_scale = 0.0625f;
+    s.qk_norm = 1;
+    s.post_norms = 1;
     uint32_t w[NPL_NPU_SHAPE_WORDS];
     npl_npu_shape_pack(&s, w);
     CHECK(w[0] == 2048 && w[7] == 77 && w[11] == 64 && w[12] == 1);
@@ -256,12 +260,64 @@ static void shape_symbols_and_packing(void)
     npl_npu_shape_unpack(w, &back);
     CHECK(memcmp(&back, &s, sizeof s) == 0);
     uint32_t v = 0;
+    /* Symbols 0-11 are words 0-11; the flags qk_norm and post_norms are
+     * words 15 and 16 (after rope_style, act and causal). */
     for (size_t i = 0; npl_npu_shape_symbol_names[i]; i++)
-        CHECK(npl_npu_shape_symbol(&s, npl_npu_shape_symbol_names[i], &v) && v == w[i]);
+        CHECK(npl_npu_shape_symbol(&s, npl_npu_shape_symbol_names[i], &v)
+              && v == w[i < 12 ? i : i + 3]);
+    CHECK(w[15] == 1 && w[16] == 1);
     CHECK(!npl_npu_shape_symbol(&s, "rms_eps", &v));
 }
 
+/* The packed weight arguments of the built-in contracts, laid out for
+ * Llama-3.2-1B and for a Gemma-3-1B-like shape: parts in order at 64-byte
+ * aligned offsets, empty parts taking no bytes, the argument's size their
+ * end; q/k/v back to back are one Q4NX matrix of all their rows. */
+static void packed_layout(void)
+{
+    npl_npu_manifest *m = NULL;
+    npl_error err;
+    const char *text = npl_npu_emu_builtin_manifest();
+    CHECK_OK(npl_npu_manifest_parse(text, strlen(text), "builtin", &m, &err), &err);
+    if (!m)
+        return;
+    CHECK(m->max_args == NPL_NPU_DEFAULT_MAX_ARGS);
+    for (size_t i = 0; i < m->n_groups; i++)
+        CHECK(m->groups[i].n_args <= 5);
+    const npl_npu_group_spec *g = npl_npu_manifest_find(m, "rms_qkv_rope_mv");
+    npl_npu_shape s = llama_shape();
+    size_t off = 0, n = 0, total = 0;
+    const char *names[] = { "attn_norm", "wq", "wk", "wv", "q_norm", "k_norm", "rope_freqs" };
+    /* Llama: wq 2048x2048 = 64x8 blocks, wk/wv 512 rows = 16x8 blocks. */
+    const size_t want_off[] = { 0, 4096, 4096 + 2621440, 4096 + 2621440 + 655360,
+                                4096 + 2621440 + 2 * 655360, 4096 + 2621440 + 2 * 655360,
+                                4096 + 2621440 + 2 * 655360 };
+    const size_t want_n[] = { 4096, 2621440, 655360, 655360, 0, 0, 128 };
+    for (size_t i = 0; i < 7; i++) {
+        int p = npl_npu_group_part_index(g, names[i]);
+        CHECK(p >= 0);
+        CHECK_OK(npl_npu_part_place(g, (uint32_t)p, &s, &off, &n, &err), &err);
+        CHECK(off == want_off[i] && n == want_n[i]);
+    }
+    npl_q4nx_layout qkv;
+    CHECK_OK(npl_q4nx_layout_init(&qkv, 2048 + 2 * 512, 2048, &err), &err);
+    CHECK(want_off[3] + want_n[3] - want_off[1] == qkv.bytes);
+    int a = npl_npu_group_arg_index(g, "w_attn");
+    CHECK_OK(npl_npu_group_arg_bytes(g, (uint32_t)a, &s, &total, &err), &err);
+    CHECK(total == want_off[6] + 128);
+    /* Q/K norms take room only when the shape says the model has them. */
+    s.qk_norm = 1;
+    CHECK_OK(npl_npu_part_place(g, (uint32_t)npl_npu_group_part_index(g, "k_norm"), &s, &off, &n,
+                                &err), &err);
+    CHECK(off == want_off[4] + 128 && n == 128);
+    /* A packed argument's size comes only from its group. */
+    CHECK_FAILS(npl_npu_arg_bytes(&g->args[a], &s, &total, &err), NPL_ERR_INTERNAL, &err,
+                "its size comes from its group's parts");
+    npl_npu_manifest_free(m);
+}
+
 static const npu_case cases[] = {
+    { "packed_layout", packed_layout },
     { "parses_good_manifest", parses_good_manifest },
     { "rejects_bad_manifests", rejects_bad_manifests },
     { "evaluates_expressions", evaluates_expressions },

@@ -27,7 +27,7 @@ def main():
         (r["device"] == "npu-emu", "device is %r" % r["device"]),
         (per["dispatches"] == 2 * n_layer + 1, "decode dispatches per token %r" % per["dispatches"]),
         (0.5 <= per["submissions"] < 1, "submissions per token %r" % per["submissions"]),
-        (per["h2d_bytes"] == 4 * n_embd + params, "bytes in per token %r" % per["h2d_bytes"]),
+        (per["h2d_bytes"] == 2 * n_embd + params, "bytes in per token %r" % per["h2d_bytes"]),
         (per["d2h_bytes"] == 4 * n_vocab, "bytes out per token %r" % per["d2h_bytes"]),
         (per["h2d_weight_bytes"] == 0, "weight bytes per token %r" % per["h2d_weight_bytes"]),
         (d["load"]["h2d_weight_bytes"] == d["weight_bytes"] > 0, "load uploads the weights once"),

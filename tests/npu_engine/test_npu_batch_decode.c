@@ -18,6 +18,7 @@
 #include "backend_npu.h"
 #include "model_internal.h"
 #include "npu_emu.h"
+#include "npu_engine_emu.h"
 #include "npu_engine_test.h"
 #include "npullm.h"
 
@@ -122,7 +123,7 @@ static void check_traffic(const npl_model *m, const npl_device_traffic *t, uint6
            (unsigned long long)t->submissions, (unsigned long long)n);
     CHECKF(t->dispatches == n * runs, "%llu dispatches for %llu sequences",
            (unsigned long long)t->dispatches, (unsigned long long)n);
-    CHECK(t->h2d_activation_bytes == n * (in->n_embd * 4ull + patched_bytes_per_seq(m)));
+    CHECK(t->h2d_activation_bytes == n * (in->n_embd * 2ull + patched_bytes_per_seq(m)));
     CHECK(t->d2h_activation_bytes == n * in->n_vocab * 4ull);
     CHECK(t->h2d_weight_bytes == 0);
 }
@@ -225,12 +226,8 @@ static void test_unfused(void)
     REQUIRE(m && text);
     npl_error err;
     npl_npu_manifest *man = NULL;
-    npl_npu_device *dev = NULL;
     npl_backend_npu *b = NULL;
-    REQUIRE(npl_npu_manifest_parse(text, strlen(text), "test manifest", &man, &err) == NPL_OK);
-    npl_npu_emu_config cfg = {.manifest = man};
-    REQUIRE(npl_npu_emu_open(&cfg, &dev, &err) == NPL_OK);
-    REQUIRE(npl_backend_npu_create_in(m, dev, "", &b, &err) == NPL_OK);
+    REQUIRE(ne_emu_runtime(m, text, &man, &b, &err) == NPL_OK);
     m->device->npu = b;
     CHECK(runs_per_seq(m) == 3ull * npl_model_get_info(m)->n_layer + 1);
 

@@ -27,6 +27,7 @@
 #include "backend_npu.h"
 #include "model_internal.h"
 #include "npu_emu.h"
+#include "npu_engine_emu.h"
 #include "npu_engine_test.h"
 #include "npullm.h"
 
@@ -73,7 +74,7 @@ static void test_budget(void)
     CHECKF(s1.prefill.dispatches == 2 * 3 * L + 1, "%llu prefill dispatches",
            (unsigned long long)s1.prefill.dispatches);
     CHECK(s1.prefill.submissions == 2);
-    CHECK(s1.prefill.h2d_activation_bytes == PROMPT * E * 4 + (2 * prefill_words + 3) * 4);
+    CHECK(s1.prefill.h2d_activation_bytes == PROMPT * E * 2 + (2 * prefill_words + 3) * 4);
     CHECK(s1.prefill.d2h_activation_bytes == V * 4);
 
     for (int i = 0; i < STEPS; i++)
@@ -84,7 +85,7 @@ static void test_budget(void)
     CHECKF(d->dispatches == STEPS * (2 * L + 1), "%llu decode dispatches for %d tokens",
            (unsigned long long)d->dispatches, STEPS);
     CHECK(d->submissions == STEPS);
-    CHECK(d->h2d_activation_bytes == STEPS * (E * 4 + decode_words * 4));
+    CHECK(d->h2d_activation_bytes == STEPS * (E * 2 + decode_words * 4));
     CHECK(d->d2h_activation_bytes == STEPS * V * 4);
     /* No weight byte after load. */
     CHECK(s2.prefill.h2d_weight_bytes == 0 && d->h2d_weight_bytes == 0);
@@ -241,12 +242,8 @@ static void test_unfused_decode(void)
     REQUIRE(fused && split && text);
     npl_error err;
     npl_npu_manifest *man = NULL;
-    npl_npu_device *dev = NULL;
-    REQUIRE(npl_npu_manifest_parse(text, strlen(text), "test manifest", &man, &err) == NPL_OK);
-    npl_npu_emu_config cfg = {.manifest = man};
-    REQUIRE(npl_npu_emu_open(&cfg, &dev, &err) == NPL_OK);
     npl_backend_npu *b = NULL;
-    REQUIRE(npl_backend_npu_create(split, dev, &b, &err) == NPL_OK);
+    REQUIRE(ne_emu_runtime(split, text, &man, &b, &err) == NPL_OK);
     split->device->npu = b;
 
     uint32_t nv = npl_model_get_info(fused)->n_vocab;
@@ -309,6 +306,68 @@ static void test_errors(void)
     npl_model_free(m);
 }
 
-NE_MAIN({"budget", test_budget}, {"prefill_equals_decode", test_prefill_equals_decode},
+/* The built-in manifest with every `from` replaced by `to`. */
+static char *manifest_replacing(const char *from, const char *to)
+{
+    const char *text = npl_npu_emu_builtin_manifest();
+    size_t n = 0, fl = strlen(from), tl = strlen(to);
+    for (const char *p = strstr(text, from); p; p = strstr(p + fl, from))
+        n++;
+    char *out = malloc(strlen(text) + n * tl + 1);
+    if (!out)
+        return NULL;
+    char *o = out;
+    for (const char *p = text, *q; *p; p = q + fl) {
+        q = strstr(p, from);
+        if (!q) {
+            strcpy(o, p);
+            return out;
+        }
+        memcpy(o, p, (size_t)(q - p));
+        o += q - p;
+        memcpy(o, to, tl);
+        o += tl;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* The runtime fills the packed weight arguments from the kernels'
+ * contract and refuses one it cannot fill exactly: an unknown part, a
+ * part of another size than the weight, no pack, prefill and decode
+ * groups that lay a pack out differently. */
+static void test_pack_refusals(void)
+{
+    const struct {
+        const char *from, *to, *want;
+    } cases[] = {
+        {"part = w_attn rope_freqs", "part = w_attn rope_freqz",
+         "part 'rope_freqz' of 'w_attn' is no weight this runtime knows"},
+        {"part = w_head out_norm bf16 [n_embd]", "part = w_head out_norm bf16 [n_embd*2]",
+         "has 256 bytes for output_norm.weight, which needs 128"},
+        {"w_head", "w_hd", "has no packed static argument 'w_head'"},
+        /* the prefill o_ffn's copy of the FFN pack only (its last line) */
+        {"part = w_ffn post_ffn_norm  bf16 [post_norms*n_embd]\n"
+         "dma = in  attn           0 n_tokens",
+         "part = w_ffn post_ffn_norm  bf16 [n_embd]\ndma = in  attn           0 n_tokens",
+         "kernel groups attn_o_ffn_mv and o_ffn lay out 'w_ffn' differently"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        npl_model *m = ne_load("cpu", CHUNK);
+        char *text = manifest_replacing(cases[i].from, cases[i].to);
+        REQUIRE(m && text && strcmp(text, npl_npu_emu_builtin_manifest()) != 0);
+        npl_error err;
+        npl_npu_manifest *man = NULL;
+        npl_backend_npu *b = NULL;
+        CHECKF(ne_emu_runtime(m, text, &man, &b, &err) == NPL_ERR_UNSUPPORTED && !b &&
+                   strstr(err.message, cases[i].want),
+               "case %zu: %s", i, err.message);
+        npl_model_free(m);
+        npl_npu_manifest_free(man);
+        free(text);
+    }
+}
+
+NE_MAIN({"budget", test_budget}, {"pack_refusals", test_pack_refusals}, {"prefill_equals_decode", test_prefill_equals_decode},
         {"batch_equals_alone", test_batch_equals_alone}, {"embeddings", test_embeddings},
         {"unfused_decode", test_unfused_decode}, {"errors", test_errors})
