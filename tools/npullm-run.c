@@ -52,6 +52,8 @@ static const char usage_text[] =
     "  --prefill-chunk N     prompt tokens per forward pass (default 256)\n"
     "  --kv f16|q8_0         KV cache format (default f16; q8_0: about half the memory)\n"
     "  --device D            cpu (default), npu-emu, npu or auto (see docs/npu.md)\n"
+    "  --weight-cache DIR    keep the CPU's repacked weights in DIR and map them on\n"
+    "                        the next run (the file's fate is said on stderr)\n"
     "  --json                print one JSON object instead of streaming text\n"
     "  --help                this text\n";
 
@@ -75,6 +77,7 @@ typedef struct options {
     uint32_t prefill_chunk;
     const char *kv_type; /* NULL: the engine's default */
     const char *device;  /* NULL: the CPU */
+    const char *weight_cache; /* --weight-cache DIR, or NULL */
 } options;
 
 /* ---- errors ------------------------------------------------------------- */
@@ -254,6 +257,11 @@ static int parse_args(int argc, char **argv, options *o)
             if (strcmp(val, "cpu") && strcmp(val, "npu-emu") && strcmp(val, "npu") && strcmp(val, "auto"))
                 return BAD_VALUE("cpu, npu-emu, npu or auto");
             o->device = val;
+        } else if (!strcmp(a, "--weight-cache")) {
+            NEED_VALUE();
+            if (!val[0])
+                return BAD_VALUE("a directory");
+            o->weight_cache = val;
         } else if (a[0] == '-' && a[1] != '\0') {
             return fail(EXIT_USAGE, "unknown option '%s' (see --help)", a);
         } else if (!o->model) {
@@ -741,6 +749,7 @@ int main(int argc, char **argv)
         mp.prefill_chunk = o.prefill_chunk;
     mp.kv_type = o.kv_type;
     mp.device = o.device;
+    mp.weight_cache_dir = o.weight_cache;
     npl_error err;
     npl_error_clear(&err);
     npl_model *m = npl_model_load(o.model, &mp, &err);
@@ -748,6 +757,12 @@ int main(int argc, char **argv)
         rc = fail(exit_code_for(err.code), "%s", err.message);
         free(o.stops);
         return rc;
+    }
+    if (o.weight_cache) {
+        npl_weight_cache_stats wc;
+        npl_model_weight_cache_stats(m, &wc);
+        if (wc.note[0])
+            fprintf(stderr, "npullm-run: %s\n", wc.note);
     }
     rc = o.info ? run_info(&o, m) : run_generate(&o, m);
     npl_model_free(m);
