@@ -317,6 +317,7 @@ static LoadedModel *ensure_loaded(NpdWorker *w, const char *name, const char *pa
     params.prefill_chunk = w->cfg.prefill_chunk;
     params.device = w->cfg.device;
     params.npu_cache_dir = w->cfg.npu_cache_dir;
+    params.weight_cache_dir = w->cfg.weight_cache_dir;
     npl_error err;
     npl_error_clear(&err);
     gint64 t0 = g_get_monotonic_time();
@@ -352,6 +353,10 @@ static LoadedModel *ensure_loaded(NpdWorker *w, const char *name, const char *pa
     lm->last_used = g_get_monotonic_time();
     g_hash_table_insert(w->models, lm->name, lm);
     g_message("loaded model %s from %s in %.0f ms", name, path, (double)(lm->last_used - t0) / 1000.0);
+    npl_weight_cache_stats wc;
+    npl_model_weight_cache_stats(model, &wc);
+    if (wc.note[0] != '\0')
+        g_message("model %s: %s", name, wc.note);
     post_models(w);
     return lm;
 }

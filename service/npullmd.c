@@ -206,6 +206,7 @@ static int run(NpdDaemon *d)
     NpdWorkerConfig wcfg = {
         .device = d->device_load_as,
         .npu_cache_dir = d->npu_cache_dir,
+        .weight_cache_dir = d->cfg->weight_cache ? d->npu_cache_dir : "",
         .threads = d->cfg->threads,
         .prefill_chunk = d->cfg->prefill_chunk,
         .max_running = d->cfg->max_running,
