@@ -8,7 +8,9 @@ fixture (f32 matrices are not repacked)."""
 
 import os
 import shutil
+import subprocess
 import sys
+import unittest
 import tempfile
 import time
 
@@ -94,6 +96,17 @@ class WeightCacheOffTest(CacheDirTestCase):
         c.run("Hello there", variant_dict(GREEDY))
         self.assertEqual(os.listdir(self.cache_dir), [])
         self.assertEqual(self.cache_lines(), [])
+
+
+class WeightCacheConfigTest(unittest.TestCase):
+    def test_bad_value_is_refused(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".conf") as f:
+            f.write("[Engine]\nWeightCache=maybe\n")
+            f.flush()
+            out = subprocess.run([env_path("NPULLMD"), "--config", f.name], capture_output=True, text=True,
+                                 timeout=10)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("WeightCache must be true or false", out.stderr)
 
 
 if __name__ == "__main__":
