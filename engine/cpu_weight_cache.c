@@ -70,11 +70,11 @@ static uint64_t source_digest(const npl_gguf *g)
 static bool plan_entries(const npl_gguf *g, const npl_matmul_ws *ws, const npl_matrix *const *mats,
                          size_t n, cache_entry *e, uint64_t *file_bytes)
 {
-    const uint8_t *base = npl_gguf_bytes(g);
+    uintptr_t base = (uintptr_t)npl_gguf_bytes(g);
     uint64_t size = npl_gguf_file_size(g);
     uint64_t end = NPL_CPUW_HEADER_BYTES + (uint64_t)n * NPL_CPUW_ENTRY_BYTES;
     for (size_t i = 0; i < n; i++) {
-        const uint8_t *d = mats[i]->data;
+        uintptr_t d = (uintptr_t)mats[i]->data;
         size_t bytes = npl_matmul_ws_pack_size(ws, mats[i]);
         if (bytes == 0 || d < base || (uint64_t)(d - base) >= size)
             return false;
@@ -247,8 +247,11 @@ static bool write_all(int fd, const void *data, size_t n, uint64_t offset)
         ssize_t w = pwrite(fd, p, n, (off_t)offset);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO; /* no progress: never report success */
             return false;
+        }
         p += w;
         n -= (size_t)w;
         offset += (uint64_t)w;
