@@ -268,6 +268,9 @@ static int run(NpdDaemon *d)
 int main(int argc, char **argv)
 {
     setlocale(LC_ALL, "");
+    /* A weight cache written past a file size limit (LimitFSIZE=) fails
+     * with EFBIG and is skipped, instead of the signal ending the daemon. */
+    signal(SIGXFSZ, SIG_IGN);
     NpdConfig cfg;
     g_autoptr(GError) error = NULL;
     if (!npd_config_load(&cfg, &argc, &argv, &error)) {

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -750,6 +751,8 @@ int main(int argc, char **argv)
     mp.kv_type = o.kv_type;
     mp.device = o.device;
     mp.weight_cache_dir = o.weight_cache;
+    if (o.weight_cache) /* past a file size limit: EFBIG, the cache skipped, not a SIGXFSZ death */
+        signal(SIGXFSZ, SIG_IGN);
     npl_error err;
     npl_error_clear(&err);
     npl_model *m = npl_model_load(o.model, &mp, &err);
