@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,16 +17,43 @@
 #include "q4nx_cache.h" /* npl_q4nx_checksum, npl_q4nx_cache_key_from_file */
 #include "weight_cache_common.h"
 
+/* What a cache file is written from, by a thread of its own while the
+ * model runs (the disk, not the CPU, sets its pace: seconds for a large
+ * model on a slow disk), and how it went. */
+typedef struct write_job {
+    char dir[PATH_MAX], name[NAME_MAX + 1], path[PATH_MAX + NAME_MAX + 2];
+    npl_q4nx_cache_key key;
+    struct cache_entry *e;
+    const uint8_t **data; /* the packed copies, owned by the workspace */
+    size_t n;
+    uint64_t file_bytes;
+    bool written;
+    char note[240]; /* "; wrote PATH" or "; not written (...)" */
+} write_job;
+
 struct npl_cpu_weight_cache {
-    void *map;
+    void *map; /* the mapped cache file the kernels read, or NULL */
     size_t bytes;
+    write_job *job; /* a cache file being written, or NULL */
+    pthread_t thread;
 };
+
+static void job_free(write_job *j)
+{
+    if (!j)
+        return;
+    free(j->e);
+    free(j->data);
+    free(j);
+}
 
 void npl_cpu_weight_cache_free(npl_cpu_weight_cache *c)
 {
     if (!c)
         return;
-    munmap(c->map, c->bytes);
+    npl_cpu_weight_cache_wait(c, NULL);
+    if (c->map)
+        munmap(c->map, c->bytes);
     free(c);
 }
 
@@ -231,6 +259,7 @@ static npl_cpu_weight_cache *open_cache(const char *path, const npl_q4nx_cache_k
     }
     c->map = map;
     c->bytes = (size_t)want_bytes;
+    c->job = NULL;
     for (size_t i = 0; i < n; i++)
         if (npl_matmul_ws_adopt_packed(ws, mats[i], (const uint8_t *)map + e[i].offset))
             report->matrices_cached++;
@@ -259,49 +288,40 @@ static bool write_all(int fd, const void *data, size_t n, uint64_t offset)
     return true;
 }
 
-/* Writes ws's packed copies of mats as dir/name: a temporary file in dir,
- * its space reserved first (a full disk is found before any data is
+/* Writes the job's packed copies as its dir/name: a temporary file in
+ * dir, its space reserved first (a full disk is found before any data is
  * written), synced and renamed into place. Notes why not on failure. */
-static void write_cache(const char *dir, const char *name, const char *path,
-                        const npl_q4nx_cache_key *key, cache_entry *e, size_t n,
-                        uint64_t file_bytes, const npl_matmul_ws *ws, const npl_matrix *const *mats,
-                        npl_weight_cache_stats *report)
+static void write_cache(write_job *j)
 {
     char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", dir, name) >= (int)sizeof tmp) {
-        note_add(report, "; not written: path too long");
+    if (snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", j->dir, j->name) >= (int)sizeof tmp) {
+        note_add(j, "; not written: path too long");
         return;
     }
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        note_add(report, "; not written: cannot create a file in %s: %s", dir, strerror(errno));
+        note_add(j, "; not written: cannot create a file in %s: %s", j->dir, strerror(errno));
         return;
     }
-    size_t table_bytes = n * NPL_CPUW_ENTRY_BYTES;
+    size_t table_bytes = j->n * NPL_CPUW_ENTRY_BYTES;
     uint8_t *table = calloc(1, table_bytes ? table_bytes : 1);
     const char *step = "no memory";
     int rc = ENOMEM;
-    if (table && (uint64_t)(off_t)file_bytes == file_bytes
-        && (rc = posix_fallocate(fd, 0, (off_t)file_bytes)) != 0)
+    if (table && (uint64_t)(off_t)j->file_bytes == j->file_bytes
+        && (rc = posix_fallocate(fd, 0, (off_t)j->file_bytes)) != 0)
         step = "cannot reserve its space";
     else if (table) {
         rc = 0;
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            const uint8_t *data = npl_matmul_ws_packed(ws, mats[i]);
-            if (!data) {
-                step = "a matrix was not packed";
-                rc = ENOMEM;
-                break;
-            }
-            e[i].checksum = sample_checksum(data, e[i].bytes);
-            if (!write_all(fd, data, (size_t)e[i].bytes, e[i].offset)) {
+        for (size_t i = 0; i < j->n && rc == 0; i++) {
+            j->e[i].checksum = sample_checksum(j->data[i], j->e[i].bytes);
+            if (!write_all(fd, j->data[i], (size_t)j->e[i].bytes, j->e[i].offset)) {
                 step = "write failed";
                 rc = errno;
             }
         }
         uint8_t h[NPL_CPUW_HEADER_BYTES];
-        encode_table(e, n, table);
-        encode_header(key, n, file_bytes, npl_q4nx_checksum(table, table_bytes, 0), h);
+        encode_table(j->e, j->n, table);
+        encode_header(&j->key, j->n, j->file_bytes, npl_q4nx_checksum(table, table_bytes, 0), h);
         if (rc == 0 && (!write_all(fd, table, table_bytes, NPL_CPUW_HEADER_BYTES)
                         || !write_all(fd, h, sizeof h, 0))) {
             step = "write failed";
@@ -315,7 +335,7 @@ static void write_cache(const char *dir, const char *name, const char *path,
             step = "chmod failed";
             rc = errno;
         }
-        if (rc == 0 && rename(tmp, path) != 0) {
+        if (rc == 0 && rename(tmp, j->path) != 0) {
             step = "rename failed";
             rc = errno;
         }
@@ -324,11 +344,80 @@ static void write_cache(const char *dir, const char *name, const char *path,
     close(fd);
     if (rc != 0) {
         unlink(tmp);
-        note_add(report, "; not written (%s: %s)", step, strerror(rc));
+        note_add(j, "; not written (%s: %s)", step, strerror(rc));
         return;
     }
-    report->written = true;
-    note_add(report, "; wrote %s", path);
+    j->written = true;
+    note_add(j, "; wrote %s", j->path);
+}
+
+static void *write_thread(void *arg)
+{
+    write_cache(arg);
+    return NULL;
+}
+
+bool npl_cpu_weight_cache_wait(npl_cpu_weight_cache *c, npl_weight_cache_stats *report)
+{
+    if (!c || !c->job)
+        return false;
+    pthread_join(c->thread, NULL);
+    if (report) {
+        report->writing = false;
+        report->written = c->job->written;
+        note_add(report, "%s", c->job->note);
+    }
+    job_free(c->job);
+    c->job = NULL;
+    return true;
+}
+
+/* Starts writing the cache of the planned entries e from ws's packed
+ * copies of mats (on a thread; here when none can be started): a handle
+ * to wait for, or NULL with the reason noted. */
+static npl_cpu_weight_cache *start_write(const char *dir, const char *name, const char *path,
+                                         const npl_q4nx_cache_key *key, const cache_entry *e,
+                                         size_t n, uint64_t file_bytes, const npl_matmul_ws *ws,
+                                         const npl_matrix *const *mats,
+                                         npl_weight_cache_stats *report)
+{
+    write_job *j = calloc(1, sizeof *j);
+    npl_cpu_weight_cache *c = calloc(1, sizeof *c);
+    if (j) {
+        j->e = malloc((n ? n : 1) * sizeof *j->e);
+        j->data = malloc((n ? n : 1) * sizeof *j->data);
+    }
+    if (!j || !c || !j->e || !j->data) {
+        job_free(j);
+        free(c);
+        note_add(report, "; not written: no memory");
+        return NULL;
+    }
+    snprintf(j->dir, sizeof j->dir, "%s", dir);
+    snprintf(j->name, sizeof j->name, "%s", name);
+    snprintf(j->path, sizeof j->path, "%s", path);
+    j->key = *key;
+    memcpy(j->e, e, n * sizeof *e);
+    j->n = n;
+    j->file_bytes = file_bytes;
+    for (size_t i = 0; i < n; i++)
+        if (!(j->data[i] = npl_matmul_ws_packed(ws, mats[i]))) {
+            job_free(j);
+            free(c);
+            note_add(report, "; not written: a matrix was not repacked");
+            return NULL;
+        }
+    c->job = j;
+    if (pthread_create(&c->thread, NULL, write_thread, j) != 0) {
+        write_cache(j);
+        report->written = j->written;
+        note_add(report, "%s", j->note);
+        job_free(j);
+        free(c);
+        return NULL;
+    }
+    report->writing = true;
+    return c;
 }
 
 /* ---- at load -------------------------------------------------------------- */
@@ -386,7 +475,7 @@ npl_cpu_weight_cache *npl_cpu_weights_prepare(const npl_gguf *g, const char *cac
         if (use && !all)
             note_add(report, "; not written: no memory for every packed copy");
         else if (use)
-            write_cache(dir, name, path, &key, e, k, file_bytes, ws, packed, report);
+            c = start_write(dir, name, path, &key, e, k, file_bytes, ws, packed, report);
     }
     free(packed);
     free(e);
@@ -432,4 +521,11 @@ void npl_model_weight_cache_stats(const npl_model *m, npl_weight_cache_stats *ou
         return;
     }
     *out = m->weight_cache_stats;
+    if (out->writing)
+        note_add(out, "; writing %s in the background", m->weight_cache->job->path);
+}
+
+bool npl_model_weight_cache_wait(npl_model *m)
+{
+    return m && npl_cpu_weight_cache_wait(m->weight_cache, &m->weight_cache_stats);
 }

@@ -16,6 +16,7 @@
 #ifndef NPL_CPU_WEIGHT_CACHE_H
 #define NPL_CPU_WEIGHT_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,13 +57,20 @@ typedef struct npl_cpu_weight_cache npl_cpu_weight_cache;
 
 /* Repacks mats (or maps them from the cache in cache_dir, NULL or "" =
  * no cache: they are then repacked on first use, as before) for ws.
- * Never fails: report says what happened. The returned mapping must
- * outlive ws. */
+ * Never fails: report says what happened. A new cache file is written by
+ * a thread of its own from ws's packed copies (report->writing): wait for
+ * it before ws is freed. The returned handle (the mapping, the writer)
+ * must outlive ws. */
 npl_cpu_weight_cache *npl_cpu_weights_prepare(const npl_gguf *g, const char *cache_dir,
                                               npl_matmul_ws *ws, npl_threadpool *pool,
                                               const npl_matrix *const *mats, size_t n,
                                               npl_weight_cache_stats *report);
 
+/* Waits for a cache file being written in the background, adding how it
+ * went to report (may be NULL): false when none was. */
+bool npl_cpu_weight_cache_wait(npl_cpu_weight_cache *c, npl_weight_cache_stats *report);
+
+/* Waits as above, then unmaps. */
 void npl_cpu_weight_cache_free(npl_cpu_weight_cache *c);
 
 /* The above for every matrix the CPU forward pass multiplies, kept in m

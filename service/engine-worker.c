@@ -374,6 +374,13 @@ static gboolean model_has_queued_jobs(NpdWorker *w, const LoadedModel *lm)
 static void unload_model(NpdWorker *w, LoadedModel *lm)
 {
     g_message("unloading model %s", lm->name);
+    /* A weight cache still being written is finished first (it reads the
+     * model's packed weights), and how it went logged. */
+    if (npl_model_weight_cache_wait(lm->model)) {
+        npl_weight_cache_stats wc;
+        npl_model_weight_cache_stats(lm->model, &wc);
+        g_message("model %s: %s", lm->name, wc.note);
+    }
     g_hash_table_remove(w->models, lm->name);
     /* munmap'ed weights are gone already; this hands freed heap (KV
      * caches, scratch buffers) back to the kernel as well. */

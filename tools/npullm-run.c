@@ -768,6 +768,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "npullm-run: %s\n", wc.note);
     }
     rc = o.info ? run_info(&o, m) : run_generate(&o, m);
+    if (o.weight_cache && npl_model_weight_cache_wait(m)) {
+        npl_weight_cache_stats wc;
+        npl_model_weight_cache_stats(m, &wc);
+        fprintf(stderr, "npullm-run: %s\n", wc.note);
+    }
     npl_model_free(m);
     free(o.stops);
     return rc;

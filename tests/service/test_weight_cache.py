@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """npullmd keeps the CPU's repacked weights in its cache directory
 (systemd's CacheDirectory=, $CACHE_DIRECTORY): the first load writes
-tiny.gguf.cpuw, a load after UnloadModel or an idle unload maps it, with
+tiny.gguf.cpuw in the background (the unload waits for it and logs how it
+went), a load after UnloadModel or an idle unload maps it, with
 the same greedy output; [Engine] WeightCache=false keeps none. The daemon
 logs what became of the cache at each load. The model is the Q4_0
 fixture (f32 matrices are not repacked)."""
@@ -62,14 +63,16 @@ class WeightCacheTest(CacheDirTestCase):
         c = self.client()
         first, reason, _ = c.run("Hello there", variant_dict(GREEDY))
         self.assertEqual(reason, "length")
+        path = os.path.join(self.cache_dir, "tiny.gguf.cpuw")
+        self.assertIn("; writing %s in the background" % path, self.cache_lines()[-1])
+        c.call("UnloadModel", "(s)", ("tiny",))  # waits for the write, logs it
+        self.assertIn("; wrote " + path, self.cache_lines()[-1])
         self.assertEqual(sorted(os.listdir(self.cache_dir)), ["tiny.gguf.cpuw"])
-        self.assertIn("; wrote " + os.path.join(self.cache_dir, "tiny.gguf.cpuw"), self.cache_lines()[-1])
-        c.call("UnloadModel", "(s)", ("tiny",))
         c.call("LoadModel", "(s)", ("tiny",))
         self.assertIn("mapped", self.cache_lines()[-1])
         second, _, _ = c.run("Hello there", variant_dict(GREEDY))
         self.assertEqual(second, first)
-        self.assertEqual(len(self.cache_lines()), 2)
+        self.assertEqual(len(self.cache_lines()), 3)
         self.assertEqual(sorted(os.listdir(self.cache_dir)), ["tiny.gguf.cpuw"])
 
 
@@ -83,9 +86,10 @@ class WeightCacheIdleTest(CacheDirTestCase):
         second, _, _ = c.run("Once upon a time", variant_dict(GREEDY))
         self.assertEqual(second, first)
         lines = self.cache_lines()
-        self.assertEqual(len(lines), 2, lines)
-        self.assertIn("wrote", lines[0])
-        self.assertIn("mapped", lines[1])
+        self.assertEqual(len(lines), 3, lines)
+        self.assertIn("in the background", lines[0])  # first load
+        self.assertIn("; wrote", lines[1])  # its unload
+        self.assertIn("mapped", lines[2])  # the second load
 
 
 class WeightCacheOffTest(CacheDirTestCase):
