@@ -192,6 +192,29 @@ static const char *header_mismatch(const uint8_t *h, uint64_t file_bytes,
     return NULL;
 }
 
+/* Whether the first row group of the first matrix of each type in the
+ * mapped cache is what this build's packer makes of it: a layout changed
+ * without a bump of its version is noticed too (a few KiB packed per
+ * type). */
+static bool same_packing(const uint8_t *map, const cache_entry *e, const npl_matrix *const *mats,
+                         size_t n)
+{
+    bool same = true;
+    for (size_t i = 0; i < n && same; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = mats[j]->type == mats[i]->type;
+        if (seen)
+            continue;
+        size_t cap = (size_t)(e[i].bytes / (uint64_t)((e[i].rows + 15) / 16)); /* >= one group */
+        uint8_t *probe = aligned_alloc(64, (cap + 63) & ~(size_t)63);
+        size_t got = probe ? npl_matmul_pack_first_group(mats[i], probe, cap) : 0;
+        same = got > 0 && memcmp(probe, map + e[i].offset, got) == 0;
+        free(probe);
+    }
+    return same;
+}
+
 /* Maps dir/name when it is a valid cache of the planned entries e (their
  * checksums filled from the file) and adopts its pages as ws's packed
  * copies; NULL, with the reason noted, otherwise. */
@@ -251,6 +274,11 @@ static npl_cpu_weight_cache *open_cache(const char *path, const npl_q4nx_cache_k
             munmap(map, (size_t)want_bytes);
             return NULL;
         }
+    if (!same_packing(map, e, mats, n)) {
+        note_add(report, "weight cache: %s is stale (its packed bytes are not this build's)", path);
+        munmap(map, (size_t)want_bytes);
+        return NULL;
+    }
     npl_cpu_weight_cache *c = malloc(sizeof *c);
     if (!c) {
         munmap(map, (size_t)want_bytes);

@@ -322,6 +322,16 @@ size_t npl_matmul_ws_pack_size(const npl_matmul_ws *ws, const npl_matrix *w)
     return pack_alloc_bytes(&pk);
 }
 
+size_t npl_matmul_pack_first_group(const npl_matrix *w, void *dst, size_t cap)
+{
+    npl_packed_matrix pk;
+    if (!npl_packed_geometry(w, &pk) || pk.group_bytes > cap)
+        return 0;
+    pk.data = dst;
+    npl_pack_groups(w, &pk, 0, 1);
+    return pk.group_bytes;
+}
+
 const void *npl_matmul_ws_packed(const npl_matmul_ws *ws, const npl_matrix *w)
 {
     const pack_entry *e = find_entry((npl_matmul_ws *)ws, w->data);

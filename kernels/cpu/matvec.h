@@ -71,6 +71,12 @@ uint32_t npl_matmul_pack_layout_version(void);
  * off). */
 size_t npl_matmul_ws_pack_size(const npl_matmul_ws *ws, const npl_matrix *w);
 
+/* Packs the first row group (16 rows) of w into dst as the workspace
+ * would: the bytes written, 0 when w has no packed layout or cap is too
+ * small. A cache compares them with what it holds for w, so a layout
+ * changed without a version bump is still noticed. */
+size_t npl_matmul_pack_first_group(const npl_matrix *w, void *dst, size_t cap);
+
 /* The packed copy ws holds for w (npl_matmul_ws_pack_size bytes), or NULL. */
 const void *npl_matmul_ws_packed(const npl_matmul_ws *ws, const npl_matrix *w);
 

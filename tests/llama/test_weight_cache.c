@@ -6,13 +6,15 @@
  *  - corrupt: a truncated, extended or garbage file, a flipped byte in the
  *    header, in the table or in a sampled data page is found, and the
  *    cache rebuilt (same output);
- *  - stale: a model file with another mtime, size or metadata, and a cache
- *    made for another packed layout version, are rebuilt;
+ *  - stale: a model file with another mtime, size or metadata, a cache
+ *    made for another packed layout version, and one whose packed bytes
+ *    differ from this build's (checksums right), are rebuilt;
  *  - unwritable: a missing directory or a file in its place never fails
  *    the load;
  *  - full_disk: writes failing with EFBIG (RLIMIT_FSIZE) and, as root
  *    where tmpfs can be mounted, ENOSPC never fail the load and leave no
- *    temporary file.
+ *    temporary file;
+ *  - adopt: the kernels' npl_matmul_ws_adopt_packed and what it refuses.
  * Without AVX2 nothing is repacked and the cases only check the output. */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +29,7 @@
 
 #include "cpu_features.h"
 #include "cpu_weight_cache.h"
+#include "ggml_types.h"
 #include "le_bytes.h"
 #include "llama_model_test.h"
 #include "q4nx_cache.h"
@@ -318,6 +321,42 @@ static long find_in_file(const char *path, const char *s)
     return -1;
 }
 
+/* The cache's matrix 0 with a byte of its first group changed and every
+ * checksum made right again: what a packer of another layout would have
+ * written, had nobody bumped the layout version. */
+static bool forge_other_packing(const char *path)
+{
+    int fd = open(path, O_RDWR);
+    if (fd < 0)
+        return false;
+    uint8_t h[NPL_CPUW_HEADER_BYTES];
+    bool ok = pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h;
+    size_t table_bytes = (size_t)npl_get_le32(h + NPL_CPUW_COUNT) * NPL_CPUW_ENTRY_BYTES;
+    uint8_t *table = malloc(table_bytes);
+    ok = ok && table && pread(fd, table, table_bytes, NPL_CPUW_HEADER_BYTES) == (ssize_t)table_bytes;
+    uint64_t offset = ok ? npl_get_le64(table + 32) : 0, bytes = ok ? npl_get_le64(table + 40) : 0;
+    uint8_t *data = ok ? malloc((size_t)bytes) : NULL;
+    ok = ok && data && pread(fd, data, (size_t)bytes, (off_t)offset) == (ssize_t)bytes;
+    if (ok) {
+        data[100] ^= 0x5a;
+        /* the engine's sample checksum: first, middle and last 4 KiB */
+        uint64_t span = bytes < NPL_CPUW_SAMPLE_BYTES ? bytes : NPL_CPUW_SAMPLE_BYTES;
+        uint64_t starts[3] = {0, (bytes - span) / 2 & ~(uint64_t)63, bytes - span};
+        uint64_t sum = bytes;
+        for (int i = 0; i < 3; i++)
+            sum = npl_q4nx_checksum(data + starts[i], (size_t)span, sum);
+        npl_put_le64(table + 48, sum);
+        npl_put_le64(h + NPL_CPUW_TABLE_CHECKSUM, npl_q4nx_checksum(table, table_bytes, 0));
+        npl_put_le64(h + NPL_CPUW_HEADER_CHECKSUM, npl_q4nx_checksum(h, NPL_CPUW_HEADER_CHECKSUM, 0));
+        ok = pwrite(fd, data, (size_t)bytes, (off_t)offset) == (ssize_t)bytes &&
+             pwrite(fd, table, table_bytes, NPL_CPUW_HEADER_BYTES) == (ssize_t)table_bytes &&
+             pwrite(fd, h, sizeof h, 0) == (ssize_t)sizeof h;
+    }
+    free(data);
+    free(table);
+    return close(fd) == 0 && ok;
+}
+
 static void test_stale(void)
 {
     REQUIRE(setup("stale"));
@@ -357,6 +396,9 @@ static void test_stale(void)
     REQUIRE(pwrite(fd, h, sizeof h, 0) == (ssize_t)sizeof h);
     close(fd);
     expect_rebuilt(g_dir, "stale (made for another packed layout version)");
+    /* Same version, other bytes (a layout change nobody bumped it for). */
+    REQUIRE(forge_other_packing(path));
+    expect_rebuilt(g_dir, "stale (its packed bytes are not this build's)");
     teardown();
 }
 
@@ -409,13 +451,48 @@ static void test_full_disk(void)
     teardown();
 }
 
+/* The kernels' side: adopting a packed copy, and what is refused. */
+static void test_adopt(void)
+{
+    static uint8_t q4[20 * 2 * 18], f32[20 * 64 * 4]; /* 20 rows of 64: Q4_0 and F32 */
+    for (size_t i = 0; i < sizeof q4; i++)
+        q4[i] = (uint8_t)(i * 7);
+    npl_matrix wq, wf;
+    REQUIRE(npl_matrix_init(&wq, NPL_TYPE_Q4_0, q4, 64, 20));
+    REQUIRE(npl_matrix_init(&wf, NPL_TYPE_F32, f32, 64, 20));
+    npl_matmul_ws *ws = npl_matmul_ws_create(1, 64, 1);
+    REQUIRE(ws);
+    CHECK(npl_matmul_ws_pack_size(ws, &wf) == 0);
+    size_t bytes = npl_matmul_ws_pack_size(ws, &wq);
+    uint8_t *copy = aligned_alloc(64, 4096);
+    REQUIRE(copy);
+    if (!packs_here()) {
+        CHECK(bytes == 0 && !npl_matmul_ws_adopt_packed(ws, &wq, copy));
+    } else {
+        REQUIRE(bytes > 0 && bytes % 64 == 0 && bytes <= 4096);
+        size_t group = npl_matmul_pack_first_group(&wq, copy, bytes);
+        CHECK(group > 0 && group * 2 <= bytes);
+        CHECK(npl_matmul_pack_first_group(&wq, copy, group - 1) == 0);
+        CHECK(npl_matmul_pack_first_group(&wf, copy, bytes) == 0);
+        CHECK(!npl_matmul_ws_adopt_packed(ws, &wq, copy + 1)); /* misaligned */
+        CHECK(!npl_matmul_ws_adopt_packed(ws, &wf, copy));      /* not packed */
+        CHECK(npl_matmul_ws_packed(ws, &wq) == NULL);
+        CHECK(npl_matmul_ws_adopt_packed(ws, &wq, copy));
+        CHECK(!npl_matmul_ws_adopt_packed(ws, &wq, copy));      /* already held */
+        CHECK(npl_matmul_ws_packed(ws, &wq) == copy);
+        CHECK(npl_matmul_ws_packed_bytes(ws) == 0);             /* not owned */
+    }
+    npl_matmul_ws_free(ws); /* must not free the adopted copy */
+    free(copy);
+}
+
 lt_state lt_current;
 
 int main(int argc, char **argv)
 {
     static const lt_case cases[] = {
         {"roundtrip", test_roundtrip},   {"corrupt", test_corrupt},     {"stale", test_stale},
-        {"unwritable", test_unwritable}, {"full_disk", test_full_disk},
+        {"unwritable", test_unwritable}, {"full_disk", test_full_disk}, {"adopt", test_adopt},
     };
     return lt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }
