@@ -783,6 +783,16 @@ uint64_t npl_gguf_file_size(const npl_gguf *g)
     return g ? g->size : 0;
 }
 
+const uint8_t *npl_gguf_bytes(const npl_gguf *g)
+{
+    return g ? g->base : NULL;
+}
+
+uint64_t npl_gguf_data_offset(const npl_gguf *g)
+{
+    return g ? (g->data_offset <= g->size ? g->data_offset : g->size) : 0;
+}
+
 /* ---- metadata access ---- */
 
 size_t npl_gguf_n_kv(const npl_gguf *g)

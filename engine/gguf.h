@@ -95,6 +95,10 @@ const char *npl_gguf_path(const npl_gguf *g);
 uint32_t npl_gguf_version(const npl_gguf *g);
 uint64_t npl_gguf_alignment(const npl_gguf *g);
 uint64_t npl_gguf_file_size(const npl_gguf *g);
+/* The file's bytes (file_size of them) and where its tensor data begins:
+ * the bytes before it are the header, metadata and tensor table. */
+const uint8_t *npl_gguf_bytes(const npl_gguf *g);
+uint64_t npl_gguf_data_offset(const npl_gguf *g);
 
 /* Metadata. Lookup is O(1) average. */
 size_t npl_gguf_n_kv(const npl_gguf *g);

@@ -10,6 +10,7 @@
 #include "backend_npu.h"
 #include "chat_prompt.h"
 #include "chat_template.h"
+#include "cpu_weight_cache.h"
 #include "model_arch.h"
 #include "model_internal.h"
 
@@ -20,6 +21,7 @@ void npl_model_params_default(npl_model_params *p)
     p->device = NULL;
     p->kv_type = NULL; /* f16 */
     p->npu_cache_dir = NULL; /* the NPU weight cache next to the model */
+    p->weight_cache_dir = NULL; /* no packed-weight cache */
 }
 
 /* npl_model_params.kv_type: NULL or a name the cache formats know. */
@@ -190,6 +192,8 @@ npl_model *npl_model_load(const char *path, const npl_model_params *params, npl_
      * they bind, and looks token embeddings up on the host. */
     if (npl_model_device_open_in(m, params->device, params->npu_cache_dir, err))
         goto fail;
+    if (!m->device->npu) /* the layers run here: their packed weights, cached */
+        npl_model_cpu_weights_prepare(m, params->weight_cache_dir);
     return m;
 
 fail:
@@ -203,7 +207,9 @@ void npl_model_free(npl_model *m)
         return;
     npl_model_device_close(m);
     npl_forward_ws_free(&m->fw);
+    npl_model_weight_cache_wait(m); /* the writer reads the workspace's packed copies */
     npl_matmul_ws_free(m->mm_ws);
+    npl_cpu_weight_cache_free(m->weight_cache); /* after the workspace that read it */
     npl_threadpool_free(m->pool);
     free(m->rope_inv_freq);
     free(m->rope_inv_freq_swa);

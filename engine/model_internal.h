@@ -117,6 +117,9 @@ struct npl_model {
     size_t kv_row_bytes;     /* one cached row of head_dim values in that format */
 
     struct npl_model_device_state *device; /* engine/model_device.c: where the layers run */
+
+    struct npl_cpu_weight_cache *weight_cache; /* mapped packed weights mm_ws reads, or NULL */
+    npl_weight_cache_stats weight_cache_stats;
 };
 
 struct npl_seq {

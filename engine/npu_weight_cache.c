@@ -3,13 +3,13 @@
 #include "npu_weight_cache.h"
 
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "q4nx.h"
 #include "q4nx_cache.h"
+#include "weight_cache_common.h"
 
 /* Starts the digest: change it when what the runtime stores changes in a
  * way the repack probes below would not show. */
@@ -18,56 +18,8 @@
 /* Rows of each source type's probe: one Q4NX row block. */
 #define PROBE_ROWS NPL_Q4NX_BLOCK_ROWS
 
-static void note_add(npl_npu_cache_report *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void note_add(npl_npu_cache_report *r, const char *fmt, ...)
-{
-    size_t used = strlen(r->note);
-    if (used + 1 >= sizeof r->note)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->note + used, sizeof r->note - used, fmt, ap);
-    va_end(ap);
-}
-
-/* The cache's directory and file name for a model (cache_dir as in
- * npl_npu_weights_fill): false, with the reason in why, for no cache. */
-static bool cache_place(const char *model_path, const char *cache_dir, char *dir, size_t dir_cap,
-                        char *file_name, size_t name_cap, char *why, size_t why_cap)
-{
-    if (cache_dir && !cache_dir[0]) {
-        snprintf(why, why_cap, "q4nx cache off (npu_cache_dir is empty)");
-        return false;
-    }
-    const char *slash = strrchr(model_path, '/');
-    const char *base = slash ? slash + 1 : model_path;
-    int n = snprintf(file_name, name_cap, "%s%s", base, NPL_NPU_WEIGHT_CACHE_SUFFIX);
-    if (!base[0] || n < 0 || (size_t)n >= name_cap || n > NAME_MAX) {
-        snprintf(why, why_cap, "q4nx cache off (no usable file name from the model path)");
-        return false;
-    }
-    size_t dir_len;
-    const char *dir_src;
-    if (cache_dir) {
-        dir_src = cache_dir;
-        dir_len = strlen(cache_dir);
-    } else if (!slash) {
-        dir_src = ".";
-        dir_len = 1;
-    } else {
-        dir_src = model_path;
-        dir_len = slash == model_path ? 1 : (size_t)(slash - model_path); /* "/model.gguf" */
-    }
-    if (dir_len >= dir_cap) {
-        snprintf(why, why_cap, "q4nx cache off (its directory's path is too long)");
-        return false;
-    }
-    memcpy(dir, dir_src, dir_len);
-    dir[dir_len] = '\0';
-    return true;
-}
+/* The report's one line, added to. */
+#define note_add(r, ...) npl_cache_note_add((r)->note, sizeof (r)->note, __VA_ARGS__)
 
 static npl_status matrix_layout(const npl_npu_cache_matrix *m, npl_q4nx_layout *layout,
                                 npl_error *err)
@@ -223,8 +175,9 @@ npl_status npl_npu_weights_fill(const char *model_path, const char *cache_dir,
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "npu: weights need a model and matrices");
     memset(report, 0, sizeof *report);
     char dir[PATH_MAX], name[NAME_MAX + 1], why[128];
-    bool use = cache_place(model_path, cache_dir, dir, sizeof dir, name, sizeof name, why,
-                           sizeof why);
+    bool use = npl_weight_cache_place(model_path, cache_dir, NPL_NPU_WEIGHT_CACHE_SUFFIX,
+                                      "q4nx cache", dir, sizeof dir, name, sizeof name, why,
+                                      sizeof why);
     npl_q4nx_cache_key key;
     if (use) {
         uint64_t digest = 0;

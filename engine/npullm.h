@@ -44,6 +44,13 @@ typedef struct npl_model_params {
      * the model's directory, "" = no cache, else this directory. A service
      * passes its own cache directory, never one a client chose. */
     const char *npu_cache_dir;
+    /* Where the CPU keeps the weights it repacked for its SIMD kernels
+     * (file <model basename>.cpuw, about the size of the model), so the
+     * next load maps them read-only instead of repacking: NULL or "" = no
+     * cache (repacked in memory on first use). A cache that cannot be
+     * read or written never fails the load (npl_model_weight_cache_stats
+     * says why). */
+    const char *weight_cache_dir;
 } npl_model_params;
 
 void npl_model_params_default(npl_model_params *p);
@@ -294,6 +301,24 @@ typedef struct npl_device_stats {
     bool load_cache_written;          /* a new cache file was written */
     char load_cache_note[400];        /* one line: which file, used or written, or why not */
 } npl_device_stats;
+
+/* The CPU's packed-weight cache at load (npl_model_params.weight_cache_dir). */
+typedef struct npl_weight_cache_stats {
+    uint32_t matrices_packed; /* repacked at load (0 when the cache held them all) */
+    uint32_t matrices_cached; /* mapped from the cache file */
+    bool writing;             /* a new cache file is being written in the background */
+    bool written;             /* a new cache file was written */
+    char note[400];           /* one line: which file, used or written, or why not */
+} npl_weight_cache_stats;
+
+/* All zero with an empty note for a model without a cache or on an NPU. */
+void npl_model_weight_cache_stats(const npl_model *m, npl_weight_cache_stats *out);
+
+/* A new cache file is written by a thread of the engine while the model
+ * runs (the first load does not wait for the disk). This waits for it to
+ * end; the stats then say whether it was written. False when no write was
+ * under way. npl_model_free waits too. */
+bool npl_model_weight_cache_wait(npl_model *m);
 
 /* Counters of a model running on an NPU device (npu-emu or npu); false,
  * and *out zeroed, for a model on the CPU. */

@@ -30,6 +30,7 @@ static void config_set_defaults(NpdConfig *cfg)
     cfg->idle_timeout = 300;
     cfg->device = NPD_DEVICE_AUTO;
     cfg->prefill_chunk = 64;
+    cfg->weight_cache = TRUE;
     cfg->max_context = 4096;
     cfg->default_max_tokens = 1024;
     cfg->max_running = 4;
@@ -128,6 +129,15 @@ static gboolean config_read_file(NpdConfig *cfg, const char *path, gboolean must
     }
     READ_UINT(kf, "Engine", "Threads", 0, 1024, cfg->threads);
     READ_UINT(kf, "Engine", "PrefillChunk", 1, 65536, cfg->prefill_chunk);
+    if (g_key_file_has_key(kf, "Engine", "WeightCache", NULL)) {
+        g_autoptr(GError) bad = NULL;
+        cfg->weight_cache = g_key_file_get_boolean(kf, "Engine", "WeightCache", &bad);
+        if (bad != NULL) {
+            g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                        "%s: [Engine] WeightCache must be true or false", path);
+            return FALSE;
+        }
+    }
     READ_UINT(kf, "Limits", "MaxRunning", 1, 256, cfg->max_running);
     READ_UINT(kf, "Limits", "MaxQueued", 0, 65536, cfg->max_queued);
     READ_UINT(kf, "Limits", "MaxPerClient", 1, 65536, cfg->max_per_client);

@@ -25,6 +25,7 @@ typedef struct {
     NpdDevice device;
     guint threads;           /* 0 = all online CPUs */
     guint prefill_chunk;
+    gboolean weight_cache;   /* keep the CPU's repacked weights in the cache directory */
     guint max_context;
     guint default_max_tokens;
     guint max_running;

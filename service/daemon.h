@@ -62,9 +62,10 @@ struct NpdDaemon {
     gchar *device;
     gchar *device_status;
     const char *device_load_as;
-    /* Where an NPU device keeps its repacked weights between loads:
-     * systemd's CacheDirectory= ($CACHE_DIRECTORY), else "" (none; the
-     * daemon never writes beside the models). Never from a client. */
+    /* Where an NPU device (and, with [Engine] WeightCache, the CPU) keeps
+     * its repacked weights between loads: systemd's CacheDirectory=
+     * ($CACHE_DIRECTORY), else "" (none; the daemon never writes beside
+     * the models). Never from a client. */
     gchar *npu_cache_dir;
     GMainLoop *loop;
     GDBusConnection *bus;

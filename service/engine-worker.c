@@ -363,6 +363,7 @@ static LoadedModel *ensure_loaded(NpdWorker *w, const char *name, const char *pa
     params.prefill_chunk = w->cfg.prefill_chunk;
     params.device = w->cfg.device;
     params.npu_cache_dir = w->cfg.npu_cache_dir;
+    params.weight_cache_dir = w->cfg.weight_cache_dir;
     npl_error err;
     npl_error_clear(&err);
     gint64 t0 = g_get_monotonic_time();
@@ -398,6 +399,10 @@ static LoadedModel *ensure_loaded(NpdWorker *w, const char *name, const char *pa
     lm->last_used = g_get_monotonic_time();
     g_hash_table_insert(w->models, lm->name, lm);
     g_message("loaded model %s from %s in %.0f ms", name, path, (double)(lm->last_used - t0) / 1000.0);
+    npl_weight_cache_stats wc;
+    npl_model_weight_cache_stats(model, &wc);
+    if (wc.note[0] != '\0')
+        g_message("model %s: %s", name, wc.note);
     post_models(w);
     return lm;
 }
@@ -415,6 +420,13 @@ static gboolean model_has_queued_jobs(NpdWorker *w, const LoadedModel *lm)
 static void unload_model(NpdWorker *w, LoadedModel *lm)
 {
     g_message("unloading model %s", lm->name);
+    /* A weight cache still being written is finished first (it reads the
+     * model's packed weights), and how it went logged. */
+    if (npl_model_weight_cache_wait(lm->model)) {
+        npl_weight_cache_stats wc;
+        npl_model_weight_cache_stats(lm->model, &wc);
+        g_message("model %s: %s", lm->name, wc.note);
+    }
     g_hash_table_remove(w->models, lm->name);
     /* munmap'ed weights are gone already; this hands freed heap (KV
      * caches, scratch buffers) back to the kernel as well. */

@@ -111,6 +111,7 @@ typedef void (*NpdEventFunc)(const NpdEvent *event, gpointer user_data);
 typedef struct {
     const char *device; /* npl_model_params.device: "cpu", "npu-emu" or "npu" */
     const char *npu_cache_dir; /* npl_model_params.npu_cache_dir; "" = none */
+    const char *weight_cache_dir; /* npl_model_params.weight_cache_dir; "" = none */
     guint threads;
     guint prefill_chunk;
     guint max_running;

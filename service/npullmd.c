@@ -206,6 +206,7 @@ static int run(NpdDaemon *d)
     NpdWorkerConfig wcfg = {
         .device = d->device_load_as,
         .npu_cache_dir = d->npu_cache_dir,
+        .weight_cache_dir = d->cfg->weight_cache ? d->npu_cache_dir : "",
         .threads = d->cfg->threads,
         .prefill_chunk = d->cfg->prefill_chunk,
         .max_running = d->cfg->max_running,
@@ -267,6 +268,9 @@ static int run(NpdDaemon *d)
 int main(int argc, char **argv)
 {
     setlocale(LC_ALL, "");
+    /* A weight cache written past a file size limit (LimitFSIZE=) fails
+     * with EFBIG and is skipped, instead of the signal ending the daemon. */
+    signal(SIGXFSZ, SIG_IGN);
     NpdConfig cfg;
     g_autoptr(GError) error = NULL;
     if (!npd_config_load(&cfg, &argc, &argv, &error)) {

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,8 @@ static const char usage_text[] =
     "  --prefill-chunk N     prompt tokens per forward pass (default 256)\n"
     "  --kv f16|q8_0         KV cache format (default f16; q8_0: about half the memory)\n"
     "  --device D            cpu (default), npu-emu, npu or auto (see docs/npu.md)\n"
+    "  --weight-cache DIR    keep the CPU's repacked weights in DIR and map them on\n"
+    "                        the next run (the file's fate is said on stderr)\n"
     "  --json                print one JSON object instead of streaming text\n"
     "  --help                this text\n";
 
@@ -75,6 +78,7 @@ typedef struct options {
     uint32_t prefill_chunk;
     const char *kv_type; /* NULL: the engine's default */
     const char *device;  /* NULL: the CPU */
+    const char *weight_cache; /* --weight-cache DIR, or NULL */
 } options;
 
 /* ---- errors ------------------------------------------------------------- */
@@ -254,6 +258,11 @@ static int parse_args(int argc, char **argv, options *o)
             if (strcmp(val, "cpu") && strcmp(val, "npu-emu") && strcmp(val, "npu") && strcmp(val, "auto"))
                 return BAD_VALUE("cpu, npu-emu, npu or auto");
             o->device = val;
+        } else if (!strcmp(a, "--weight-cache")) {
+            NEED_VALUE();
+            if (!val[0])
+                return BAD_VALUE("a directory");
+            o->weight_cache = val;
         } else if (a[0] == '-' && a[1] != '\0') {
             return fail(EXIT_USAGE, "unknown option '%s' (see --help)", a);
         } else if (!o->model) {
@@ -741,6 +750,9 @@ int main(int argc, char **argv)
         mp.prefill_chunk = o.prefill_chunk;
     mp.kv_type = o.kv_type;
     mp.device = o.device;
+    mp.weight_cache_dir = o.weight_cache;
+    if (o.weight_cache) /* past a file size limit: EFBIG, the cache skipped, not a SIGXFSZ death */
+        signal(SIGXFSZ, SIG_IGN);
     npl_error err;
     npl_error_clear(&err);
     npl_model *m = npl_model_load(o.model, &mp, &err);
@@ -749,7 +761,18 @@ int main(int argc, char **argv)
         free(o.stops);
         return rc;
     }
+    if (o.weight_cache) {
+        npl_weight_cache_stats wc;
+        npl_model_weight_cache_stats(m, &wc);
+        if (wc.note[0])
+            fprintf(stderr, "npullm-run: %s\n", wc.note);
+    }
     rc = o.info ? run_info(&o, m) : run_generate(&o, m);
+    if (o.weight_cache && npl_model_weight_cache_wait(m)) {
+        npl_weight_cache_stats wc;
+        npl_model_weight_cache_stats(m, &wc);
+        fprintf(stderr, "npullm-run: %s\n", wc.note);
+    }
     npl_model_free(m);
     free(o.stops);
     return rc;

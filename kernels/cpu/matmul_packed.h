@@ -32,6 +32,11 @@
 
 #include "matvec.h"
 
+/* Version of everything above: bump it whenever a byte of the packed
+ * layout changes, so caches of packed weights on disk (engine/
+ * cpu_weight_cache.c) made by an older layout are rebuilt, not misread. */
+#define NPL_PACK_LAYOUT_VERSION 1u
+
 #define NPL_PACK_ROWS 16
 #define NPL_PACK_UNIT 64 /* bytes of one unit: 16 rows x 4 */
 

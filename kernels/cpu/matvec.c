@@ -32,6 +32,7 @@ typedef struct pack_entry {
     uint32_t type;
     int64_t n_rows, n_cols;
     bool failed;      /* no memory: use the file layout */
+    bool borrowed;    /* pk.data adopted (npl_matmul_ws_adopt_packed): not ours to free */
     npl_packed_matrix pk;
 } pack_entry;
 
@@ -141,7 +142,8 @@ void npl_matmul_ws_free(npl_matmul_ws *ws)
     if (!ws)
         return;
     for (size_t i = 0; i < ws->pack_cap; i++)
-        free(ws->packs[i].pk.data);
+        if (!ws->packs[i].borrowed)
+            free(ws->packs[i].pk.data);
     free(ws->packs);
     free(ws->act);
     free(ws->actk);
@@ -258,6 +260,13 @@ static void release_pages(const void *p, size_t n)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+/* Bytes of the packed copy of a matrix of geometry pk. */
+static size_t pack_alloc_bytes(const npl_packed_matrix *pk)
+{
+    size_t bytes = (size_t)pk->n_groups * pk->group_bytes;
+    return (bytes + 63) & ~(size_t)63;
+}
+
 /* The packed copy of w, made now if needed; NULL = use the file layout. */
 static const npl_packed_matrix *packed_for(npl_matmul_ws *ws, npl_threadpool *pool, const npl_matrix *w)
 {
@@ -279,8 +288,7 @@ static const npl_packed_matrix *packed_for(npl_matmul_ws *ws, npl_threadpool *po
         e->failed = true;
         return NULL;
     }
-    size_t bytes = (size_t)e->pk.n_groups * e->pk.group_bytes;
-    bytes = (bytes + 63) & ~(size_t)63;
+    size_t bytes = pack_alloc_bytes(&e->pk);
     e->pk.data = aligned_alloc(64, bytes);
     if (!e->pk.data) {
         e->failed = true;
@@ -299,6 +307,55 @@ bool npl_matmul_ws_prepack(npl_matmul_ws *ws, npl_threadpool *pool, const npl_ma
     if (!wants_packing(ws, w))
         return true;
     return packed_for(ws, pool, w) != NULL;
+}
+
+uint32_t npl_matmul_pack_layout_version(void)
+{
+    return NPL_PACK_LAYOUT_VERSION;
+}
+
+size_t npl_matmul_ws_pack_size(const npl_matmul_ws *ws, const npl_matrix *w)
+{
+    npl_packed_matrix pk;
+    if (!wants_packing(ws, w) || !npl_packed_geometry(w, &pk))
+        return 0;
+    return pack_alloc_bytes(&pk);
+}
+
+size_t npl_matmul_pack_first_group(const npl_matrix *w, void *dst, size_t cap)
+{
+    npl_packed_matrix pk;
+    if (!npl_packed_geometry(w, &pk) || pk.group_bytes > cap)
+        return 0;
+    pk.data = dst;
+    npl_pack_groups(w, &pk, 0, 1);
+    return pk.group_bytes;
+}
+
+const void *npl_matmul_ws_packed(const npl_matmul_ws *ws, const npl_matrix *w)
+{
+    const pack_entry *e = find_entry((npl_matmul_ws *)ws, w->data);
+    if (!e || e->failed || e->type != w->type || e->n_rows != w->n_rows || e->n_cols != w->n_cols)
+        return NULL;
+    return e->pk.data;
+}
+
+bool npl_matmul_ws_adopt_packed(npl_matmul_ws *ws, const npl_matrix *w, const void *data)
+{
+    npl_packed_matrix pk;
+    if (!data || (uintptr_t)data % 64 != 0 || !wants_packing(ws, w) || !npl_packed_geometry(w, &pk)
+        || find_entry(ws, w->data))
+        return false;
+    pack_entry *e = add_entry(ws, w->data);
+    if (!e)
+        return false;
+    e->type = w->type;
+    e->n_rows = w->n_rows;
+    e->n_cols = w->n_cols;
+    e->borrowed = true;
+    e->pk = pk;
+    e->pk.data = (uint8_t *)(uintptr_t)data; /* read only: the kernels never write it */
+    return true;
 }
 
 /* ---- rows as floats (embedding look-ups) ----------------------------------------- */

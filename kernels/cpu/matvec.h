@@ -61,7 +61,32 @@ void npl_matmul_ws_free(npl_matmul_ws *ws);
  * true also when w needs no repacking (float types, no AVX2). */
 bool npl_matmul_ws_prepack(npl_matmul_ws *ws, npl_threadpool *pool, const npl_matrix *w);
 
-/* Bytes of repacked weights ws holds. */
+/* Packed copies kept outside the workspace (a cache file mapped read-only,
+ * engine/cpu_weight_cache.h). The layout's version: a copy made by
+ * another version must not be adopted. */
+uint32_t npl_matmul_pack_layout_version(void);
+
+/* Bytes of w's packed copy when ws repacks w (a multiple of 64); 0 when
+ * ws multiplies w from the file layout (float types, no AVX2, packing
+ * off). */
+size_t npl_matmul_ws_pack_size(const npl_matmul_ws *ws, const npl_matrix *w);
+
+/* Packs the first row group (16 rows) of w into dst as the workspace
+ * would: the bytes written, 0 when w has no packed layout or cap is too
+ * small. A cache compares them with what it holds for w, so a layout
+ * changed without a version bump is still noticed. */
+size_t npl_matmul_pack_first_group(const npl_matrix *w, void *dst, size_t cap);
+
+/* The packed copy ws holds for w (npl_matmul_ws_pack_size bytes), or NULL. */
+const void *npl_matmul_ws_packed(const npl_matmul_ws *ws, const npl_matrix *w);
+
+/* Makes data w's packed copy: npl_matmul_ws_pack_size(ws, w) bytes of
+ * this layout version, 64-byte aligned, not owned by ws and valid until
+ * ws is freed. False (nothing changed) when ws would not repack w, already
+ * holds a copy of it, data is misaligned, or no memory for the entry. */
+bool npl_matmul_ws_adopt_packed(npl_matmul_ws *ws, const npl_matrix *w, const void *data);
+
+/* Bytes of repacked weights ws holds (adopted copies not counted). */
 size_t npl_matmul_ws_packed_bytes(const npl_matmul_ws *ws);
 
 /* The matrices' data are pages of a read-only file mapping: once a

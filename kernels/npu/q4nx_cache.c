@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "le_bytes.h"
+
 /* Header field offsets (all little-endian). */
 enum {
     HDR_MAGIC = 0,
@@ -28,27 +30,6 @@ enum {
  * u64 offset, u64 bytes, u64 checksum. */
 #define ENTRY_FIXED_BYTES (2u + 4u * 3u + 8u * 3u)
 
-static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-static uint64_t get_u64(const uint8_t *p)
-{
-    return (uint64_t)get_u32(p) | ((uint64_t)get_u32(p + 4) << 32);
-}
-
 static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
 uint64_t npl_q4nx_checksum(const void *data, size_t n, uint64_t seed)
@@ -57,7 +38,7 @@ uint64_t npl_q4nx_checksum(const void *data, size_t n, uint64_t seed)
     uint64_t h = seed ^ 0x9e3779b97f4a7c15ull ^ ((uint64_t)n * 0xff51afd7ed558ccdull);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        uint64_t w = get_u64(p + i);
+        uint64_t w = npl_get_le64(p + i);
         h = rotl64(h ^ (w * 0x87c37b91114253d5ull), 31) * 0x4cf5ad432745937full;
     }
     uint64_t tail = 0;
@@ -250,28 +231,28 @@ npl_status npl_q4nx_cache_writer_commit(npl_q4nx_cache_writer *w, npl_error *err
     for (size_t i = 0; i < w->count; i++) {
         const cache_entry *e = &w->entries[i];
         size_t len = strlen(e->name);
-        put_u16(p, (uint16_t)len);
+        npl_put_le16(p, (uint16_t)len);
         memcpy(p + 2, e->name, len);
         p += 2 + len;
-        put_u32(p, e->src_type);
-        put_u32(p + 4, e->layout.rows);
-        put_u32(p + 8, e->layout.cols);
-        put_u64(p + 12, e->offset);
-        put_u64(p + 20, e->bytes);
-        put_u64(p + 28, e->checksum);
+        npl_put_le32(p, e->src_type);
+        npl_put_le32(p + 4, e->layout.rows);
+        npl_put_le32(p + 8, e->layout.cols);
+        npl_put_le64(p + 12, e->offset);
+        npl_put_le64(p + 20, e->bytes);
+        npl_put_le64(p + 28, e->checksum);
         p += ENTRY_FIXED_BYTES - 2;
     }
     uint8_t hdr[NPL_Q4NX_CACHE_HEADER_BYTES] = {0};
     memcpy(hdr + HDR_MAGIC, NPL_Q4NX_CACHE_MAGIC, 8);
-    put_u32(hdr + HDR_VERSION, NPL_Q4NX_CACHE_VERSION);
-    put_u32(hdr + HDR_HEADER_BYTES, NPL_Q4NX_CACHE_HEADER_BYTES);
-    put_u64(hdr + HDR_SOURCE_SIZE, w->key.source_size);
-    put_u64(hdr + HDR_SOURCE_MTIME, (uint64_t)w->key.source_mtime_ns);
-    put_u64(hdr + HDR_SOURCE_DIGEST, w->key.source_digest);
-    put_u64(hdr + HDR_TABLE_OFFSET, w->end);
-    put_u32(hdr + HDR_TENSOR_COUNT, (uint32_t)w->count);
-    put_u32(hdr + HDR_TABLE_BYTES, (uint32_t)table_bytes);
-    put_u64(hdr + HDR_TABLE_CHECKSUM, npl_q4nx_checksum(table, table_bytes, 0));
+    npl_put_le32(hdr + HDR_VERSION, NPL_Q4NX_CACHE_VERSION);
+    npl_put_le32(hdr + HDR_HEADER_BYTES, NPL_Q4NX_CACHE_HEADER_BYTES);
+    npl_put_le64(hdr + HDR_SOURCE_SIZE, w->key.source_size);
+    npl_put_le64(hdr + HDR_SOURCE_MTIME, (uint64_t)w->key.source_mtime_ns);
+    npl_put_le64(hdr + HDR_SOURCE_DIGEST, w->key.source_digest);
+    npl_put_le64(hdr + HDR_TABLE_OFFSET, w->end);
+    npl_put_le32(hdr + HDR_TENSOR_COUNT, (uint32_t)w->count);
+    npl_put_le32(hdr + HDR_TABLE_BYTES, (uint32_t)table_bytes);
+    npl_put_le64(hdr + HDR_TABLE_CHECKSUM, npl_q4nx_checksum(table, table_bytes, 0));
     npl_status st = write_all(w->fd, table, table_bytes, w->end, err);
     free(table);
     if (st == NPL_OK)
@@ -366,7 +347,7 @@ static npl_status parse_table(npl_q4nx_cache *c, const uint8_t *table, size_t ta
     for (uint32_t i = 0; i < count; i++) {
         if ((size_t)(end - p) < ENTRY_FIXED_BYTES)
             return corrupt(state, err, path, "table ends inside an entry");
-        uint16_t len = get_u16(p);
+        uint16_t len = npl_get_le16(p);
         if (len == 0 || len > NPL_Q4NX_CACHE_NAME_MAX
             || (size_t)(end - p) < ENTRY_FIXED_BYTES + len)
             return corrupt(state, err, path, "bad tensor name length");
@@ -380,11 +361,11 @@ static npl_status parse_table(npl_q4nx_cache *c, const uint8_t *table, size_t ta
         if (memchr(e->name, '\0', len))
             return corrupt(state, err, path, "tensor name contains a NUL byte");
         p += 2 + len;
-        e->src_type = get_u32(p);
-        uint32_t rows = get_u32(p + 4), cols = get_u32(p + 8);
-        e->offset = get_u64(p + 12);
-        e->bytes = get_u64(p + 20);
-        e->checksum = get_u64(p + 28);
+        e->src_type = npl_get_le32(p);
+        uint32_t rows = npl_get_le32(p + 4), cols = npl_get_le32(p + 8);
+        e->offset = npl_get_le64(p + 12);
+        e->bytes = npl_get_le64(p + 20);
+        e->checksum = npl_get_le64(p + 28);
         p += ENTRY_FIXED_BYTES - 2;
         if (npl_q4nx_layout_init(&e->layout, rows, cols, NULL) != NPL_OK
             || e->layout.bytes != e->bytes)
@@ -412,22 +393,22 @@ static npl_status check_header(const uint8_t *h, uint64_t file_bytes,
 {
     if (memcmp(h + HDR_MAGIC, NPL_Q4NX_CACHE_MAGIC, 8) != 0)
         return corrupt(state, err, path, "bad magic");
-    if (get_u32(h + HDR_VERSION) != NPL_Q4NX_CACHE_VERSION) {
+    if (npl_get_le32(h + HDR_VERSION) != NPL_Q4NX_CACHE_VERSION) {
         *state = NPL_Q4NX_CACHE_STALE;
         return npl_error_set(err, NPL_ERR_FORMAT, "q4nx cache %s has format version %u, not %u",
-                             path, get_u32(h + HDR_VERSION), NPL_Q4NX_CACHE_VERSION);
+                             path, npl_get_le32(h + HDR_VERSION), NPL_Q4NX_CACHE_VERSION);
     }
-    if (get_u32(h + HDR_HEADER_BYTES) != NPL_Q4NX_CACHE_HEADER_BYTES)
+    if (npl_get_le32(h + HDR_HEADER_BYTES) != NPL_Q4NX_CACHE_HEADER_BYTES)
         return corrupt(state, err, path, "bad header size");
-    if (get_u64(h + HDR_SOURCE_SIZE) != key->source_size
-        || (int64_t)get_u64(h + HDR_SOURCE_MTIME) != key->source_mtime_ns
-        || get_u64(h + HDR_SOURCE_DIGEST) != key->source_digest) {
+    if (npl_get_le64(h + HDR_SOURCE_SIZE) != key->source_size
+        || (int64_t)npl_get_le64(h + HDR_SOURCE_MTIME) != key->source_mtime_ns
+        || npl_get_le64(h + HDR_SOURCE_DIGEST) != key->source_digest) {
         *state = NPL_Q4NX_CACHE_STALE;
         return npl_error_set(err, NPL_ERR_FORMAT,
                              "q4nx cache %s was made from a different model file", path);
     }
-    *table_offset = get_u64(h + HDR_TABLE_OFFSET);
-    *table_bytes = get_u32(h + HDR_TABLE_BYTES);
+    *table_offset = npl_get_le64(h + HDR_TABLE_OFFSET);
+    *table_bytes = npl_get_le32(h + HDR_TABLE_BYTES);
     if (*table_offset < NPL_Q4NX_CACHE_HEADER_BYTES || *table_offset > file_bytes
         || *table_bytes != file_bytes - *table_offset)
         return corrupt(state, err, path, "table lies outside the file");
@@ -517,11 +498,11 @@ npl_status npl_q4nx_cache_open(const char *dir, const char *file_name,
     rc = check_header(c->map, file_bytes, key, c->path, &table_offset, &table_bytes, state, err);
     if (rc == NPL_OK
         && npl_q4nx_checksum(c->map + table_offset, table_bytes, 0)
-               != get_u64(c->map + HDR_TABLE_CHECKSUM))
+               != npl_get_le64(c->map + HDR_TABLE_CHECKSUM))
         rc = corrupt(state, err, c->path, "table checksum mismatch");
     if (rc == NPL_OK)
         rc = parse_table(c, c->map + table_offset, table_bytes,
-                         get_u32(c->map + HDR_TENSOR_COUNT), table_offset, c->path, state, err);
+                         npl_get_le32(c->map + HDR_TENSOR_COUNT), table_offset, c->path, state, err);
     if (rc != NPL_OK) {
         npl_q4nx_cache_close(c);
         return rc;
@@ -556,10 +537,10 @@ npl_status npl_q4nx_cache_open_unmapped(const char *dir, const char *file_name,
         rc = read_exact(c->fd, table, table_bytes, table_offset, &short_read, c->path, err);
     if (short_read) /* the file shrank since fstat */
         rc = corrupt(state, err, c->path, "shorter than its header and table say");
-    else if (rc == NPL_OK && npl_q4nx_checksum(table, table_bytes, 0) != get_u64(h + HDR_TABLE_CHECKSUM))
+    else if (rc == NPL_OK && npl_q4nx_checksum(table, table_bytes, 0) != npl_get_le64(h + HDR_TABLE_CHECKSUM))
         rc = corrupt(state, err, c->path, "table checksum mismatch");
     else if (rc == NPL_OK)
-        rc = parse_table(c, table, table_bytes, get_u32(h + HDR_TENSOR_COUNT), table_offset,
+        rc = parse_table(c, table, table_bytes, npl_get_le32(h + HDR_TENSOR_COUNT), table_offset,
                          c->path, state, err);
     free(table);
     if (rc != NPL_OK) {

@@ -168,6 +168,33 @@ def case_tokenize():
     expect(code == 0 and 128009 not in ids and len(ids) > 2, "special text stays text: %r" % ids)
 
 
+def case_weight_cache():
+    """--weight-cache DIR (run on a Q4_0 model): written, then mapped, the
+    same text; under a 64 KiB file size limit not written (EFBIG, the
+    SIGXFSZ ignored) and still a run; an empty DIR is a usage error."""
+    import resource
+    cache = os.path.join(A.workdir, "wcache")
+    os.makedirs(cache, exist_ok=True)
+    for f in os.listdir(cache):
+        os.unlink(os.path.join(cache, f))
+    args = [A.model, "--weight-cache", cache, "-p", "Hello", "-n", "4", "--temperature", "0"]
+    code, first, err = run(*args)
+    expect(code == 0 and "; wrote " in err, "first run: exit %d, stderr %r" % (code, err))
+    code, second, err = run(*args)
+    expect(code == 0 and "mapped" in err and second == first, "second run: exit %d, stderr %r" % (code, err))
+    small = os.path.join(A.workdir, "wcache-small")
+    os.makedirs(small, exist_ok=True)
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, resource.RLIM_INFINITY))
+    p = subprocess.run([A.npullm_run] + args[:2] + [small] + args[3:], capture_output=True, preexec_fn=limit)
+    err = p.stderr.decode()
+    expect(p.returncode == 0 and "not written" in err and p.stdout.decode() == first,
+           "file size limit: exit %d, stderr %r" % (p.returncode, err))
+    expect(os.listdir(small) == [], "file size limit: left %r" % os.listdir(small))
+    expect_error([A.model, "--weight-cache", "", "-p", "x"], 2, "--weight-cache expects a directory")
+
+
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 
 
@@ -181,7 +208,7 @@ def main():
     A = ap.parse_args()
     os.makedirs(A.workdir, exist_ok=True)
     passed = failed = 0
-    for name in A.cases or CASES:
+    for name in A.cases or [c for c in CASES if c != "weight_cache"]:
         before = len(FAILED)
         CASES[name]()
         if len(FAILED) == before:
