@@ -1,35 +1,28 @@
 /* The encoder's attention on the fast path: every patch attends to every
- * patch (no mask), computed by the online-softmax kernel of the text
- * model's decode (kernels/cpu/attention.h) with many queries per call:
- * the queries of one head in a chunk of patches share that head's keys
- * and values the way grouped query heads share a KV head, so each block
- * of keys is converted once per chunk and the scores of all patches never
- * exist at once. Tasks are (head, chunk of queries) pairs spread over the
- * whole pool, every thread with its own scratch.
- *
- * Keys and values are stored per head as halves (the kernel's cache
- * format, as llama.cpp's flash attention casts them), rows padded with
- * zeros to a multiple of 16 so the kernel's inner loops have no scalar
- * tail (72-wide SigLIP heads become 80). */
+ * patch (no mask), through the non-causal many-query kernel
+ * (kernels/cpu/attention_noncausal.h): an online softmax over chunks of
+ * keys, so the scores of all patches never exist at once, in float
+ * throughout. Queries and values are read in place from the projections'
+ * rows; only the keys are rearranged (transposed in groups of 16 per
+ * head). Tasks are (head, chunk of queries) pairs spread over the whole
+ * pool, every thread with its own scratch. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
+#include "attention_noncausal.h"
 #include "vision_internal.h"
 
 npl_status npl_vision_attn_alloc(const npl_vision *v, npl_vision_attn *a, npl_error *err)
 {
     memset(a, 0, sizeof *a);
-    size_t N = v->n_patches, H = v->info.n_head, hp = v->head_pad;
+    size_t N = v->n_patches, H = v->info.n_head, hd = v->head_dim;
     size_t T = (size_t)npl_threadpool_size(v->pool);
-    a->scratch_floats = NPL_VISION_ATTN_QUERIES * hp + npl_attention_scratch_floats(NPL_VISION_ATTN_QUERIES, hp);
-    /* zeroed: the padding columns are never written */
-    a->qh = calloc(H * N * hp, sizeof *a->qh);
-    a->kh = calloc(H * N * hp, sizeof *a->kh);
-    a->vh = calloc(H * N * hp, sizeof *a->vh);
+    a->keys_floats = npl_attention_nc_keys_floats(N, hd);
+    a->scratch_floats = npl_attention_nc_scratch_floats(hd);
+    a->kt = calloc(H * a->keys_floats, sizeof *a->kt); /* zeroed: padding keys stay finite */
     a->scratch = malloc(T * a->scratch_floats * sizeof *a->scratch);
-    if (!a->qh || !a->kh || !a->vh || !a->scratch) {
+    if (!a->kt || !a->scratch) {
         npl_vision_attn_free(a);
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the vision attention (%zu patches)", N);
     }
@@ -38,9 +31,7 @@ npl_status npl_vision_attn_alloc(const npl_vision *v, npl_vision_attn *a, npl_er
 
 void npl_vision_attn_free(npl_vision_attn *a)
 {
-    free(a->qh);
-    free(a->kh);
-    free(a->vh);
+    free(a->kt);
     free(a->scratch);
     memset(a, 0, sizeof *a);
 }
@@ -52,20 +43,16 @@ typedef struct attn_job {
     float *out;
 } attn_job;
 
-/* Patches [begin, end): Q, K, V rows into the per-head layouts. */
-static void split_task(void *ctx, size_t begin, size_t end, int thread)
+/* Patches [begin, end): their keys into each head's transposed layout. */
+static void keys_task(void *ctx, size_t begin, size_t end, int thread)
 {
     (void)thread;
     const attn_job *j = ctx;
     const npl_vision *v = j->v;
-    size_t N = v->n_patches, E = v->info.n_embd, hd = v->head_dim, hp = v->head_pad;
+    size_t E = v->info.n_embd, hd = v->head_dim;
     for (size_t p = begin; p < end; p++)
-        for (size_t h = 0; h < v->info.n_head; h++) {
-            size_t src = p * E + h * hd, dst = (h * N + p) * hp;
-            memcpy(j->a->qh + dst, j->q + src, hd * sizeof(float));
-            npl_f32_to_f16_row(v->simd, j->k + src, j->a->kh + dst, hd);
-            npl_f32_to_f16_row(v->simd, j->val + src, j->a->vh + dst, hd);
-        }
+        for (size_t h = 0; h < v->info.n_head; h++)
+            npl_attention_nc_store_key(j->k + p * E + h * hd, p, hd, j->a->kt + h * j->a->keys_floats);
 }
 
 static size_t chunks_per_head(const npl_vision *v)
@@ -78,18 +65,15 @@ static void attn_task(void *ctx, size_t begin, size_t end, int thread)
 {
     const attn_job *j = ctx;
     const npl_vision *v = j->v;
-    size_t N = v->n_patches, E = v->info.n_embd, hd = v->head_dim, hp = v->head_pad;
+    size_t N = v->n_patches, E = v->info.n_embd, hd = v->head_dim;
     size_t per_head = chunks_per_head(v);
     float scale = 1.0f / sqrtf((float)hd);
-    float *o = j->a->scratch + (size_t)thread * j->a->scratch_floats;
-    float *s = o + NPL_VISION_ATTN_QUERIES * hp;
+    float *scratch = j->a->scratch + (size_t)thread * j->a->scratch_floats;
     for (size_t t = begin; t < end; t++) {
         size_t h = t / per_head, r0 = (t % per_head) * NPL_VISION_ATTN_QUERIES;
         size_t n = N - r0 < NPL_VISION_ATTN_QUERIES ? N - r0 : NPL_VISION_ATTN_QUERIES;
-        const uint16_t *k = j->a->kh + h * N * hp, *val = j->a->vh + h * N * hp;
-        npl_attention(v->simd, j->a->qh + (h * N + r0) * hp, hp, n, k, val, hp, N, hp, scale, o, hp, s);
-        for (size_t i = 0; i < n; i++)
-            memcpy(j->out + (r0 + i) * E + h * hd, o + i * hp, hd * sizeof *o);
+        npl_attention_nc(v->simd, j->q + r0 * E + h * hd, E, n, j->a->kt + h * j->a->keys_floats, j->val + h * hd, E,
+                         N, hd, scale, j->out + r0 * E + h * hd, E, scratch);
     }
 }
 
@@ -97,6 +81,6 @@ void npl_vision_attention_fast(const npl_vision *v, npl_vision_attn *a, const fl
                                const float *val, float *out)
 {
     attn_job j = {.v = v, .a = a, .q = q, .k = k, .val = val, .out = out};
-    npl_threadpool_run(v->pool, v->n_patches, split_task, &j);
+    npl_threadpool_run(v->pool, v->n_patches, keys_task, &j);
     npl_threadpool_run(v->pool, v->info.n_head * chunks_per_head(v), attn_task, &j);
 }

@@ -69,7 +69,6 @@ struct npl_vision {
 
     bool exact;        /* npl_vision_params.exact */
     bool bf16_weights; /* npl_vision_params.bf16_weights */
-    uint32_t head_pad; /* fast attention: head_dim rounded up to 16 */
     uint16_t *bf16;    /* fast paths: the F16 matrices converted to BF16 */
 
     npl_simd_level simd;
@@ -89,8 +88,8 @@ npl_status npl_vision_prepare_weights(npl_vision *v, npl_error *err);
  * encoding) and the attention of every patch over every patch: out
  * (n_patches x n_embd) from the biased Q, K, V of the same layout. */
 typedef struct npl_vision_attn {
-    float *qh;          /* [head][patch][head_pad] */
-    uint16_t *kh, *vh;  /* the same, halves */
+    float *kt;          /* per head: keys_floats, the keys transposed */
+    size_t keys_floats;
     float *scratch;     /* per thread: scratch_floats */
     size_t scratch_floats;
 } npl_vision_attn;

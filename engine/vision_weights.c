@@ -63,7 +63,6 @@ static size_t list_matrices(npl_vision *v, npl_matrix **out)
 
 npl_status npl_vision_prepare_weights(npl_vision *v, npl_error *err)
 {
-    v->head_pad = (v->head_dim + 15u) & ~15u;
     npl_cpu_features f;
     npl_cpu_features_detect(&f);
     bool to_bf16 = v->bf16_weights && f.avx512bf16 && v->simd >= NPL_SIMD_AVX512;
