@@ -19,7 +19,7 @@ npl_status npl_vision_attn_alloc(const npl_vision *v, npl_vision_attn *a, npl_er
     size_t N = v->n_patches, H = v->info.n_head, hd = v->head_dim;
     size_t T = (size_t)npl_threadpool_size(v->pool);
     a->keys_floats = npl_attention_nc_keys_floats(N, hd);
-    a->scratch_floats = npl_attention_nc_scratch_floats(hd);
+    a->scratch_floats = npl_attention_nc_scratch_floats(NPL_VISION_ATTN_QUERIES, hd);
     a->kt = calloc(H * a->keys_floats, sizeof *a->kt); /* zeroed: padding keys stay finite */
     a->scratch = malloc(T * a->scratch_floats * sizeof *a->scratch);
     if (!a->kt || !a->scratch) {

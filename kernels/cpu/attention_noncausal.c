@@ -26,11 +26,13 @@ void npl_attention_nc_store_key(const float *key, size_t j, size_t head_dim, flo
         g[d * 16] = key[d];
 }
 
-/* The AVX-512 version's: 4 queries' weights of a chunk and accumulators
- * in blocks of 80 dimensions (the reference needs less). */
-size_t npl_attention_nc_scratch_floats(size_t head_dim)
+/* The AVX-512 version's: the weights of a chunk for a tile of 4 queries,
+ * and per query (rounded up to whole tiles) its running maximum, sum and
+ * accumulators in blocks of 80 dimensions (the reference needs less). */
+size_t npl_attention_nc_scratch_floats(size_t n_q, size_t head_dim)
 {
-    return 4 * (NPL_ATTN_NC_CHUNK + (head_dim + 79) / 80 * 80);
+    size_t n_qp = (n_q + 3) / 4 * 4;
+    return 4 * NPL_ATTN_NC_CHUNK + n_qp * (2 + (head_dim + 79) / 80 * 80);
 }
 
 static void attention_nc_ref(const float *q, size_t q_stride, size_t n_q, const float *kt, const float *v,

@@ -6,8 +6,9 @@
  * Unlike npl_attention (one query position against a cache), the keys are
  * stored transposed in groups of 16 ([group][dim][16]): the scores of one
  * query against 16 keys are then 16 lanes of one register accumulated
- * over the head's dimensions, with no horizontal sums, and a tile of
- * queries shares every load of keys and values.
+ * over the head's dimensions, with no horizontal sums, and all the
+ * queries of a call share every chunk of keys and values while it is in
+ * cache (tens of queries per call pay off).
  *
  * Arithmetic, the same bits at every level (the portable version below
  * is the reference): per query and chunk of keys j
@@ -38,8 +39,8 @@ size_t npl_attention_nc_keys_floats(size_t n_kv, size_t head_dim);
 /* Writes key j (head_dim floats) into the transposed layout kt. */
 void npl_attention_nc_store_key(const float *key, size_t j, size_t head_dim, float *kt);
 
-/* Floats of scratch one call needs. */
-size_t npl_attention_nc_scratch_floats(size_t head_dim);
+/* Floats of scratch a call with n_q queries needs. */
+size_t npl_attention_nc_scratch_floats(size_t n_q, size_t head_dim);
 
 /* q: n_q queries, query i at q + i * q_stride; kt: transposed keys of
  * n_kv >= 1 keys; v: n_kv rows of head_dim floats, row j at v + j *

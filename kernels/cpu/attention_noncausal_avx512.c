@@ -1,9 +1,12 @@
-/* AVX-512 npl_attention_nc: the arithmetic of attention_noncausal.h with
- * tiles of 4 queries: the scores of a chunk are 4 queries x 4 registers
- * of 16 keys, accumulated over the head's dimensions (each key load
- * shared by the 4 queries); the weighted sum of values runs over blocks
- * of 5 registers of dimensions (a 72-wide head in one block), each value
- * load shared by the 4 queries. */
+/* AVX-512 npl_attention_nc: the arithmetic of attention_noncausal.h.
+ * Each chunk of keys and values is loaded once for all the queries of
+ * the call (it stays in L1 while they pass over it; their running
+ * maximum, sum and accumulators live in the scratch), in tiles of 4
+ * queries: the scores of a chunk are 4 queries x 4 registers of 16 keys,
+ * accumulated over the head's dimensions (each key load shared by the 4
+ * queries); the weighted sum of values runs over blocks of 5 registers
+ * of dimensions (a 72-wide head in one block), each value load shared by
+ * the 4 queries. */
 #include "kernels_x86.h"
 
 #ifdef NPL_KERNELS_X86
@@ -38,23 +41,27 @@ void npl_attention_nc_avx512(const float *q, size_t q_stride, size_t n_q, const 
     size_t n_dv = (hd + 15) / 16;                   /* dimension registers */
     size_t n_blk = (n_dv + DV - 1) / DV;            /* blocks of DV */
     size_t acc_stride = n_blk * DV * 16;
+    size_t n_qp = (n_q + QT - 1) / QT * QT;         /* queries rounded up to whole tiles */
     float *pbuf = scratch;                          /* [QT][CHUNK] */
-    float *acc = scratch + QT * NPL_ATTN_NC_CHUNK;  /* [QT][acc_stride] */
+    float *run_m = pbuf + QT * NPL_ATTN_NC_CHUNK;   /* [n_qp] */
+    float *run_l = run_m + n_qp;                    /* [n_qp] */
+    float *accs = run_l + n_qp;                     /* [n_qp][acc_stride] */
     const __m512 vscale = _mm512_set1_ps(scale);
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (size_t i = 0; i < n_qp; i++) {
+        run_m[i] = -INFINITY;
+        run_l[i] = 0.0f;
+    }
+    memset(accs, 0, n_qp * acc_stride * sizeof *accs);
 
-    for (size_t i0 = 0; i0 < n_q; i0 += QT) {
-        size_t nq = n_q - i0 < QT ? n_q - i0 : QT;
-        const float *qs[QT];
-        float m[QT], l[QT], cs[QT];
-        for (size_t t = 0; t < QT; t++) {
-            qs[t] = q + (i0 + (t < nq ? t : nq - 1)) * q_stride; /* padding queries repeat the last */
-            m[t] = -INFINITY;
-            l[t] = 0.0f;
-        }
-        memset(acc, 0, QT * acc_stride * sizeof *acc);
-
-        for (size_t j0 = 0; j0 < n_kv; j0 += NPL_ATTN_NC_CHUNK) {
+    for (size_t j0 = 0; j0 < n_kv; j0 += NPL_ATTN_NC_CHUNK)
+        for (size_t i0 = 0; i0 < n_q; i0 += QT) {
+            size_t nq = n_q - i0 < QT ? n_q - i0 : QT;
+            const float *qs[QT];
+            float cs[QT];
+            float *m = run_m + i0, *l = run_l + i0, *acc = accs + i0 * acc_stride;
+            for (size_t t = 0; t < QT; t++)
+                qs[t] = q + (i0 + (t < nq ? t : nq - 1)) * q_stride; /* padding queries repeat the last */
             size_t nj = n_kv - j0 < NPL_ATTN_NC_CHUNK ? n_kv - j0 : NPL_ATTN_NC_CHUNK;
             const float *g = kt + (j0 / 16) * hd * 16;
             __m512 s[QT][KV];
@@ -135,12 +142,11 @@ void npl_attention_nc_avx512(const float *q, size_t q_stride, size_t n_q, const 
             }
         }
 
-        for (size_t t = 0; t < nq; t++) {
-            __m512 inv = _mm512_set1_ps(1.0f / l[t]);
-            for (size_t c = 0; c < n_dv; c++)
-                _mm512_mask_storeu_ps(out + (i0 + t) * out_stride + c * 16, dim_mask(c, hd),
-                                      _mm512_mul_ps(_mm512_loadu_ps(acc + t * acc_stride + c * 16), inv));
-        }
+    for (size_t i = 0; i < n_q; i++) {
+        __m512 inv = _mm512_set1_ps(1.0f / run_l[i]);
+        for (size_t c = 0; c < n_dv; c++)
+            _mm512_mask_storeu_ps(out + i * out_stride + c * 16, dim_mask(c, hd),
+                                  _mm512_mul_ps(_mm512_loadu_ps(accs + i * acc_stride + c * 16), inv));
     }
 }
 #endif

@@ -22,7 +22,7 @@ static bool make(problem *p, size_t n_q, size_t n_kv, size_t hd, uint64_t seed)
     p->k = malloc(n_kv * hd * sizeof(float));
     p->v = malloc(n_kv * p->stride * sizeof(float));
     p->kt = calloc(npl_attention_nc_keys_floats(n_kv, hd), sizeof(float));
-    p->scratch = malloc(npl_attention_nc_scratch_floats(hd) * sizeof(float));
+    p->scratch = malloc(npl_attention_nc_scratch_floats(n_q, hd) * sizeof(float));
     if (!p->q || !p->k || !p->v || !p->kt || !p->scratch)
         return false;
     kt_rng r = {seed};
@@ -52,7 +52,7 @@ static void run(problem *p, npl_simd_level lv, float scale, float *out)
                      p->scratch);
 }
 
-static const size_t shapes[][3] = {{1, 1, 1}, {5, 63, 72}, {9, 130, 16}, {4, 64, 72}, {7, 200, 96}, {3, 17, 100}};
+static const size_t shapes[][3] = {{1, 1, 1}, {5, 63, 72}, {9, 130, 16}, {4, 64, 72}, {7, 200, 96}, {3, 17, 100}, {70, 150, 72}};
 
 static void test_matches_softmax(void)
 {
