@@ -89,6 +89,7 @@ npl_status npl_vision_prepare_weights(npl_vision *v, npl_error *err);
  * (n_patches x n_embd) from the biased Q, K, V of the same layout. */
 typedef struct npl_vision_attn {
     float *kt;          /* per head: keys_floats, the keys transposed */
+    float *vh;          /* per head: n_patches rows of head_dim values */
     size_t keys_floats;
     float *scratch;     /* per thread: scratch_floats */
     size_t scratch_floats;
