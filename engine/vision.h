@@ -109,6 +109,12 @@ typedef struct npl_vision_params {
      * llama.cpp's F16 path (docs/vision.md); default false. Ignored
      * with exact. */
     bool bf16_weights;
+    /* F16 weight matrices whose rows are whole 32-blocks quantized to
+     * Q8_0 at load and multiplied by the integer kernels, as from a Q8_0
+     * file (docs/vision.md gives the accuracy cost); takes precedence
+     * over bf16_weights for those matrices. Default false; ignored with
+     * exact. */
+    bool q8_weights;
 } npl_vision_params;
 
 void npl_vision_params_default(npl_vision_params *p);

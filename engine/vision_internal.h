@@ -69,7 +69,8 @@ struct npl_vision {
 
     bool exact;        /* npl_vision_params.exact */
     bool bf16_weights; /* npl_vision_params.bf16_weights */
-    uint16_t *bf16;    /* fast paths: the F16 matrices converted to BF16 */
+    bool q8_weights;   /* npl_vision_params.q8_weights */
+    uint8_t *converted; /* the matrices converted at load (vision_weights.c) */
 
     npl_simd_level simd;
     npl_threadpool *pool;
@@ -79,9 +80,9 @@ struct npl_vision {
 /* engine/vision_mmproj.c */
 npl_status npl_vision_load_weights(npl_vision *v, npl_error *err);
 
-/* engine/vision_weights.c: the fast paths' copies of the matrices (F16 as
- * BF16 where the CPU has VDPBF16PS, integer types repacked now rather
- * than on the first image). */
+/* engine/vision_weights.c: the matrices made ready at load (integer types
+ * repacked now rather than on the first image; F16 as Q8_0 or BF16 when
+ * asked). */
 npl_status npl_vision_prepare_weights(npl_vision *v, npl_error *err);
 
 /* engine/vision_attention.c: the fast path's attention buffers (per

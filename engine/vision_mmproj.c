@@ -29,6 +29,7 @@ void npl_vision_params_default(npl_vision_params *p)
     p->n_threads = 0;
     p->exact = false;
     p->bf16_weights = false;
+    p->q8_weights = false;
 }
 
 /* ---- metadata ---------------------------------------------------------- */
@@ -471,6 +472,7 @@ npl_vision *npl_vision_load(const char *path, const npl_vision_params *params, n
     v->simd = npl_simd_detect();
     v->exact = params->exact;
     v->bf16_weights = params->bf16_weights && !params->exact;
+    v->q8_weights = params->q8_weights && !params->exact;
     v->gguf = npl_gguf_open(path, err);
     if (!v->gguf || npl_vision_load_weights(v, err))
         goto fail;
@@ -508,7 +510,7 @@ void npl_vision_free(npl_vision *v)
     npl_matmul_ws_free(v->mm_ws);
     npl_threadpool_free(v->pool);
     free(v->proj_t);
-    free(v->bf16);
+    free(v->converted);
     free(v->blocks);
     free(v->vectors);
     npl_gguf_close(v->gguf);

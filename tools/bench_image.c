@@ -127,6 +127,15 @@ static int one_run(const bench_image_opts *o, npl_vision *v, npl_model *m, const
     return 0;
 }
 
+static const char *path_name(const bench_image_opts *o)
+{
+    if (o->exact)
+        return "exact";
+    if (o->q8)
+        return o->bf16 ? "fast, F16 as Q8_0 or BF16" : "fast, F16 as Q8_0";
+    return o->bf16 ? "fast, F16 as BF16" : "fast";
+}
+
 int bench_image(const bench_image_opts *o)
 {
     size_t size = 0;
@@ -138,6 +147,7 @@ int bench_image(const bench_image_opts *o)
     vp.n_threads = o->n_threads;
     vp.exact = o->exact;
     vp.bf16_weights = o->bf16;
+    vp.q8_weights = o->q8;
     npl_error err;
     double t0 = now_s();
     npl_vision *v = npl_vision_load(o->mmproj, &vp, &err);
@@ -163,12 +173,12 @@ int bench_image(const bench_image_opts *o)
     if (!o->json)
         printf("projector %s: %u px, %u patches, %u blocks, width %u, %u tokens of %u; %s path, load %.2f s\n",
                o->mmproj, in->image_size, (in->image_size / in->patch_size) * (in->image_size / in->patch_size),
-               in->n_layer, in->n_embd, in->n_tokens, in->n_embd_out, o->exact ? "exact" : o->bf16 ? "fast, F16 as BF16" : "fast", load_s);
+               in->n_layer, in->n_embd, in->n_tokens, in->n_embd_out, path_name(o), load_s);
     int rc = 0;
     double best = 1e30, worst = 0;
     if (o->json)
-        printf("{\"mmproj\": \"%s\", \"image\": \"%s\", \"exact\": %s, \"bf16\": %s, \"load_s\": %.3f, \"runs\": [",
-               o->mmproj, o->image, o->exact ? "true" : "false", o->bf16 ? "true" : "false", load_s);
+        printf("{\"mmproj\": \"%s\", \"image\": \"%s\", \"path\": \"%s\", \"load_s\": %.3f, \"runs\": [",
+               o->mmproj, o->image, path_name(o), load_s);
     for (long r = 0; r < o->reps && rc == 0; r++) {
         run_times t;
         rc = one_run(o, v, m, data, size, &t);

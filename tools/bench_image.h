@@ -9,7 +9,7 @@ typedef struct bench_image_opts {
     const char *model; /* optional: time the prompt's prefill too */
     int n_threads;
     long reps;
-    bool exact, bf16, json;
+    bool exact, bf16, q8, json;
 } bench_image_opts;
 
 /* Prints the figures; 0 on success, 1 on an error (message on stderr). */

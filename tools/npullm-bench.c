@@ -33,7 +33,7 @@ static const char usage_text[] =
     "usage: npullm-bench MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-b BATCH] [-r REPS] [--json]\n"
     "       npullm-bench --barrier [-t THREADS] [--json]\n"
     "       npullm-bench --matmul [-t THREADS] [-r REPS] [--json]\n"
-    "       npullm-bench --image FILE MMPROJ [MODEL.gguf] [-t THREADS] [-r REPS] [--exact|--bf16] [--json]\n"
+    "       npullm-bench --image FILE MMPROJ [MODEL.gguf] [-t THREADS] [-r REPS] [--exact|--bf16|--q8] [--json]\n"
     "\n"
     "  -p N        prompt tokens for the prompt-processing test (0 = skip; default 512)\n"
     "  -n N        generated tokens for the generation tests (0 = skip; default 128)\n"
@@ -50,14 +50,15 @@ static const char usage_text[] =
     "  --image     time the vision tower on one image (per stage; with a Gemma 3 MODEL\n"
     "              also the prompt's prefill: the time to the first token); -r default 1\n"
     "  --exact     with --image: the exact path (npl_vision_params.exact)\n"
-    "  --bf16      with --image: F16 weights as BF16 (npl_vision_params.bf16_weights)\n";
+    "  --bf16      with --image: F16 weights as BF16 (npl_vision_params.bf16_weights)\n"
+    "  --q8        with --image: F16 weights quantized to Q8_0 at load (npl_vision_params.q8_weights)\n";
 
 typedef struct options {
     const char *model;
     const char *device;
     const char *kv; /* KV cache format, NULL: the engine's default */
     long p, n, t, b, r, chunk;
-    bool json, barrier, matmul, exact, bf16;
+    bool json, barrier, matmul, exact, bf16, q8;
     const char *image, *mmproj; /* --image FILE MMPROJ */
     bool reps_given;
 } options;
@@ -146,6 +147,8 @@ static options parse(int argc, char **argv)
             o.exact = true;
         } else if (!strcmp(a, "--bf16")) {
             o.bf16 = true;
+        } else if (!strcmp(a, "--q8")) {
+            o.q8 = true;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(usage_text, stdout);
             exit(0);
@@ -364,7 +367,7 @@ int main(int argc, char **argv)
         return bench_matmul((int)o.t, o.r, o.json);
     if (o.image) {
         bench_image_opts io = {.image = o.image, .mmproj = o.mmproj, .model = o.model, .n_threads = (int)o.t,
-                               .reps = o.reps_given ? o.r : 1, .exact = o.exact, .bf16 = o.bf16, .json = o.json};
+                               .reps = o.reps_given ? o.r : 1, .exact = o.exact, .bf16 = o.bf16, .q8 = o.q8, .json = o.json};
         return bench_image(&io);
     }
 

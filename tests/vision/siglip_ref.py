@@ -163,10 +163,12 @@ def encode(m, planes):
 
 EXACT = False
 BF16 = False
+Q8 = False
 
 
 def run(*args):
-    env = dict(os.environ, NPULLM_VISION_EXACT="1" if EXACT else "0", NPULLM_VISION_BF16="1" if BF16 else "0")
+    env = dict(os.environ, NPULLM_VISION_EXACT="1" if EXACT else "0", NPULLM_VISION_BF16="1" if BF16 else "0",
+               NPULLM_VISION_Q8="1" if Q8 else "0")
     r = subprocess.run(args, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise SystemExit("%s failed: %s" % (" ".join(args), r.stderr))
@@ -182,11 +184,13 @@ def main():
                     help="largest embedding difference relative to the largest value")
     ap.add_argument("--exact", action="store_true", help="load the projector with the exact path")
     ap.add_argument("--bf16", action="store_true", help="load the projector with F16 weights as BF16")
+    ap.add_argument("--q8", action="store_true", help="load the projector with F16 weights quantized to Q8_0")
     ap.add_argument("images", nargs="+")
     a = ap.parse_args()
-    global EXACT, BF16
+    global EXACT, BF16, Q8
     EXACT = a.exact
     BF16 = a.bf16
+    Q8 = a.q8
     os.makedirs(a.workdir, exist_ok=True)
     m = MMProj(a.mmproj)
     size = m.u32("clip.vision.image_size")
