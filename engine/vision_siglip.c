@@ -35,9 +35,9 @@ struct npl_vision_encoding {
     float *x;       /* n_patches x n_embd: the residual stream */
     float *xn;      /* n_patches x n_embd: normalised input / attention output */
     float *q;       /* n_patches x n_embd */
-    float *kh;      /* K per head: [head][patch][head_dim] */
-    float *vt;      /* V per head, transposed: [head][head_dim][patch] */
-    float *tmp;     /* n_patches x n_embd: K and V before they are rearranged */
+    float *kh;      /* K, n_patches x n_embd; the exact path then rearranges it per head: [head][patch][head_dim] */
+    float *vt;      /* V, n_patches x n_embd; the exact path then transposes it per head: [head][head_dim][patch] */
+    float *tmp;     /* n_patches x n_embd: the exact path's K and V while rearranged, the projector's tokens */
     float *hidden;  /* ROW_CHUNK x max(n_ff, 3 patch^2): fc1 output, patch vectors */
     float *scores;  /* exact path: ROW_CHUNK x n_patches */
     float *out;     /* n_tokens x n_embd_out */
