@@ -248,18 +248,43 @@ static void gather_patches(const npl_vision_encoding *e, size_t r0, size_t n, fl
     }
 }
 
+typedef struct embed_job {
+    npl_vision_encoding *e;
+    size_t r0; /* first patch of the chunk being gathered */
+} embed_job;
+
+/* Patches [r0 + begin, r0 + end) into rows [begin, end) of hidden. */
+static void gather_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    const embed_job *j = ctx;
+    size_t len = (size_t)j->e->v->patch_embd.n_cols;
+    gather_patches(j->e, j->r0 + begin, end - begin, j->e->hidden + begin * len);
+}
+
+/* Position embeddings of patches [begin, end) into xn. */
+static void position_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    const embed_job *j = ctx;
+    const npl_vision *v = j->e->v;
+    for (size_t r = begin; r < end; r++)
+        npl_matrix_get_row(&v->pos_embd, (int64_t)r, j->e->xn + r * v->info.n_embd);
+}
+
 static void stage_embed(npl_vision_encoding *e)
 {
     const npl_vision *v = e->v;
     size_t E = v->info.n_embd, N = v->n_patches;
     for (size_t r0 = 0; r0 < N; r0 += NPL_VISION_ROW_CHUNK) {
         size_t n = N - r0 < NPL_VISION_ROW_CHUNK ? N - r0 : NPL_VISION_ROW_CHUNK;
-        gather_patches(e, r0, n, e->hidden);
+        embed_job j = {.e = e, .r0 = r0};
+        npl_threadpool_run(v->pool, n, gather_task, &j);
         npl_matmul_contig(v->pool, v->mm_ws, &v->patch_embd, e->hidden, (size_t)v->patch_embd.n_cols, n,
                           e->x + r0 * E, E);
     }
-    for (size_t r = 0; r < N; r++)
-        npl_matrix_get_row(&v->pos_embd, (int64_t)r, e->xn + r * E);
+    embed_job j = {.e = e};
+    npl_threadpool_run(v->pool, N, position_task, &j);
     rows(v, OP_ADD, e->x, e->xn, NULL, v->patch_bias, N, E);
     if (v->pre_ln_w) {
         rows(v, OP_LAYERNORM, e->xn, e->x, v->pre_ln_w, v->pre_ln_b, N, E);
@@ -328,6 +353,34 @@ static npl_status stage_block(npl_vision_encoding *e, const npl_vision_block *B,
     return NPL_OK;
 }
 
+typedef struct pool_job {
+    const npl_vision *v;
+    const float *feat;
+    float *pooled;
+} pool_job;
+
+/* Token (ty, tx) averages patches [ty*k, ty*k+k) x [tx*k, tx*k+k), added
+ * in row-major order; tokens [begin, end). */
+static void pool_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    const pool_job *j = ctx;
+    const npl_vision *v = j->v;
+    size_t E = v->info.n_embd, k = v->info.pool, side = v->n_side / k;
+    for (size_t t = begin; t < end; t++) {
+        size_t ty = t / side, tx = t % side;
+        float *dst = j->pooled + t * E;
+        memset(dst, 0, E * sizeof *dst);
+        for (size_t dy = 0; dy < k; dy++)
+            for (size_t dx = 0; dx < k; dx++) {
+                const float *src = j->feat + ((ty * k + dy) * v->n_side + tx * k + dx) * E;
+                for (size_t i = 0; i < E; i++)
+                    dst[i] += src[i];
+            }
+        npl_scale_f32(v->simd, 1.0f / (float)(k * k), dst, E);
+    }
+}
+
 static void stage_project(npl_vision_encoding *e)
 {
     const npl_vision *v = e->v;
@@ -337,19 +390,10 @@ static void stage_project(npl_vision_encoding *e)
         rows(v, OP_LAYERNORM, e->xn, e->x, v->post_ln_w, v->post_ln_b, N, E);
         feat = e->xn;
     }
-    /* Token (ty, tx) averages patches [ty*k, ty*k+k) x [tx*k, tx*k+k). */
-    size_t k = v->info.pool, side = v->n_side / k, T = v->info.n_tokens;
-    float *pooled = e->q;
-    memset(pooled, 0, T * E * sizeof *pooled);
-    for (size_t py = 0; py < v->n_side; py++)
-        for (size_t px = 0; px < v->n_side; px++) {
-            float *dst = pooled + ((py / k) * side + px / k) * E;
-            const float *src = feat + (py * v->n_side + px) * E;
-            for (size_t i = 0; i < E; i++)
-                dst[i] += src[i];
-        }
-    npl_scale_f32(v->simd, 1.0f / (float)(k * k), pooled, T * E);
-    rows(v, OP_RMSNORM, e->tmp, pooled, v->soft_emb_norm, NULL, T, E);
+    size_t T = v->info.n_tokens;
+    pool_job j = {.v = v, .feat = feat, .pooled = e->q};
+    npl_threadpool_run(v->pool, T, pool_task, &j);
+    rows(v, OP_RMSNORM, e->tmp, e->q, v->soft_emb_norm, NULL, T, E);
     matmul_rows(v, &v->proj, e->tmp, T, e->out);
 }
 
