@@ -98,6 +98,23 @@ typedef struct npl_vision npl_vision;
 
 typedef struct npl_vision_params {
     int n_threads; /* 0 = number of online CPUs */
+    /* false (default): the fast paths (docs/vision.md): attention over
+     * F16 keys and values with the online-softmax kernel, activations
+     * with the fast exp. true: the attention in float with expf/tanhf
+     * (slower; the reference tests use it). */
+    bool exact;
+    /* F16 weight matrices multiplied as BF16 (weights and activations
+     * rounded to BF16) where the CPU has VDPBF16PS: about twice the
+     * speed of those products, at a cost in accuracy larger than
+     * llama.cpp's F16 path (docs/vision.md); default false. Ignored
+     * with exact. */
+    bool bf16_weights;
+    /* F16 weight matrices whose rows are whole 32-blocks quantized to
+     * Q8_0 at load and multiplied by the integer kernels, as from a Q8_0
+     * file (docs/vision.md gives the accuracy cost); takes precedence
+     * over bf16_weights for those matrices. Default false; ignored with
+     * exact. */
+    bool q8_weights;
 } npl_vision_params;
 
 void npl_vision_params_default(npl_vision_params *p);
@@ -170,6 +187,20 @@ uint32_t npl_vision_encoding_n_stages(const npl_vision_encoding *e);
 uint32_t npl_vision_encoding_stages_done(const npl_vision_encoding *e);
 /* After the last stage: n_tokens rows of n_embd_out floats. NULL before. */
 const float *npl_vision_encoding_output(const npl_vision_encoding *e);
+
+/* Seconds spent so far in each part of an encoding (benchmarks): patch
+ * embedding; in the blocks, the first LayerNorm and the Q, K, V and output
+ * projections, the attention itself, the second LayerNorm and the MLP;
+ * the pooling and projection. */
+typedef struct npl_vision_timings {
+    double embed;
+    double attn_proj;
+    double attention;
+    double mlp;
+    double project;
+} npl_vision_timings;
+
+void npl_vision_encoding_get_timings(const npl_vision_encoding *e, npl_vision_timings *out);
 
 /* Whole encoding in one call: out receives n_tokens * n_embd_out floats. */
 npl_status npl_vision_encode(npl_vision *v, const npl_image *img, float *out, npl_error *err);

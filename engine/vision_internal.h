@@ -22,8 +22,13 @@
 #define NPL_VISION_MAX_OUT_EMBD 65536u
 
 /* Patch rows per matrix product: bounds the matmul workspace and the FFN
- * hidden buffer whatever the number of patches. */
-#define NPL_VISION_ROW_CHUNK 64u
+ * hidden buffer whatever the number of patches; large enough that a
+ * weight tile is reused over many rows while it sits in cache. */
+#define NPL_VISION_ROW_CHUNK 256u
+
+/* Queries per call of the online-softmax attention kernel (they share
+ * each block of keys and values it converts). */
+#define NPL_VISION_ATTN_QUERIES 64u
 
 typedef enum npl_vision_act {
     NPL_VISION_GELU,       /* tanh approximation (clip.use_gelu) */
@@ -62,6 +67,11 @@ struct npl_vision {
 
     float *vectors; /* owned storage behind every const float * above */
 
+    bool exact;        /* npl_vision_params.exact */
+    bool bf16_weights; /* npl_vision_params.bf16_weights */
+    bool q8_weights;   /* npl_vision_params.q8_weights */
+    uint8_t *converted; /* the matrices converted at load (vision_weights.c) */
+
     npl_simd_level simd;
     npl_threadpool *pool;
     npl_matmul_ws *mm_ws;
@@ -69,5 +79,26 @@ struct npl_vision {
 
 /* engine/vision_mmproj.c */
 npl_status npl_vision_load_weights(npl_vision *v, npl_error *err);
+
+/* engine/vision_weights.c: the matrices made ready at load (integer types
+ * repacked now rather than on the first image; F16 as Q8_0 or BF16 when
+ * asked). */
+npl_status npl_vision_prepare_weights(npl_vision *v, npl_error *err);
+
+/* engine/vision_attention.c: the fast path's attention buffers (per
+ * encoding) and the attention of every patch over every patch: out
+ * (n_patches x n_embd) from the biased Q, K, V of the same layout. */
+typedef struct npl_vision_attn {
+    float *kt;          /* per head: keys_floats, the keys transposed */
+    float *vh;          /* per head: n_patches rows of head_dim values */
+    size_t keys_floats;
+    float *scratch;     /* per thread: scratch_floats */
+    size_t scratch_floats;
+} npl_vision_attn;
+
+npl_status npl_vision_attn_alloc(const npl_vision *v, npl_vision_attn *a, npl_error *err);
+void npl_vision_attn_free(npl_vision_attn *a);
+void npl_vision_attention_fast(const npl_vision *v, npl_vision_attn *a, const float *q, const float *k,
+                               const float *val, float *out);
 
 #endif

@@ -27,6 +27,9 @@ typedef struct loader {
 void npl_vision_params_default(npl_vision_params *p)
 {
     p->n_threads = 0;
+    p->exact = false;
+    p->bf16_weights = false;
+    p->q8_weights = false;
 }
 
 /* ---- metadata ---------------------------------------------------------- */
@@ -467,6 +470,9 @@ npl_vision *npl_vision_load(const char *path, const npl_vision_params *params, n
         return NULL;
     }
     v->simd = npl_simd_detect();
+    v->exact = params->exact;
+    v->bf16_weights = params->bf16_weights && !params->exact;
+    v->q8_weights = params->q8_weights && !params->exact;
     v->gguf = npl_gguf_open(path, err);
     if (!v->gguf || npl_vision_load_weights(v, err))
         goto fail;
@@ -481,13 +487,15 @@ npl_vision *npl_vision_load(const char *path, const npl_vision_params *params, n
         max_cols = v->info.n_ff;
     if (v->patch_embd.n_cols > max_cols)
         max_cols = v->patch_embd.n_cols;
-    if ((int64_t)v->n_patches > max_cols) /* attention: V transposed has a column per patch */
+    if (v->exact && (int64_t)v->n_patches > max_cols) /* exact attention: V transposed has a column per patch */
         max_cols = v->n_patches;
     v->mm_ws = npl_matmul_ws_create(npl_threadpool_size(v->pool), max_cols, NPL_VISION_ROW_CHUNK);
     if (!v->mm_ws) {
         npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the matrix workspace");
         goto fail;
     }
+    if (!v->exact && npl_vision_prepare_weights(v, err) != NPL_OK)
+        goto fail;
     return v;
 
 fail:
@@ -502,6 +510,7 @@ void npl_vision_free(npl_vision *v)
     npl_matmul_ws_free(v->mm_ws);
     npl_threadpool_free(v->pool);
     free(v->proj_t);
+    free(v->converted);
     free(v->blocks);
     free(v->vectors);
     npl_gguf_close(v->gguf);

@@ -11,15 +11,20 @@
  *                  -> projection to the text model's width
  *
  * Matrix products run over the patches in chunks of NPL_VISION_ROW_CHUNK
- * rows through the shared matrix kernel, the attention's too: per head,
- * K (patches x head_dim) times a chunk of queries gives the scores, and
- * V transposed (head_dim x patches) times their softmax the output. Norms,
- * activations and the softmax are row-parallel on the vision tower's
- * thread pool. Norm statistics and softmax sums are taken in double. */
+ * rows through the shared matrix kernel (Q, K and V in one call). On the
+ * fast path (the default) the attention is vision_attention.c's and the
+ * activation act_gelu.h's; with npl_vision_params.exact the attention is
+ * two matrix products per head and chunk (K times the queries gives the
+ * scores, V transposed times their softmax the output) with expf/tanhf.
+ * Norms, activations and the softmax are row-parallel on the vision
+ * tower's thread pool. Norm statistics and softmax sums are taken in
+ * double. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "act_gelu.h"
 #include "ggml_types.h"
 #include "vision_internal.h"
 
@@ -30,13 +35,30 @@ struct npl_vision_encoding {
     float *x;       /* n_patches x n_embd: the residual stream */
     float *xn;      /* n_patches x n_embd: normalised input / attention output */
     float *q;       /* n_patches x n_embd */
-    float *kh;      /* K per head: [head][patch][head_dim] */
-    float *vt;      /* V per head, transposed: [head][head_dim][patch] */
-    float *tmp;     /* n_patches x n_embd: K and V before they are rearranged */
+    float *kh;      /* K, n_patches x n_embd; the exact path then rearranges it per head: [head][patch][head_dim] */
+    float *vt;      /* V, n_patches x n_embd; the exact path then transposes it per head: [head][head_dim][patch] */
+    float *tmp;     /* n_patches x n_embd: the exact path's K and V while rearranged, the projector's tokens */
     float *hidden;  /* ROW_CHUNK x max(n_ff, 3 patch^2): fc1 output, patch vectors */
-    float *scores;  /* ROW_CHUNK x n_patches */
+    float *scores;  /* exact path: ROW_CHUNK x n_patches */
     float *out;     /* n_tokens x n_embd_out */
+    npl_vision_attn attn; /* fast path */
+    npl_vision_timings times;
 };
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Adds the time since *t0 to *acc and restarts the clock. */
+static void lap(double *t0, double *acc)
+{
+    double t = now_s();
+    *acc += t - *t0;
+    *t0 = t;
+}
 
 /* ---- row-parallel helpers ------------------------------------------------- */
 
@@ -45,6 +67,7 @@ typedef enum row_op {
     OP_ADD_BIAS,  /* dst += b */
     OP_ADD,       /* dst += src (+ b when given) */
     OP_ACT,       /* dst = act(dst + b) */
+    OP_ACT_FAST,  /* the same with act_gelu.h */
     OP_RMSNORM,   /* dst = RMSNorm(src) * w */
     OP_SOFTMAX,   /* dst = softmax(dst * scale) */
 } row_op;
@@ -117,6 +140,13 @@ static void row_task(void *ctx, size_t begin, size_t end, int thread)
             for (size_t i = 0; i < n; i++)
                 d[i] = activate(j->v->act, d[i] + (j->b ? j->b[i] : 0.0f));
             break;
+        case OP_ACT_FAST: {
+            npl_act_kind k = j->v->act == NPL_VISION_GELU   ? NPL_ACT_GELU_TANH
+                             : j->v->act == NPL_VISION_SILU ? NPL_ACT_SILU
+                                                            : NPL_ACT_GELU_QUICK;
+            npl_act_bias_f32(j->v->simd, k, d, j->b, n);
+            break;
+        }
         case OP_SOFTMAX: {
             float mx = -INFINITY;
             for (size_t i = 0; i < n; i++) {
@@ -218,18 +248,43 @@ static void gather_patches(const npl_vision_encoding *e, size_t r0, size_t n, fl
     }
 }
 
+typedef struct embed_job {
+    npl_vision_encoding *e;
+    size_t r0; /* first patch of the chunk being gathered */
+} embed_job;
+
+/* Patches [r0 + begin, r0 + end) into rows [begin, end) of hidden. */
+static void gather_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    const embed_job *j = ctx;
+    size_t len = (size_t)j->e->v->patch_embd.n_cols;
+    gather_patches(j->e, j->r0 + begin, end - begin, j->e->hidden + begin * len);
+}
+
+/* Position embeddings of patches [begin, end) into xn. */
+static void position_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    const embed_job *j = ctx;
+    const npl_vision *v = j->e->v;
+    for (size_t r = begin; r < end; r++)
+        npl_matrix_get_row(&v->pos_embd, (int64_t)r, j->e->xn + r * v->info.n_embd);
+}
+
 static void stage_embed(npl_vision_encoding *e)
 {
     const npl_vision *v = e->v;
     size_t E = v->info.n_embd, N = v->n_patches;
     for (size_t r0 = 0; r0 < N; r0 += NPL_VISION_ROW_CHUNK) {
         size_t n = N - r0 < NPL_VISION_ROW_CHUNK ? N - r0 : NPL_VISION_ROW_CHUNK;
-        gather_patches(e, r0, n, e->hidden);
+        embed_job j = {.e = e, .r0 = r0};
+        npl_threadpool_run(v->pool, n, gather_task, &j);
         npl_matmul_contig(v->pool, v->mm_ws, &v->patch_embd, e->hidden, (size_t)v->patch_embd.n_cols, n,
                           e->x + r0 * E, E);
     }
-    for (size_t r = 0; r < N; r++)
-        npl_matrix_get_row(&v->pos_embd, (int64_t)r, e->xn + r * E);
+    embed_job j = {.e = e};
+    npl_threadpool_run(v->pool, N, position_task, &j);
     rows(v, OP_ADD, e->x, e->xn, NULL, v->patch_bias, N, E);
     if (v->pre_ln_w) {
         rows(v, OP_LAYERNORM, e->xn, e->x, v->pre_ln_w, v->pre_ln_b, N, E);
@@ -239,41 +294,91 @@ static void stage_embed(npl_vision_encoding *e)
     e->pixels = NULL;
 }
 
+/* Q, K and V of every patch from xn, biased: into q, kh and vt (row-major
+ * n_patches x n_embd; the exact path rearranges K and V afterwards). */
+static void project_qkv(npl_vision_encoding *e, const npl_vision_block *B)
+{
+    const npl_vision *v = e->v;
+    size_t E = v->info.n_embd, N = v->n_patches;
+    const npl_matrix *w[3] = {&B->wq, &B->wk, &B->wv};
+    float *dst[3] = {e->q, e->kh, e->vt};
+    for (size_t r0 = 0; r0 < N; r0 += NPL_VISION_ROW_CHUNK) {
+        size_t n = N - r0 < NPL_VISION_ROW_CHUNK ? N - r0 : NPL_VISION_ROW_CHUNK;
+        float *y[3] = {dst[0] + r0 * E, dst[1] + r0 * E, dst[2] + r0 * E};
+        size_t ys[3] = {E, E, E};
+        npl_matmul_multi(v->pool, v->mm_ws, 3, w, e->xn + r0 * E, E, n, y, ys);
+    }
+    const float *bias[3] = {B->bq, B->bk, B->bv};
+    for (size_t i = 0; i < 3; i++)
+        if (bias[i])
+            rows(v, OP_ADD_BIAS, dst[i], NULL, NULL, bias[i], N, E);
+}
+
 static npl_status stage_block(npl_vision_encoding *e, const npl_vision_block *B, npl_error *err)
 {
     const npl_vision *v = e->v;
     size_t E = v->info.n_embd, F = v->info.n_ff, N = v->n_patches;
+    double t0 = now_s();
 
     rows(v, OP_LAYERNORM, e->xn, e->x, B->ln1_w, B->ln1_b, N, E);
-    matmul_rows(v, &B->wq, e->xn, N, e->q);
-    if (B->bq)
-        rows(v, OP_ADD_BIAS, e->q, NULL, NULL, B->bq, N, E);
-    matmul_rows(v, &B->wk, e->xn, N, e->tmp);
-    if (B->bk)
-        rows(v, OP_ADD_BIAS, e->tmp, NULL, NULL, B->bk, N, E);
-    split_heads(v, e->tmp, e->kh, false);
-    matmul_rows(v, &B->wv, e->xn, N, e->tmp);
-    if (B->bv)
-        rows(v, OP_ADD_BIAS, e->tmp, NULL, NULL, B->bv, N, E);
-    split_heads(v, e->tmp, e->vt, true);
-
-    npl_status st = attention(e, err);
-    if (st != NPL_OK)
-        return st;
+    project_qkv(e, B);
+    lap(&t0, &e->times.attn_proj);
+    if (v->exact) {
+        memcpy(e->tmp, e->kh, N * E * sizeof *e->tmp);
+        split_heads(v, e->tmp, e->kh, false);
+        memcpy(e->tmp, e->vt, N * E * sizeof *e->tmp);
+        split_heads(v, e->tmp, e->vt, true);
+        npl_status st = attention(e, err);
+        if (st != NPL_OK)
+            return st;
+    } else {
+        npl_vision_attention_fast(v, &e->attn, e->q, e->kh, e->vt, e->xn);
+    }
+    lap(&t0, &e->times.attention);
 
     /* Q is spent: it receives the output projection. */
     matmul_rows(v, &B->wo, e->xn, N, e->q);
     rows(v, OP_ADD, e->x, e->q, NULL, B->bo, N, E);
+    lap(&t0, &e->times.attn_proj);
 
     rows(v, OP_LAYERNORM, e->xn, e->x, B->ln2_w, B->ln2_b, N, E);
     for (size_t r0 = 0; r0 < N; r0 += NPL_VISION_ROW_CHUNK) {
         size_t n = N - r0 < NPL_VISION_ROW_CHUNK ? N - r0 : NPL_VISION_ROW_CHUNK;
         npl_matmul_contig(v->pool, v->mm_ws, &B->w_up, e->xn + r0 * E, E, n, e->hidden, F);
-        rows(v, OP_ACT, e->hidden, NULL, NULL, B->b_up, n, F);
+        rows(v, v->exact ? OP_ACT : OP_ACT_FAST, e->hidden, NULL, NULL, B->b_up, n, F);
         npl_matmul_contig(v->pool, v->mm_ws, &B->w_down, e->hidden, F, n, e->q + r0 * E, E);
     }
     rows(v, OP_ADD, e->x, e->q, NULL, B->b_down, N, E);
+    lap(&t0, &e->times.mlp);
     return NPL_OK;
+}
+
+typedef struct pool_job {
+    const npl_vision *v;
+    const float *feat;
+    float *pooled;
+} pool_job;
+
+/* Token (ty, tx) averages patches [ty*k, ty*k+k) x [tx*k, tx*k+k), added
+ * in row-major order; tokens [begin, end). */
+static void pool_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    const pool_job *j = ctx;
+    const npl_vision *v = j->v;
+    size_t E = v->info.n_embd, k = v->info.pool, side = v->n_side / k;
+    for (size_t t = begin; t < end; t++) {
+        size_t ty = t / side, tx = t % side;
+        float *dst = j->pooled + t * E;
+        memset(dst, 0, E * sizeof *dst);
+        for (size_t dy = 0; dy < k; dy++)
+            for (size_t dx = 0; dx < k; dx++) {
+                const float *src = j->feat + ((ty * k + dy) * v->n_side + tx * k + dx) * E;
+                for (size_t i = 0; i < E; i++)
+                    dst[i] += src[i];
+            }
+        npl_scale_f32(v->simd, 1.0f / (float)(k * k), dst, E);
+    }
 }
 
 static void stage_project(npl_vision_encoding *e)
@@ -285,19 +390,10 @@ static void stage_project(npl_vision_encoding *e)
         rows(v, OP_LAYERNORM, e->xn, e->x, v->post_ln_w, v->post_ln_b, N, E);
         feat = e->xn;
     }
-    /* Token (ty, tx) averages patches [ty*k, ty*k+k) x [tx*k, tx*k+k). */
-    size_t k = v->info.pool, side = v->n_side / k, T = v->info.n_tokens;
-    float *pooled = e->q;
-    memset(pooled, 0, T * E * sizeof *pooled);
-    for (size_t py = 0; py < v->n_side; py++)
-        for (size_t px = 0; px < v->n_side; px++) {
-            float *dst = pooled + ((py / k) * side + px / k) * E;
-            const float *src = feat + (py * v->n_side + px) * E;
-            for (size_t i = 0; i < E; i++)
-                dst[i] += src[i];
-        }
-    npl_scale_f32(v->simd, 1.0f / (float)(k * k), pooled, T * E);
-    rows(v, OP_RMSNORM, e->tmp, pooled, v->soft_emb_norm, NULL, T, E);
+    size_t T = v->info.n_tokens;
+    pool_job j = {.v = v, .feat = feat, .pooled = e->q};
+    npl_threadpool_run(v->pool, T, pool_task, &j);
+    rows(v, OP_RMSNORM, e->tmp, e->q, v->soft_emb_norm, NULL, T, E);
     matmul_rows(v, &v->proj, e->tmp, T, e->out);
 }
 
@@ -322,11 +418,18 @@ static npl_status encoding_alloc(npl_vision *v, npl_vision_encoding **out, npl_e
     e->vt = malloc(N * E * sizeof(float));
     e->tmp = malloc(N * E * sizeof(float));
     e->hidden = malloc(NPL_VISION_ROW_CHUNK * hidden * sizeof(float));
-    e->scores = malloc(NPL_VISION_ROW_CHUNK * N * sizeof(float));
+    if (v->exact)
+        e->scores = malloc(NPL_VISION_ROW_CHUNK * N * sizeof(float));
     e->out = malloc((size_t)in->n_tokens * in->n_embd_out * sizeof(float));
-    if (!e->pixels || !e->x || !e->xn || !e->q || !e->kh || !e->vt || !e->tmp || !e->hidden || !e->scores || !e->out) {
+    if (!e->pixels || !e->x || !e->xn || !e->q || !e->kh || !e->vt || !e->tmp || !e->hidden ||
+        (v->exact && !e->scores) || !e->out) {
         npl_vision_encoding_free(e);
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the vision encoder's activations (%zu patches)", N);
+    }
+    npl_status st = v->exact ? NPL_OK : npl_vision_attn_alloc(v, &e->attn, err);
+    if (st != NPL_OK) {
+        npl_vision_encoding_free(e);
+        return st;
     }
     *out = e;
     return NPL_OK;
@@ -384,6 +487,7 @@ void npl_vision_encoding_free(npl_vision_encoding *e)
     free(e->hidden);
     free(e->scores);
     free(e->out);
+    npl_vision_attn_free(&e->attn);
     free(e);
 }
 
@@ -404,12 +508,16 @@ npl_status npl_vision_encoding_step(npl_vision_encoding *e, bool *done, npl_erro
     uint32_t n = npl_vision_encoding_n_stages(e);
     if (e->stage < n) {
         npl_status st = NPL_OK;
-        if (e->stage == 0)
+        double t0 = now_s();
+        if (e->stage == 0) {
             stage_embed(e);
-        else if (e->stage <= e->v->info.n_layer)
+            lap(&t0, &e->times.embed);
+        } else if (e->stage <= e->v->info.n_layer) {
             st = stage_block(e, &e->v->blocks[e->stage - 1], err);
-        else
+        } else {
             stage_project(e);
+            lap(&t0, &e->times.project);
+        }
         if (st != NPL_OK)
             return st;
         e->stage++;
@@ -417,6 +525,11 @@ npl_status npl_vision_encoding_step(npl_vision_encoding *e, bool *done, npl_erro
     if (done)
         *done = e->stage == n;
     return NPL_OK;
+}
+
+void npl_vision_encoding_get_timings(const npl_vision_encoding *e, npl_vision_timings *out)
+{
+    *out = e->times;
 }
 
 const float *npl_vision_encoding_output(const npl_vision_encoding *e)

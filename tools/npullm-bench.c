@@ -24,6 +24,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench_image.h"
 #include "bench_matmul.h"
 #include "npullm.h"
 #include "threadpool.h"
@@ -32,6 +33,7 @@ static const char usage_text[] =
     "usage: npullm-bench MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-b BATCH] [-r REPS] [--json]\n"
     "       npullm-bench --barrier [-t THREADS] [--json]\n"
     "       npullm-bench --matmul [-t THREADS] [-r REPS] [--json]\n"
+    "       npullm-bench --image FILE MMPROJ [MODEL.gguf] [-t THREADS] [-r REPS] [--exact|--bf16|--q8] [--json]\n"
     "\n"
     "  -p N        prompt tokens for the prompt-processing test (0 = skip; default 512)\n"
     "  -n N        generated tokens for the generation tests (0 = skip; default 128)\n"
@@ -44,14 +46,21 @@ static const char usage_text[] =
     "              dispatches and host<->device bytes per token are printed too\n"
     "  --json      one JSON object on stdout\n"
     "  --barrier   time an empty parallel section of the thread pool\n"
-    "  --matmul    time the matrix kernels alone (Q4_0, Q8_0, Q4_K; 1 and 64 vectors)\n";
+    "  --matmul    time the matrix kernels alone (Q4_0, Q8_0, Q4_K; 1 and 64 vectors)\n"
+    "  --image     time the vision tower on one image (per stage; with a Gemma 3 MODEL\n"
+    "              also the prompt's prefill: the time to the first token); -r default 1\n"
+    "  --exact     with --image: the exact path (npl_vision_params.exact)\n"
+    "  --bf16      with --image: F16 weights as BF16 (npl_vision_params.bf16_weights)\n"
+    "  --q8        with --image: F16 weights quantized to Q8_0 at load (npl_vision_params.q8_weights)\n";
 
 typedef struct options {
     const char *model;
     const char *device;
     const char *kv; /* KV cache format, NULL: the engine's default */
     long p, n, t, b, r, chunk;
-    bool json, barrier, matmul;
+    bool json, barrier, matmul, exact, bf16, q8;
+    const char *image, *mmproj; /* --image FILE MMPROJ */
+    bool reps_given;
 } options;
 
 typedef struct stat {
@@ -108,6 +117,7 @@ static options parse(int argc, char **argv)
             hi = 4096;
         } else if (!strcmp(a, "-r")) {
             target = &o.r;
+            o.reps_given = true;
             lo = 1;
             hi = 1000;
         } else if (!strcmp(a, "--chunk")) {
@@ -128,6 +138,17 @@ static options parse(int argc, char **argv)
             o.barrier = true;
         } else if (!strcmp(a, "--matmul")) {
             o.matmul = true;
+        } else if (!strcmp(a, "--image")) {
+            if (i + 2 >= argc)
+                usage_error("--image needs an image file and a projector (mmproj) file");
+            o.image = argv[++i];
+            o.mmproj = argv[++i];
+        } else if (!strcmp(a, "--exact")) {
+            o.exact = true;
+        } else if (!strcmp(a, "--bf16")) {
+            o.bf16 = true;
+        } else if (!strcmp(a, "--q8")) {
+            o.q8 = true;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(usage_text, stdout);
             exit(0);
@@ -143,7 +164,7 @@ static options parse(int argc, char **argv)
                 usage_error("bad or missing number after an option");
         }
     }
-    if (!o.model && !o.barrier && !o.matmul)
+    if (!o.model && !o.barrier && !o.matmul && !o.image)
         usage_error("no model given");
     return o;
 }
@@ -344,6 +365,11 @@ int main(int argc, char **argv)
         return bench_barrier(&o);
     if (o.matmul)
         return bench_matmul((int)o.t, o.r, o.json);
+    if (o.image) {
+        bench_image_opts io = {.image = o.image, .mmproj = o.mmproj, .model = o.model, .n_threads = (int)o.t,
+                               .reps = o.reps_given ? o.r : 1, .exact = o.exact, .bf16 = o.bf16, .q8 = o.q8, .json = o.json};
+        return bench_image(&io);
+    }
 
     npl_model_params mp;
     npl_model_params_default(&mp);

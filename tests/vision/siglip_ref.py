@@ -8,8 +8,9 @@ through vision-tool:
    operation order differs);
 2. encoder + projector: from the engine's own preprocessed planes, the
    image embeddings in float64 must match the engine's float32 ones within
-   1e-5 of the largest value (f32 and f16 weights, which the reference
-   reads exactly; --tolerance for others).
+   1e-5 of the largest value with --exact (the engine's exact path; f32
+   and f16 weights, which the reference reads exactly), --tolerance for
+   the fast path and other weight types.
 
   siglip_ref.py --tool vision-tool --mmproj M.gguf --workdir DIR IMAGE...
 
@@ -160,8 +161,15 @@ def encode(m, planes):
     return pooled @ m.tensor("mm.input_projection.weight")
 
 
+EXACT = False
+BF16 = False
+Q8 = False
+
+
 def run(*args):
-    r = subprocess.run(args, capture_output=True, text=True)
+    env = dict(os.environ, NPULLM_VISION_EXACT="1" if EXACT else "0", NPULLM_VISION_BF16="1" if BF16 else "0",
+               NPULLM_VISION_Q8="1" if Q8 else "0")
+    r = subprocess.run(args, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise SystemExit("%s failed: %s" % (" ".join(args), r.stderr))
     return r.stdout
@@ -174,8 +182,15 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--tolerance", type=float, default=1e-5,
                     help="largest embedding difference relative to the largest value")
+    ap.add_argument("--exact", action="store_true", help="load the projector with the exact path")
+    ap.add_argument("--bf16", action="store_true", help="load the projector with F16 weights as BF16")
+    ap.add_argument("--q8", action="store_true", help="load the projector with F16 weights quantized to Q8_0")
     ap.add_argument("images", nargs="+")
     a = ap.parse_args()
+    global EXACT, BF16, Q8
+    EXACT = a.exact
+    BF16 = a.bf16
+    Q8 = a.q8
     os.makedirs(a.workdir, exist_ok=True)
     m = MMProj(a.mmproj)
     size = m.u32("clip.vision.image_size")

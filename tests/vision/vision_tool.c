@@ -17,6 +17,11 @@
  *   vision-tool scans-jpeg OUT WIDTH HEIGHT     a valid progressive JPEG of 192 scans (one per
  *                                               component and coefficient): a decoder's worst case
  *
+ * NPULLM_VISION_EXACT=1 in the environment loads the projector with
+ * npl_vision_params.exact (the exact path instead of the fast one),
+ * NPULLM_VISION_BF16=1 with npl_vision_params.bf16_weights,
+ * NPULLM_VISION_Q8=1 with npl_vision_params.q8_weights.
+ *
  * Errors: message on stderr, exit status 2 for bad usage, 1 otherwise,
  * 3 when the image was refused (with the status name on stderr). */
 #include <stdio.h>
@@ -122,7 +127,15 @@ static int cmd_decode(int argc, char **argv)
 static npl_vision *load_vision(const char *path)
 {
     npl_error err;
-    npl_vision *v = npl_vision_load(path, NULL, &err);
+    npl_vision_params p;
+    npl_vision_params_default(&p);
+    const char *exact = getenv("NPULLM_VISION_EXACT");
+    p.exact = exact && !strcmp(exact, "1");
+    const char *bf16 = getenv("NPULLM_VISION_BF16");
+    p.bf16_weights = bf16 && !strcmp(bf16, "1");
+    const char *q8 = getenv("NPULLM_VISION_Q8");
+    p.q8_weights = q8 && !strcmp(q8, "1");
+    npl_vision *v = npl_vision_load(path, &p, &err);
     if (!v)
         fail("loading the projector", &err);
     return v;

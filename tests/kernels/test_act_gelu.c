@@ -1,0 +1,77 @@
+/* act_gelu.h: the vision encoder's activations against double precision,
+ * and every SIMD level against the portable version, bit for bit. */
+#include <math.h>
+
+#include "act_gelu.h"
+#include "kernels_test.h"
+
+enum { N = 4099 };
+
+static double want(npl_act_kind k, double x)
+{
+    double z = k == NPL_ACT_GELU_TANH ? 2.0 * 0.79788456080286535588 * x * (1.0 + 0.044715 * x * x)
+               : k == NPL_ACT_GELU_QUICK ? 1.702 * x
+                                         : x;
+    return x / (1.0 + exp(-z));
+}
+
+static void fill(float *x, float *b)
+{
+    kt_rng r = {33};
+    for (int i = 0; i < N; i++) {
+        x[i] = kt_float(&r) * (i % 3 == 0 ? 12.0f : 3.0f);
+        b[i] = kt_float(&r) * 0.1f;
+    }
+    x[0] = 0.0f;
+    x[1] = -0.0f;
+    x[2] = 200.0f;
+    x[3] = -200.0f;
+    x[4] = INFINITY;
+    x[5] = NAN;
+}
+
+static void test_accuracy(void)
+{
+    static float x[N], b[N], y[N];
+    fill(x, b);
+    for (int k = NPL_ACT_GELU_TANH; k <= NPL_ACT_SILU; k++) {
+        memcpy(y, x, sizeof x);
+        npl_act_bias_f32(NPL_SIMD_NONE, (npl_act_kind)k, y, b, N);
+        double worst = 0.0;
+        for (int i = 6; i < N; i++) {
+            double w = want((npl_act_kind)k, (double)(x[i] + b[i]));
+            /* relative, absolute near zero: far in the negative tail the
+             * result is exp(z) of a large |z|, whose rounding in float
+             * is amplified by |z| */
+            double err = fabs(y[i] - w) / (fabs(w) + 1e-3);
+            if (err > worst)
+                worst = err;
+        }
+        fprintf(stderr, "activation %d: worst error %.3g\n", k, worst);
+        CHECK(worst < 2e-6);
+        CHECK(y[2] == 200.0f + b[2] && y[3] == 0.0f && y[4] == INFINITY && isnan(y[5]));
+    }
+    /* no bias */
+    memcpy(y, x, sizeof x);
+    npl_act_bias_f32(NPL_SIMD_NONE, NPL_ACT_SILU, y, NULL, N);
+    CHECK(fabs(y[10] - want(NPL_ACT_SILU, x[10])) <= 2e-6 * fabs(want(NPL_ACT_SILU, x[10])) + 1e-30);
+}
+
+static void test_levels_exact(void)
+{
+    static float x[N], b[N], y0[N], y1[N];
+    fill(x, b);
+    for (int k = NPL_ACT_GELU_TANH; k <= NPL_ACT_SILU; k++) {
+        memcpy(y0, x, sizeof x);
+        npl_act_bias_f32(NPL_SIMD_NONE, (npl_act_kind)k, y0, b, N);
+        for (int lv = 1; lv <= (int)npl_simd_detect(); lv++)
+            for (size_t n = 0; n <= 40; n += 1 + n / 8) {
+                memcpy(y1, x, sizeof x);
+                npl_act_bias_f32((npl_simd_level)lv, (npl_act_kind)k, y1, b, N - n);
+                CHECKF(memcmp(y0, y1, (N - n) * sizeof(float)) == 0,
+                       "activation %d, level %d, n %zu: differs from the portable version", k, lv, (size_t)N - n);
+            }
+    }
+}
+
+KT_MAIN({"accuracy", test_accuracy}, {"levels_exact", test_levels_exact})
