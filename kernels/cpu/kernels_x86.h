@@ -18,10 +18,6 @@
 #if defined(__x86_64__) && defined(NPL_HAVE_X86_KERNELS)
 #define NPL_KERNELS_X86 1
 
-void npl_quantize_act_q8_avx2(const float *x, int64_t n, npl_act_q8 *out);
-void npl_quantize_act_q8k_avx2(const float *x, int64_t n, npl_act_q8k *out);
-void npl_quantize_act_q8_avx512(const float *x, int64_t n, npl_act_q8 *out);
-void npl_quantize_act_q8k_avx512(const float *x, int64_t n, npl_act_q8k *out);
 
 /* Packed integer matrix: row groups [g0, g1) against n_vec vectors whose
  * activation blocks are p->n_blocks apart (npl_act_q8 or npl_act_q8k by
