@@ -7,9 +7,9 @@
 const npl_kernel_table NPL_ISA_FN(npl_kernel_table) = {
     .quantize_q8 = NPL_ISA_FN(npl_quantize_act_q8),
     .quantize_q8k = NPL_ISA_FN(npl_quantize_act_q8k),
-    .act_to_bf16 = npl_act_to_bf16_avx2,
+    .act_to_bf16 = NPL_ISA_FN(npl_act_to_bf16),
     .float_matmul = NPL_ISA_FN(npl_float_matmul),
-    .bf16_matmul = npl_bf16_matmul_avx2,
+    .bf16_matmul = NPL_ISA_FN(npl_bf16_matmul),
     .packed_matmul = NPL_ISA_FN(npl_packed_matmul),
     .attention = NPL_ISA_FN(npl_attention),
 };

@@ -9,5 +9,10 @@
 
 void NPL_ISA_FN(npl_quantize_act_q8)(const float *x, int64_t n, npl_act_q8 *out);
 void NPL_ISA_FN(npl_quantize_act_q8k)(const float *x, int64_t n, npl_act_q8k *out);
+void NPL_ISA_FN(npl_act_to_bf16)(const float *x, size_t n, uint16_t *out);
+void NPL_ISA_FN(npl_float_matmul)(const npl_matrix *w, int64_t r0, int64_t r1, const float *x, size_t x_stride,
+                                  size_t n_vec, float *const *y, float *buf);
+void NPL_ISA_FN(npl_bf16_matmul)(const npl_matrix *w, int64_t r0, int64_t r1, const uint16_t *xb, size_t xb_stride,
+                                 size_t n_vec, float *const *y);
 
 #endif

@@ -18,7 +18,6 @@
 #if defined(__x86_64__) && defined(NPL_HAVE_X86_KERNELS)
 #define NPL_KERNELS_X86 1
 
-
 /* Packed integer matrix: row groups [g0, g1) against n_vec vectors whose
  * activation blocks are p->n_blocks apart (npl_act_q8 or npl_act_q8k by
  * type); y[v][r] for the valid rows of those groups. */
@@ -26,21 +25,6 @@ void npl_packed_matmul_avx2(const npl_packed_matrix *p, int64_t g0, int64_t g1, 
                             float *const *y);
 void npl_packed_matmul_avx512(const npl_packed_matrix *p, int64_t g0, int64_t g1, const void *act, size_t n_vec,
                               float *const *y);
-
-/* Float rows [r0, r1) (F32, F16, BF16 read in place; other types through
- * the reference dequantizer into buf, 4 * n_cols floats). */
-void npl_float_matmul_avx2(const npl_matrix *w, int64_t r0, int64_t r1, const float *x, size_t x_stride,
-                           size_t n_vec, float *const *y, float *buf);
-void npl_float_matmul_avx512(const npl_matrix *w, int64_t r0, int64_t r1, const float *x, size_t x_stride,
-                             size_t n_vec, float *const *y, float *buf);
-
-/* BF16 rows against BF16 activations (matmul_bf16.h): rows [r0, r1),
- * vectors xb_stride apart. The AVX-512 one needs AVX512_BF16. */
-void npl_act_to_bf16_avx2(const float *x, size_t n, uint16_t *out);
-void npl_bf16_matmul_avx2(const npl_matrix *w, int64_t r0, int64_t r1, const uint16_t *xb, size_t xb_stride,
-                          size_t n_vec, float *const *y);
-void npl_bf16_matmul_avx512bf16(const npl_matrix *w, int64_t r0, int64_t r1, const uint16_t *xb, size_t xb_stride,
-                                size_t n_vec, float *const *y);
 
 /* npl_attention_kv at each level (attention_internal.h's arithmetic). */
 void npl_attention_avx2(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k, const void *v,

@@ -12,6 +12,7 @@
 
 #include "cpu_features.h"
 #include "ggml_types.h"
+#include "kernel_table.h"
 #include "kernels_x86.h"
 #include "matmul_bf16.h"
 #include "matmul_packed.h"
@@ -45,7 +46,6 @@ struct npl_matmul_ws {
     npl_act_q8 *act;   /* max_vecs * max_cols / 32 */
     npl_act_q8k *actk; /* max_vecs * max_cols / 256 */
     uint16_t *actb;    /* max_vecs * max_cols BF16 activations */
-    bool bf16_insn;    /* the CPU has VDPBF16PS */
     float *rows;       /* n_threads * 4 * max_cols */
     float **out_ptrs;  /* NPL_MATMUL_MULTI_MAX * max_vecs, for the contiguous variants */
     pack_entry *packs; /* open addressing, pack_cap slots */
@@ -112,9 +112,6 @@ npl_matmul_ws *npl_matmul_ws_create(int n_threads, int64_t max_cols, size_t max_
     ws->max_vecs = max_vecs;
     ws->simd = npl_simd_detect();
     ws->packing = true;
-    npl_cpu_features f;
-    npl_cpu_features_detect(&f);
-    ws->bf16_insn = f.avx512bf16;
     size_t blocks = ((size_t)max_cols + NPL_ACT_QK - 1) / NPL_ACT_QK;
     size_t kblocks = ((size_t)max_cols + NPL_ACT_QKK - 1) / NPL_ACT_QKK;
     size_t per_thread = 4 * (size_t)max_cols;
@@ -371,33 +368,13 @@ static void run_segment(const mm_job *job, const mm_seg *s, size_t t0, size_t t1
         npl_quant_rows_ref(w, r0, r1, act, job->n_vec, s->y);
         return;
     }
+    const npl_kernel_table *k = npl_kernels(ws->simd);
     if (w->type == NPL_TYPE_BF16) {
-        size_t n = (size_t)w->n_cols;
-#ifdef NPL_KERNELS_X86
-        if (ws->simd >= NPL_SIMD_AVX512 && ws->bf16_insn) {
-            npl_bf16_matmul_avx512bf16(w, r0, r1, ws->actb, n, job->n_vec, s->y);
-            return;
-        }
-        if (ws->simd >= NPL_SIMD_AVX2) {
-            npl_bf16_matmul_avx2(w, r0, r1, ws->actb, n, job->n_vec, s->y);
-            return;
-        }
-#endif
-        npl_bf16_rows_ref(w, r0, r1, ws->actb, n, job->n_vec, s->y);
+        k->bf16_matmul(w, r0, r1, ws->actb, (size_t)w->n_cols, job->n_vec, s->y);
         return;
     }
     float *buf = ws->rows + (size_t)thread * 4 * (size_t)ws->max_cols;
-#ifdef NPL_KERNELS_X86
-    if (ws->simd >= NPL_SIMD_AVX512) {
-        npl_float_matmul_avx512(w, r0, r1, job->x, job->x_stride, job->n_vec, s->y, buf);
-        return;
-    }
-    if (ws->simd >= NPL_SIMD_AVX2) {
-        npl_float_matmul_avx2(w, r0, r1, job->x, job->x_stride, job->n_vec, s->y, buf);
-        return;
-    }
-#endif
-    npl_float_rows_ref(w, r0, r1, job->x, job->x_stride, job->n_vec, s->y, buf);
+    k->float_matmul(w, r0, r1, job->x, job->x_stride, job->n_vec, s->y, buf);
 }
 
 static void matmul_task(void *ctx, size_t begin, size_t end, int thread)

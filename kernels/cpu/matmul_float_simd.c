@@ -1,36 +1,32 @@
-/* AVX2 float rows times float vectors, in the 16-lane order of
- * matmul_ref.h (lanes 0..7 and 8..15 in two registers); tiles of 2 rows x
- * up to 2 vectors fit the 16 YMM registers. */
-#include "kernels_x86.h"
-
-#ifdef NPL_KERNELS_X86
-#include <immintrin.h>
+/* Float rows times float vectors in the 16-lane order of matmul_ref.h,
+ * written once over simd_vec.h: F32, F16 and BF16 rows are widened
+ * exactly and read in place (other types through the reference
+ * dequantizer); tiles of rows x vectors share their loads, as many as the
+ * ISA's registers hold. */
 #include <math.h>
-#include <string.h>
 
-#include "lane_sum.h"
 #include "ggml_types.h"
+#include "kernels_isa.h"
 #include "matmul_ref.h"
 
-#define AI static inline __attribute__((always_inline))
-
+#if NPL_V_TILE >= 16
+#define TILE_ROWS 4
+#define TILE_VECS 4
+#else
 #define TILE_ROWS 2
 #define TILE_VECS 2
+#endif
 
-AI __m256 load8(uint32_t type, const uint8_t *row, size_t c)
+NPL_V_AI vf load16(uint32_t type, const uint8_t *row, size_t c)
 {
     switch (type) {
-    case NPL_TYPE_F16:
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * c)));
-    case NPL_TYPE_BF16:
-        return _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * c))), 16));
-    default:
-        return _mm256_loadu_ps((const float *)(const void *)row + c);
+    case NPL_TYPE_F16: return vf_load_f16(row + 2 * c);
+    case NPL_TYPE_BF16: return vf_load_bf16(row + 2 * c);
+    default: return vf_loadu((const float *)(const void *)row + c);
     }
 }
 
-AI float load1(uint32_t type, const uint8_t *row, size_t c)
+NPL_V_AI float load1(uint32_t type, const uint8_t *row, size_t c)
 {
     uint16_t h;
     switch (type) {
@@ -48,47 +44,58 @@ AI float load1(uint32_t type, const uint8_t *row, size_t c)
     }
 }
 
-AI void float_tile(uint32_t type, const uint8_t *const rows[TILE_ROWS], const float *x, size_t xs, int V, size_t n,
-                   float out[TILE_ROWS][TILE_VECS])
+NPL_V_AI void float_tile(uint32_t type, const uint8_t *const rows[TILE_ROWS], const float *x, size_t xs, int V,
+                         size_t n, float out[TILE_ROWS][TILE_VECS])
 {
-    __m256 lo[TILE_ROWS][TILE_VECS], hi[TILE_ROWS][TILE_VECS];
-#pragma GCC unroll 2
+    vf acc[TILE_ROWS][TILE_VECS];
+#pragma GCC unroll 4
     for (int r = 0; r < TILE_ROWS; r++)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int v = 0; v < V; v++)
-            lo[r][v] = hi[r][v] = _mm256_setzero_ps();
+            acc[r][v] = vf_zero();
     size_t n16 = n & ~(size_t)15;
     for (size_t c = 0; c < n16; c += 16) {
-#pragma GCC unroll 2
+        vf xv[TILE_VECS];
+#pragma GCC unroll 4
+        for (int v = 0; v < V; v++)
+            xv[v] = vf_loadu(x + (size_t)v * xs + c);
+#pragma GCC unroll 4
         for (int r = 0; r < TILE_ROWS; r++) {
-            __m256 w0 = load8(type, rows[r], c), w1 = load8(type, rows[r], c + 8);
-#pragma GCC unroll 2
-            for (int v = 0; v < V; v++) {
-                const float *xv = x + (size_t)v * xs + c;
-                lo[r][v] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xv), lo[r][v]);
-                hi[r][v] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xv + 8), hi[r][v]);
-            }
+            vf w = load16(type, rows[r], c);
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++)
+                acc[r][v] = vf_fmadd(w, xv[v], acc[r][v]);
         }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int r = 0; r < TILE_ROWS; r++)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int v = 0; v < V; v++) {
-            float s = npl_lane_sum16_avx2(lo[r][v], hi[r][v]);
+            float s = vf_hsum(acc[r][v]);
             for (size_t c = n16; c < n; c++)
                 s = fmaf(load1(type, rows[r], c), x[(size_t)v * xs + c], s);
             out[r][v] = s;
         }
 }
 
+#if TILE_VECS == 4
 #define TILE_SWITCH(T)                                                        \
-    if (nv == 1)                                                              \
-        float_tile(T, rows, xv, x_stride, 1, n, out);                         \
-    else                                                                      \
-        float_tile(T, rows, xv, x_stride, 2, n, out);
+    switch (nv) {                                                             \
+    case 1: float_tile(T, rows, xv, x_stride, 1, n, out); break;              \
+    case 2: float_tile(T, rows, xv, x_stride, 2, n, out); break;              \
+    case 3: float_tile(T, rows, xv, x_stride, 3, n, out); break;              \
+    default: float_tile(T, rows, xv, x_stride, 4, n, out); break;             \
+    }
+#else
+#define TILE_SWITCH(T)                                                        \
+    switch (nv) {                                                             \
+    case 1: float_tile(T, rows, xv, x_stride, 1, n, out); break;              \
+    default: float_tile(T, rows, xv, x_stride, 2, n, out); break;             \
+    }
+#endif
 
-void npl_float_matmul_avx2(const npl_matrix *w, int64_t r0, int64_t r1, const float *x, size_t x_stride,
-                           size_t n_vec, float *const *y, float *buf)
+void NPL_ISA_FN(npl_float_matmul)(const npl_matrix *w, int64_t r0, int64_t r1, const float *x, size_t x_stride,
+                                  size_t n_vec, float *const *y, float *buf)
 {
     size_t n = (size_t)w->n_cols;
     bool in_place = w->type == NPL_TYPE_F32 || w->type == NPL_TYPE_F16 || w->type == NPL_TYPE_BF16;
@@ -121,4 +128,3 @@ void npl_float_matmul_avx2(const npl_matrix *w, int64_t r0, int64_t r1, const fl
         }
     }
 }
-#endif
