@@ -26,13 +26,6 @@ void npl_packed_matmul_avx2(const npl_packed_matrix *p, int64_t g0, int64_t g1, 
 void npl_packed_matmul_avx512(const npl_packed_matrix *p, int64_t g0, int64_t g1, const void *act, size_t n_vec,
                               float *const *y);
 
-/* npl_attention_kv at each level (attention_internal.h's arithmetic). */
-void npl_attention_avx2(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k, const void *v,
-                        size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, float *out,
-                        size_t out_stride, float *scratch);
-void npl_attention_avx512(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k,
-                          const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, float *out,
-                          size_t out_stride, float *scratch);
 #endif
 
 #endif

@@ -7,13 +7,8 @@
 #include "kernels_isa.h"
 #include "matmul_bf16.h"
 
-#if NPL_V_TILE >= 16
-#define TILE_ROWS 4
-#define TILE_VECS 4
-#else
-#define TILE_ROWS 2
-#define TILE_VECS 2
-#endif
+#define TILE_ROWS NPL_V_TILE_ROWS
+#define TILE_VECS NPL_V_TILE_VECS
 
 #ifndef __AVX512BF16__
 /* npl_bf16_act_bits on 16 lanes: nearest even, NaN kept quiet, subnormal
@@ -40,11 +35,7 @@ NPL_V_AI void bf16_tile(const uint8_t *const rows[NPL_BF16_TILE_MAX], const uint
                         float out[NPL_BF16_TILE_MAX][NPL_BF16_TILE_MAX])
 {
     vf acc[TILE_ROWS][TILE_VECS];
-#pragma GCC unroll 4
-    for (int r = 0; r < TILE_ROWS; r++)
-#pragma GCC unroll 4
-        for (int v = 0; v < V; v++)
-            acc[r][v] = vf_zero();
+    memset(acc, 0, sizeof acc); /* all-zero bits: 0.0f in every lane */
     size_t n32 = n & ~(size_t)31;
     unsigned csr = npl_v_bf16_begin();
     for (size_t c = 0; c < n32; c += 32) {

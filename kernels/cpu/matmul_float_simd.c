@@ -9,13 +9,8 @@
 #include "kernels_isa.h"
 #include "matmul_ref.h"
 
-#if NPL_V_TILE >= 16
-#define TILE_ROWS 4
-#define TILE_VECS 4
-#else
-#define TILE_ROWS 2
-#define TILE_VECS 2
-#endif
+#define TILE_ROWS NPL_V_TILE_ROWS
+#define TILE_VECS NPL_V_TILE_VECS
 
 NPL_V_AI vf load16(uint32_t type, const uint8_t *row, size_t c)
 {
@@ -48,11 +43,7 @@ NPL_V_AI void float_tile(uint32_t type, const uint8_t *const rows[TILE_ROWS], co
                          size_t n, float out[TILE_ROWS][TILE_VECS])
 {
     vf acc[TILE_ROWS][TILE_VECS];
-#pragma GCC unroll 4
-    for (int r = 0; r < TILE_ROWS; r++)
-#pragma GCC unroll 4
-        for (int v = 0; v < V; v++)
-            acc[r][v] = vf_zero();
+    memset(acc, 0, sizeof acc); /* all-zero bits: 0.0f in every lane */
     size_t n16 = n & ~(size_t)15;
     for (size_t c = 0; c < n16; c += 16) {
         vf xv[TILE_VECS];

@@ -11,9 +11,12 @@
  *        gives the same bits at every level.
  *   vi   16 int32 lanes, laid out the same way.
  *   vbh  32 BF16 values as 16 (even, odd) pairs, one pair per lane.
+ * vf_exp_neg is fast_exp.h's exp for x <= 0 on every lane.
  *
  * NPL_V_TILE is how many accumulators a kernel may keep in registers
- * (half the register file), for tile shapes. */
+ * (half the register file); NPL_V_TILE_ROWS x NPL_V_TILE_VECS is the tile
+ * of the float-accumulator matrix kernels (rows x vectors sharing their
+ * loads). */
 #ifndef NPL_SIMD_VEC_H
 #define NPL_SIMD_VEC_H
 
@@ -22,6 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fast_exp.h"
 #include "lane_sum.h"
 
 #define NPL_V_AI static inline __attribute__((always_inline))
@@ -39,6 +43,8 @@
 #endif
 #define NPL_V_AVX512 1
 #define NPL_V_TILE 16
+#define NPL_V_TILE_ROWS 4
+#define NPL_V_TILE_VECS 4
 
 typedef __m512 vf;
 typedef __m512i vi;
@@ -77,6 +83,29 @@ NPL_V_AI vf vf_load_bf16(const void *p)
 NPL_V_AI vf vf_load_i8(const void *p)
 {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+
+NPL_V_AI vf vf_exp_neg(vf x) { return npl_exp_neg_avx512(x); }
+
+/* Horizontal sums of NPL_V_HSUM_BATCH vectors at once, each in
+ * vf_hsum's order: the pairs (l, l+8), (l, l+4), (l, l+2), (l, l+1) of all
+ * sixteen are added together (lane 4k + m ends up holding a[k + 4m]). */
+#define NPL_V_HSUM_BATCH 16
+NPL_V_AI void vf_hsum_batch(const vf a[16], float out[16])
+{
+    __m512 b[8], c[4], d[2];
+    for (int p = 0; p < 8; p++)
+        b[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0x44),
+                             _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0xee));
+    for (int p = 0; p < 4; p++)
+        c[p] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * p], b[2 * p + 1], 0x88),
+                             _mm512_shuffle_f32x4(b[2 * p], b[2 * p + 1], 0xdd));
+    for (int p = 0; p < 2; p++)
+        d[p] = _mm512_add_ps(_mm512_shuffle_ps(c[2 * p], c[2 * p + 1], 0x44),
+                             _mm512_shuffle_ps(c[2 * p], c[2 * p + 1], 0xee));
+    __m512 s = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], 0x88), _mm512_shuffle_ps(d[0], d[1], 0xdd));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, s));
 }
 
 NPL_V_AI vi vi_set1(int32_t x) { return _mm512_set1_epi32(x); }
@@ -121,6 +150,8 @@ NPL_V_AI vf vf_dot_bf16(vf acc, vbh w, vbh x)
 #define NPL_ISA avx2
 #define NPL_V_AVX2 1
 #define NPL_V_TILE 4
+#define NPL_V_TILE_ROWS 2
+#define NPL_V_TILE_VECS 2
 
 typedef struct vf {
     __m256 lo, hi;
@@ -197,6 +228,15 @@ NPL_V_AI vf vf_load_i8(const void *p)
     const uint8_t *b = p;
     return NPL_V_F2(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)b))),
                     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 8)))));
+}
+
+NPL_V_AI vf vf_exp_neg(vf x) { return NPL_V_F2(npl_exp_neg_avx2(x.lo), npl_exp_neg_avx2(x.hi)); }
+
+#define NPL_V_HSUM_BATCH 4
+NPL_V_AI void vf_hsum_batch(const vf a[4], float out[4])
+{
+    for (int i = 0; i < 4; i++)
+        out[i] = vf_hsum(a[i]);
 }
 
 NPL_V_AI vi vi_set1(int32_t x) { return NPL_V_I2(_mm256_set1_epi32(x), _mm256_set1_epi32(x)); }
