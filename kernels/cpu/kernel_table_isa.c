@@ -1,7 +1,6 @@
 /* This instruction set's row of the dispatch table (kernel_table.h),
  * compiled once per ISA like the kernels it points to. */
 #include "kernels_isa.h"
-#include "kernels_x86.h"
 
 #ifndef __AVX512BF16__
 const npl_kernel_table NPL_ISA_FN(npl_kernel_table) = {

@@ -14,6 +14,8 @@ void NPL_ISA_FN(npl_float_matmul)(const npl_matrix *w, int64_t r0, int64_t r1, c
                                   size_t n_vec, float *const *y, float *buf);
 void NPL_ISA_FN(npl_bf16_matmul)(const npl_matrix *w, int64_t r0, int64_t r1, const uint16_t *xb, size_t xb_stride,
                                  size_t n_vec, float *const *y);
+void NPL_ISA_FN(npl_packed_matmul)(const npl_packed_matrix *p, int64_t g0, int64_t g1, const void *act, size_t n_vec,
+                                   float *const *y);
 void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k,
                                const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale,
                                float *out, size_t out_stride, float *scratch);

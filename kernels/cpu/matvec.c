@@ -13,7 +13,6 @@
 #include "cpu_features.h"
 #include "ggml_types.h"
 #include "kernel_table.h"
-#include "kernels_x86.h"
 #include "matmul_bf16.h"
 #include "matmul_packed.h"
 #include "matmul_ref.h"
@@ -233,13 +232,7 @@ static void pack_task(void *ctx, size_t begin, size_t end, int thread)
 
 static bool wants_packing(const npl_matmul_ws *ws, const npl_matrix *w)
 {
-#ifdef NPL_KERNELS_X86
-    return ws->packing && ws->simd >= NPL_SIMD_AVX2 && npl_pack_type_supported(w->type);
-#else
-    (void)ws;
-    (void)w;
-    return false;
-#endif
+    return ws->packing && npl_kernels(ws->simd)->packed_matmul && npl_pack_type_supported(w->type);
 }
 
 /* Drops the whole pages inside [p, p + n) from the process (see
@@ -351,13 +344,9 @@ static void run_segment(const mm_job *job, const mm_seg *s, size_t t0, size_t t1
     npl_matmul_ws *ws = job->ws;
     const npl_matrix *w = s->w;
     const void *act = npl_quant_kind_is_k(w->type) ? (const void *)ws->actk : (const void *)ws->act;
+    const npl_kernel_table *k = npl_kernels(ws->simd);
     if (s->pk) {
-#ifdef NPL_KERNELS_X86
-        if (ws->simd >= NPL_SIMD_AVX512)
-            npl_packed_matmul_avx512(s->pk, (int64_t)t0, (int64_t)t1, act, job->n_vec, s->y);
-        else
-            npl_packed_matmul_avx2(s->pk, (int64_t)t0, (int64_t)t1, act, job->n_vec, s->y);
-#endif
+        k->packed_matmul(s->pk, (int64_t)t0, (int64_t)t1, act, job->n_vec, s->y);
         return;
     }
     int64_t r0 = (int64_t)t0 * ROWS_PER_TASK;
@@ -368,7 +357,6 @@ static void run_segment(const mm_job *job, const mm_seg *s, size_t t0, size_t t1
         npl_quant_rows_ref(w, r0, r1, act, job->n_vec, s->y);
         return;
     }
-    const npl_kernel_table *k = npl_kernels(ws->simd);
     if (w->type == NPL_TYPE_BF16) {
         k->bf16_matmul(w, r0, r1, ws->actb, (size_t)w->n_cols, job->n_vec, s->y);
         return;

@@ -129,6 +129,55 @@ NPL_V_AI vi vi_cmpeq(vi a, vi b) { return _mm512_maskz_set1_epi32(_mm512_cmpeq_e
 /* b where mask, else a */
 NPL_V_AI vi vi_blend(vi a, vi b, vi mask) { return _mm512_mask_blend_epi32(_mm512_test_epi32_mask(mask, mask), a, b); }
 
+NPL_V_AI vi vi_sub(vi a, vi b) { return _mm512_sub_epi32(a, b); }
+NPL_V_AI vi vi_mullo(vi a, vi b) { return _mm512_mullo_epi32(a, b); }
+#define vi_slli(a, n) _mm512_slli_epi32((a), (n))
+#define vi_srai(a, n) _mm512_srai_epi32((a), (n))
+NPL_V_AI vf vf_from_vi(vi a) { return _mm512_cvtepi32_ps(a); }
+/* 16 bytes to 16 lanes (zero-extended) */
+NPL_V_AI vi vi_load_u8(const void *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+/* 32 bytes to 16 lanes of two int16 (zero- or sign-extended) */
+NPL_V_AI vi vi_load_u8pairs(const void *p) { return _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p)); }
+NPL_V_AI vi vi_load_i8pairs(const void *p) { return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p)); }
+NPL_V_AI __m512i npl_v_bcast4(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+/* acc + pairs.lo * b[0] + pairs.hi * b[1] per lane (int16 pairs, exact) */
+NPL_V_AI vi vi_dot_pairs(vi acc, vi pairs, const int16_t *b) { return _mm512_dpwssd_epi32(acc, pairs, npl_v_bcast4(b)); }
+
+/* vu: one 64-byte unit of the packed layout (matmul_packed.h), 4 bytes
+ * for each of 16 rows, lane r = row r. */
+typedef __m512i vu;
+NPL_V_AI vu vu_load(const void *p) { return _mm512_loadu_si512(p); }
+NPL_V_AI vu vu_lo_nibbles(vu raw) { return _mm512_and_si512(raw, _mm512_set1_epi8(0x0f)); }
+NPL_V_AI vu vu_hi_nibbles(vu raw) { return _mm512_and_si512(_mm512_srli_epi16(raw, 4), _mm512_set1_epi8(0x0f)); }
+/* bit added to the bytes whose bit is set in the 64-bit mask at m */
+NPL_V_AI vu vu_add_bit(vu w, const uint8_t *m, int bit)
+{
+    uint64_t k;
+    memcpy(&k, m, sizeof k);
+    return _mm512_mask_add_epi8(w, _cvtu64_mask64(k), w, _mm512_set1_epi8((char)bit));
+}
+
+/* Exact u8 x s8 dots: sum over a lane's 4 bytes of w * q[0..3] (q
+ * broadcast to every row). vp holds running sums that stay exact for
+ * NPL_V_DOT_RUN(bits) vp_dot calls with weights below 2^bits: a run
+ * starts from vi s (vp_start) and ends folded into it (vp_finish). With
+ * VNNI the running sum is s itself. */
+typedef __m512i vp;
+#define NPL_V_DOT_RUN(bits) (0 * (bits) + 8)
+NPL_V_AI vp vp_start(vi s) { return s; }
+NPL_V_AI vi vp_finish(vi s, vp p) { (void)s; return p; }
+NPL_V_AI vp vp_dot(vp p, vu w, const int8_t *q) { return _mm512_dpbusd_epi32(p, w, npl_v_bcast4(q)); }
+/* Q8_0 units (quants + 128): the run's start carries the zero point,
+ * -128 * sum(q) (from nsum8 = -8 * sum), and one run covers the block. */
+#define NPL_V_Q8_RUN 8
+NPL_V_AI vi vi_q8_init(int32_t nsum8) { return _mm512_set1_epi32(nsum8 * 16); }
+NPL_V_AI vp vp_dot_q8(vp p, vu w, const int8_t *q) { return _mm512_dpbusd_epi32(p, w, npl_v_bcast4(q)); }
+
 /* BF16 pairs: acc + w_odd * x_odd + w_even * x_even per lane, with
  * VDPBF16PS's rounding (matmul_bf16.h): the instruction itself, or two
  * FMAs between npl_v_bf16_begin() and npl_v_bf16_end() (MXCSR FTZ and
@@ -276,6 +325,120 @@ NPL_V_AI vi vi_cmpeq(vi a, vi b) { return NPL_V_I2(_mm256_cmpeq_epi32(a.lo, b.lo
 NPL_V_AI vi vi_blend(vi a, vi b, vi mask)
 {
     return NPL_V_I2(_mm256_blendv_epi8(a.lo, b.lo, mask.lo), _mm256_blendv_epi8(a.hi, b.hi, mask.hi));
+}
+
+NPL_V_AI vi vi_sub(vi a, vi b) { return NPL_V_I2(_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi)); }
+NPL_V_AI vi vi_mullo(vi a, vi b) { return NPL_V_I2(_mm256_mullo_epi32(a.lo, b.lo), _mm256_mullo_epi32(a.hi, b.hi)); }
+#define vi_slli(a, n) NPL_V_I2(_mm256_slli_epi32((a).lo, (n)), _mm256_slli_epi32((a).hi, (n)))
+#define vi_srai(a, n) NPL_V_I2(_mm256_srai_epi32((a).lo, (n)), _mm256_srai_epi32((a).hi, (n)))
+NPL_V_AI vf vf_from_vi(vi a) { return NPL_V_F2(_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)); }
+NPL_V_AI vi vi_load_u8(const void *p)
+{
+    const uint8_t *b = p;
+    return NPL_V_I2(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)b)),
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 8))));
+}
+NPL_V_AI vi vi_load_u8pairs(const void *p)
+{
+    const __m128i *q = (const __m128i *)p;
+    return NPL_V_I2(_mm256_cvtepu8_epi16(_mm_loadu_si128(q)), _mm256_cvtepu8_epi16(_mm_loadu_si128(q + 1)));
+}
+NPL_V_AI vi vi_load_i8pairs(const void *p)
+{
+    const __m128i *q = (const __m128i *)p;
+    return NPL_V_I2(_mm256_cvtepi8_epi16(_mm_loadu_si128(q)), _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1)));
+}
+NPL_V_AI __m256i npl_v_bcast4(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+NPL_V_AI vi vi_dot_pairs(vi acc, vi pairs, const int16_t *b)
+{
+    __m256i bb = npl_v_bcast4(b);
+    return NPL_V_I2(_mm256_add_epi32(acc.lo, _mm256_madd_epi16(pairs.lo, bb)),
+                    _mm256_add_epi32(acc.hi, _mm256_madd_epi16(pairs.hi, bb)));
+}
+
+/* Rows 0-7 in lo (bytes 0-31 of the unit), 8-15 in hi. */
+typedef struct vu {
+    __m256i lo, hi;
+} vu;
+NPL_V_AI vu vu_load(const void *p)
+{
+    const __m256i *q = (const __m256i *)p;
+    return (vu){_mm256_loadu_si256(q), _mm256_loadu_si256(q + 1)};
+}
+NPL_V_AI vu vu_lo_nibbles(vu raw)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    return (vu){_mm256_and_si256(raw.lo, m4), _mm256_and_si256(raw.hi, m4)};
+}
+NPL_V_AI vu vu_hi_nibbles(vu raw)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    return (vu){_mm256_and_si256(_mm256_srli_epi16(raw.lo, 4), m4), _mm256_and_si256(_mm256_srli_epi16(raw.hi, 4), m4)};
+}
+/* The 32 mask bits at m as 0xff / 0x00 bytes. */
+NPL_V_AI __m256i npl_v_mask_bytes(const uint8_t *m)
+{
+    uint32_t k;
+    memcpy(&k, m, sizeof k);
+    const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int32_t)k), pick);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bits), bits);
+}
+/* the bit is clear in w (below it): OR adds it */
+NPL_V_AI vu vu_add_bit(vu w, const uint8_t *m, int bit)
+{
+    const __m256i b = _mm256_set1_epi8((char)bit);
+    return (vu){_mm256_or_si256(w.lo, _mm256_and_si256(npl_v_mask_bytes(m), b)),
+                _mm256_or_si256(w.hi, _mm256_and_si256(npl_v_mask_bytes(m + 4), b))};
+}
+
+/* Without VNNI: VPMADDUBSW gives int16 pairs, summed in int16 as long as
+ * they cannot overflow (pairs of at most 2 * (2^bits - 1) * 127), then
+ * widened with VPMADDWD. */
+typedef struct vp {
+    __m256i lo, hi;
+} vp;
+#define NPL_V_DOT_RUN(bits) (32767 / (2 * ((1 << (bits)) - 1) * 127))
+NPL_V_AI vp vp_start(vi s)
+{
+    (void)s;
+    return (vp){_mm256_setzero_si256(), _mm256_setzero_si256()};
+}
+NPL_V_AI vi vp_finish(vi s, vp p)
+{
+    const __m256i one = _mm256_set1_epi16(1);
+    return NPL_V_I2(_mm256_add_epi32(s.lo, _mm256_madd_epi16(p.lo, one)),
+                    _mm256_add_epi32(s.hi, _mm256_madd_epi16(p.hi, one)));
+}
+NPL_V_AI vp vp_dot(vp p, vu w, const int8_t *q)
+{
+    __m256i a = npl_v_bcast4(q);
+    return (vp){_mm256_add_epi16(p.lo, _mm256_maddubs_epi16(w.lo, a)),
+                _mm256_add_epi16(p.hi, _mm256_maddubs_epi16(w.hi, a))};
+}
+/* Q8_0 units (quants + 128) back to signed: |w| times q carrying w's
+ * sign keeps each pair below 2 * 128 * 127, one unit per run, and no
+ * zero point. */
+#define NPL_V_Q8_RUN 1
+NPL_V_AI vi vi_q8_init(int32_t nsum8)
+{
+    (void)nsum8;
+    return vi_set1(0);
+}
+NPL_V_AI vp vp_dot_q8(vp p, vu w, const int8_t *q)
+{
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    __m256i a = npl_v_bcast4(q);
+    __m256i lo = _mm256_xor_si256(w.lo, bias), hi = _mm256_xor_si256(w.hi, bias);
+    return (vp){_mm256_add_epi16(p.lo, _mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(a, lo))),
+                _mm256_add_epi16(p.hi, _mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(a, hi)))};
 }
 
 NPL_V_AI vbh vbh_loadu(const void *p)
