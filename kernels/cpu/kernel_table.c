@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 
+#include "act_fn.h"
 #include "attention_internal.h"
 #include "cpu_features.h"
 #include "matmul_bf16.h"
@@ -23,6 +24,7 @@ static const npl_kernel_table portable = {
     .bf16_matmul = npl_bf16_rows_ref,
     .packed_matmul = NULL,
     .attention = npl_attention_ref,
+    .swiglu = npl_swiglu_ref,
 };
 
 static npl_kernel_table tables[NPL_SIMD_AVX512 + 1];

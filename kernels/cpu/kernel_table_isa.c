@@ -11,5 +11,6 @@ const npl_kernel_table NPL_ISA_FN(npl_kernel_table) = {
     .bf16_matmul = NPL_ISA_FN(npl_bf16_matmul),
     .packed_matmul = NPL_ISA_FN(npl_packed_matmul),
     .attention = NPL_ISA_FN(npl_attention),
+    .swiglu = NPL_ISA_FN(npl_swiglu),
 };
 #endif

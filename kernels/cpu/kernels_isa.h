@@ -20,4 +20,6 @@ void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_strid
                                const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale,
                                float *out, size_t out_stride, float *scratch);
 
+void NPL_ISA_FN(npl_swiglu)(float *gate, const float *up, size_t n);
+
 #endif

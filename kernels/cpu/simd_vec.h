@@ -86,6 +86,17 @@ NPL_V_AI vf vf_load_i8(const void *p)
 }
 
 NPL_V_AI vf vf_exp_neg(vf x) { return npl_exp_neg_avx512(x); }
+NPL_V_AI vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
+/* -|a| */
+NPL_V_AI vf vf_neg_abs(vf a)
+{
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_set1_epi32((int)0x80000000u)));
+}
+/* t where c >= 0 (ordered), else e */
+NPL_V_AI vf vf_select_ge0(vf c, vf t, vf e)
+{
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(c, _mm512_setzero_ps(), _CMP_GE_OQ), e, t);
+}
 
 /* Horizontal sums of NPL_V_HSUM_BATCH vectors at once, each in
  * vf_hsum's order: the pairs (l, l+8), (l, l+4), (l, l+2), (l, l+1) of all
@@ -280,6 +291,18 @@ NPL_V_AI vf vf_load_i8(const void *p)
 }
 
 NPL_V_AI vf vf_exp_neg(vf x) { return NPL_V_F2(npl_exp_neg_avx2(x.lo), npl_exp_neg_avx2(x.hi)); }
+NPL_V_AI vf vf_div(vf a, vf b) { return NPL_V_F2(_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)); }
+NPL_V_AI vf vf_neg_abs(vf a)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    return NPL_V_F2(_mm256_or_ps(a.lo, sign), _mm256_or_ps(a.hi, sign));
+}
+NPL_V_AI vf vf_select_ge0(vf c, vf t, vf e)
+{
+    __m256 lo = _mm256_cmp_ps(c.lo, _mm256_setzero_ps(), _CMP_GE_OQ);
+    __m256 hi = _mm256_cmp_ps(c.hi, _mm256_setzero_ps(), _CMP_GE_OQ);
+    return NPL_V_F2(_mm256_blendv_ps(e.lo, t.lo, lo), _mm256_blendv_ps(e.hi, t.hi, hi));
+}
 
 #define NPL_V_HSUM_BATCH 4
 NPL_V_AI void vf_hsum_batch(const vf a[4], float out[4])
