@@ -283,26 +283,26 @@ static size_t vectors_per_pass(size_t act_bytes_per_vec, size_t tile)
     return n < tile ? tile : n;
 }
 
-/* One tile of V (a constant per case) vectors: calls CALL(V). */
-#if TILE_VECS_LEGACY == 8
+/* One tile of nv vectors, V a constant per case: calls CALL(V), one
+ * instance per V up to MAX (larger nv never occur). */
+#define TILE_CASE(k, CALL, MAX)                                                                            \
+    case k:                                                                                                \
+        if ((k) < (MAX)) {                                                                                 \
+            CALL((k) < (MAX) ? (k) : (MAX));                                                               \
+            break;                                                                                         \
+        }                                                                                                  \
+        __attribute__((fallthrough));
 #define TILE_SWITCH(nv, CALL, MAX)                                                                         \
     switch (nv) {                                                                                          \
-    case 1: CALL(1); break;                                                                                \
-    case 2: CALL(2 < MAX ? 2 : MAX); break;                                                                \
-    case 3: CALL(3 < MAX ? 3 : MAX); break;                                                                \
-    case 4: CALL(4 < MAX ? 4 : MAX); break;                                                                \
-    case 5: CALL(5 < MAX ? 5 : MAX); break;                                                                \
-    case 6: CALL(6 < MAX ? 6 : MAX); break;                                                                \
-    case 7: CALL(7 < MAX ? 7 : MAX); break;                                                                \
+        TILE_CASE(1, CALL, MAX)                                                                            \
+        TILE_CASE(2, CALL, MAX)                                                                            \
+        TILE_CASE(3, CALL, MAX)                                                                            \
+        TILE_CASE(4, CALL, MAX)                                                                            \
+        TILE_CASE(5, CALL, MAX)                                                                            \
+        TILE_CASE(6, CALL, MAX)                                                                            \
+        TILE_CASE(7, CALL, MAX)                                                                            \
     default: CALL(MAX); break;                                                                             \
     }
-#else
-#define TILE_SWITCH(nv, CALL, MAX)                                                                         \
-    switch (nv) {                                                                                          \
-    case 1: CALL(1); break;                                                                                \
-    default: CALL(MAX); break;                                                                             \
-    }
-#endif
 
 /* Two row groups per tile (TILE_VECS_PAIR vectors) while two remain and
  * the registers allow, else one (TILE_VECS_LEGACY vectors). Inlined per
