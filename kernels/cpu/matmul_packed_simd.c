@@ -48,8 +48,10 @@ NPL_V_AI void unpack_chunk4(const uint8_t *qs, const uint8_t *masks, int planes,
 NPL_V_AI vi dot_units(vi s, const vu *w, const int8_t *const *q, int n, int bits)
 {
     const int run = NPL_V_DOT_RUN(bits) < n ? NPL_V_DOT_RUN(bits) : n;
+#pragma GCC unroll 8
     for (int u0 = 0; u0 < n; u0 += run) {
         vp p = vp_start(s);
+#pragma GCC unroll 8
         for (int u = u0; u < u0 + run; u++)
             p = vp_dot(p, w[u], q[u]);
         s = vp_finish(s, p);
