@@ -9,7 +9,7 @@
 #include "attention_internal.h"
 #include "ggml_blocks.h"
 #include "ggml_types.h"
-#include "kernels_x86.h"
+#include "kernel_table.h"
 #include "matmul_ref.h"
 
 size_t npl_attention_scratch_floats(size_t n_q, size_t head_dim)
@@ -129,21 +129,8 @@ void npl_attention_kv(npl_simd_level lv, npl_kv_format fmt, const float *q, size
                       const void *k, const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim,
                       float scale, float *out, size_t out_stride, float *scratch)
 {
-#ifdef NPL_KERNELS_X86
-    if (lv >= NPL_SIMD_AVX512) {
-        npl_attention_avx512(fmt, q, q_stride, n_q, k, v, kv_stride_bytes, n_kv, head_dim, scale, out, out_stride,
-                             scratch);
-        return;
-    }
-    if (lv >= NPL_SIMD_AVX2) {
-        npl_attention_avx2(fmt, q, q_stride, n_q, k, v, kv_stride_bytes, n_kv, head_dim, scale, out, out_stride,
-                           scratch);
-        return;
-    }
-#endif
-    (void)lv;
-    npl_attention_ref(fmt, q, q_stride, n_q, k, v, kv_stride_bytes, n_kv, head_dim, scale, out, out_stride,
-                      scratch);
+    npl_kernels(lv)->attention(fmt, q, q_stride, n_q, k, v, kv_stride_bytes, n_kv, head_dim, scale, out, out_stride,
+                               scratch);
 }
 
 void npl_attention(npl_simd_level lv, const float *q, size_t q_stride, size_t n_q,

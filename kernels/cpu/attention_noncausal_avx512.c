@@ -7,9 +7,7 @@
  * queries); the weighted sum of values runs over blocks of 5 registers
  * of dimensions (a 72-wide head in one block), each value load shared by
  * the 4 queries. */
-#include "kernels_x86.h"
-
-#ifdef NPL_KERNELS_X86
+#if defined(__x86_64__) && defined(NPL_HAVE_X86_KERNELS)
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>

@@ -4,7 +4,7 @@
 
 #include <math.h>
 
-#include "kernels_x86.h"
+#include "kernel_table.h"
 #include "lane_sum.h"
 
 /* Subnormal -> signed zero. */
@@ -15,17 +15,15 @@ static float flush(float v)
     return (u & 0x7f800000u) ? v : copysignf(0.0f, v);
 }
 
-void npl_act_to_bf16(npl_simd_level lv, const float *x, size_t n, uint16_t *out)
+void npl_act_to_bf16_ref(const float *x, size_t n, uint16_t *out)
 {
-#ifdef NPL_KERNELS_X86
-    if (lv >= NPL_SIMD_AVX2) {
-        npl_act_to_bf16_avx2(x, n, out);
-        return;
-    }
-#endif
-    (void)lv;
     for (size_t i = 0; i < n; i++)
         out[i] = npl_bf16_act_bits(x[i]);
+}
+
+void npl_act_to_bf16(npl_simd_level lv, const float *x, size_t n, uint16_t *out)
+{
+    npl_kernels(lv)->act_to_bf16(x, n, out);
 }
 
 static float dot_bf16(const uint8_t *row, const uint16_t *xb, size_t n)

@@ -61,6 +61,7 @@ static inline float npl_bf16_tail(const uint8_t *row, const uint16_t *x, size_t 
 
 /* n activations to BF16 (any level gives the same bits). */
 void npl_act_to_bf16(npl_simd_level lv, const float *x, size_t n, uint16_t *out);
+void npl_act_to_bf16_ref(const float *x, size_t n, uint16_t *out);
 
 /* y[v][r] for rows [r0, r1) of a BF16 matrix; xb: n_vec vectors of
  * n_cols BF16 activations, xb_stride apart. */

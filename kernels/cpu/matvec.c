@@ -12,7 +12,7 @@
 
 #include "cpu_features.h"
 #include "ggml_types.h"
-#include "kernels_x86.h"
+#include "kernel_table.h"
 #include "matmul_bf16.h"
 #include "matmul_packed.h"
 #include "matmul_ref.h"
@@ -46,7 +46,6 @@ struct npl_matmul_ws {
     npl_act_q8 *act;   /* max_vecs * max_cols / 32 */
     npl_act_q8k *actk; /* max_vecs * max_cols / 256 */
     uint16_t *actb;    /* max_vecs * max_cols BF16 activations */
-    bool bf16_insn;    /* the CPU has VDPBF16PS */
     float *rows;       /* n_threads * 4 * max_cols */
     float **out_ptrs;  /* NPL_MATMUL_MULTI_MAX * max_vecs, for the contiguous variants */
     pack_entry *packs; /* open addressing, pack_cap slots */
@@ -113,9 +112,6 @@ npl_matmul_ws *npl_matmul_ws_create(int n_threads, int64_t max_cols, size_t max_
     ws->max_vecs = max_vecs;
     ws->simd = npl_simd_detect();
     ws->packing = true;
-    npl_cpu_features f;
-    npl_cpu_features_detect(&f);
-    ws->bf16_insn = f.avx512bf16;
     size_t blocks = ((size_t)max_cols + NPL_ACT_QK - 1) / NPL_ACT_QK;
     size_t kblocks = ((size_t)max_cols + NPL_ACT_QKK - 1) / NPL_ACT_QKK;
     size_t per_thread = 4 * (size_t)max_cols;
@@ -238,13 +234,7 @@ static void pack_task(void *ctx, size_t begin, size_t end, int thread)
 
 static bool wants_packing(const npl_matmul_ws *ws, const npl_matrix *w)
 {
-#ifdef NPL_KERNELS_X86
-    return ws->packing && ws->simd >= NPL_SIMD_AVX2 && npl_pack_type_supported(w->type);
-#else
-    (void)ws;
-    (void)w;
-    return false;
-#endif
+    return ws->packing && npl_kernels(ws->simd)->packed_matmul && npl_pack_type_supported(w->type);
 }
 
 /* Drops the whole pages inside [p, p + n) from the process (see
@@ -411,13 +401,9 @@ static void run_segment(const mm_job *job, const mm_seg *s, size_t t0, size_t t1
     npl_matmul_ws *ws = job->ws;
     const npl_matrix *w = s->w;
     const void *act = npl_quant_kind_is_k(w->type) ? (const void *)ws->actk : (const void *)ws->act;
+    const npl_kernel_table *k = npl_kernels(ws->simd);
     if (s->pk) {
-#ifdef NPL_KERNELS_X86
-        if (ws->simd >= NPL_SIMD_AVX512)
-            npl_packed_matmul_avx512(s->pk, (int64_t)t0, (int64_t)t1, act, job->n_vec, s->y);
-        else
-            npl_packed_matmul_avx2(s->pk, (int64_t)t0, (int64_t)t1, act, job->n_vec, s->y);
-#endif
+        k->packed_matmul(s->pk, (int64_t)t0, (int64_t)t1, act, job->n_vec, s->y);
         return;
     }
     int64_t r0 = (int64_t)t0 * ROWS_PER_TASK;
@@ -429,32 +415,11 @@ static void run_segment(const mm_job *job, const mm_seg *s, size_t t0, size_t t1
         return;
     }
     if (w->type == NPL_TYPE_BF16) {
-        size_t n = (size_t)w->n_cols;
-#ifdef NPL_KERNELS_X86
-        if (ws->simd >= NPL_SIMD_AVX512 && ws->bf16_insn) {
-            npl_bf16_matmul_avx512bf16(w, r0, r1, ws->actb, n, job->n_vec, s->y);
-            return;
-        }
-        if (ws->simd >= NPL_SIMD_AVX2) {
-            npl_bf16_matmul_avx2(w, r0, r1, ws->actb, n, job->n_vec, s->y);
-            return;
-        }
-#endif
-        npl_bf16_rows_ref(w, r0, r1, ws->actb, n, job->n_vec, s->y);
+        k->bf16_matmul(w, r0, r1, ws->actb, (size_t)w->n_cols, job->n_vec, s->y);
         return;
     }
     float *buf = ws->rows + (size_t)thread * 4 * (size_t)ws->max_cols;
-#ifdef NPL_KERNELS_X86
-    if (ws->simd >= NPL_SIMD_AVX512) {
-        npl_float_matmul_avx512(w, r0, r1, job->x, job->x_stride, job->n_vec, s->y, buf);
-        return;
-    }
-    if (ws->simd >= NPL_SIMD_AVX2) {
-        npl_float_matmul_avx2(w, r0, r1, job->x, job->x_stride, job->n_vec, s->y, buf);
-        return;
-    }
-#endif
-    npl_float_rows_ref(w, r0, r1, job->x, job->x_stride, job->n_vec, s->y, buf);
+    k->float_matmul(w, r0, r1, job->x, job->x_stride, job->n_vec, s->y, buf);
 }
 
 static void matmul_task(void *ctx, size_t begin, size_t end, int thread)

@@ -3,7 +3,7 @@
 #include <math.h>
 
 #include "ggml_types.h"
-#include "kernels_x86.h"
+#include "kernel_table.h"
 
 /* Round to nearest even and clamp; a NaN (from a NaN or infinite input)
  * gives -127, as the SIMD conversion's "integer indefinite" does. */
@@ -15,7 +15,7 @@ static int quant_round(float v)
     return q > 127 ? 127 : q < -127 ? -127 : (int)q;
 }
 
-static void quantize_q8_ref(const float *x, int64_t n, npl_act_q8 *out)
+void npl_quantize_act_q8_ref(const float *x, int64_t n, npl_act_q8 *out)
 {
     for (int64_t b = 0; b < n / NPL_ACT_QK; b++) {
         const float *xb = x + b * NPL_ACT_QK;
@@ -42,7 +42,7 @@ static void quantize_q8_ref(const float *x, int64_t n, npl_act_q8 *out)
     }
 }
 
-static void quantize_q8k_ref(const float *x, int64_t n, npl_act_q8k *out)
+void npl_quantize_act_q8k_ref(const float *x, int64_t n, npl_act_q8k *out)
 {
     for (int64_t b = 0; b < n / NPL_ACT_QKK; b++) {
         const float *xb = x + b * NPL_ACT_QKK;
@@ -73,32 +73,10 @@ static void quantize_q8k_ref(const float *x, int64_t n, npl_act_q8k *out)
 
 void npl_quantize_act_q8(npl_simd_level lv, const float *x, int64_t n, npl_act_q8 *out)
 {
-#ifdef NPL_KERNELS_X86
-    if (lv >= NPL_SIMD_AVX512) {
-        npl_quantize_act_q8_avx512(x, n, out);
-        return;
-    }
-    if (lv >= NPL_SIMD_AVX2) {
-        npl_quantize_act_q8_avx2(x, n, out);
-        return;
-    }
-#endif
-    (void)lv;
-    quantize_q8_ref(x, n, out);
+    npl_kernels(lv)->quantize_q8(x, n, out);
 }
 
 void npl_quantize_act_q8k(npl_simd_level lv, const float *x, int64_t n, npl_act_q8k *out)
 {
-#ifdef NPL_KERNELS_X86
-    if (lv >= NPL_SIMD_AVX512) {
-        npl_quantize_act_q8k_avx512(x, n, out);
-        return;
-    }
-    if (lv >= NPL_SIMD_AVX2) {
-        npl_quantize_act_q8k_avx2(x, n, out);
-        return;
-    }
-#endif
-    (void)lv;
-    quantize_q8k_ref(x, n, out);
+    npl_kernels(lv)->quantize_q8k(x, n, out);
 }

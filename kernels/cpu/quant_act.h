@@ -59,6 +59,11 @@ static inline float npl_act_inverse_scale(float d)
 void npl_quantize_act_q8(npl_simd_level lv, const float *x, int64_t n, npl_act_q8 *out);
 void npl_quantize_act_q8k(npl_simd_level lv, const float *x, int64_t n, npl_act_q8k *out);
 
+/* The portable references every level reproduces (the dispatch table's
+ * portable row, kernel_table.h). */
+void npl_quantize_act_q8_ref(const float *x, int64_t n, npl_act_q8 *out);
+void npl_quantize_act_q8k_ref(const float *x, int64_t n, npl_act_q8k *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,37 +1,27 @@
-/* AVX-512 float rows times float vectors, in the 16-lane order of
- * matmul_ref.h: F32, F16 (VCVTPH2PS) and BF16 (a shift) rows are widened
- * exactly and read in place; tiles of 4 rows x up to 4 vectors share
- * their loads. */
-#include "kernels_x86.h"
-
-#ifdef NPL_KERNELS_X86
-#include <immintrin.h>
+/* Float rows times float vectors in the 16-lane order of matmul_ref.h,
+ * written once over simd_vec.h: F32, F16 and BF16 rows are widened
+ * exactly and read in place (other types through the reference
+ * dequantizer); tiles of rows x vectors share their loads, as many as the
+ * ISA's registers hold. */
 #include <math.h>
-#include <string.h>
 
-#include "lane_sum.h"
 #include "ggml_types.h"
+#include "kernels_isa.h"
 #include "matmul_ref.h"
 
-#define AI static inline __attribute__((always_inline))
+#define TILE_ROWS NPL_V_TILE_ROWS
+#define TILE_VECS NPL_V_TILE_VECS
 
-#define TILE_ROWS 4
-#define TILE_VECS 4
-
-AI __m512 load16(uint32_t type, const uint8_t *row, size_t c)
+NPL_V_AI vf load16(uint32_t type, const uint8_t *row, size_t c)
 {
     switch (type) {
-    case NPL_TYPE_F16:
-        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * c)));
-    case NPL_TYPE_BF16:
-        return _mm512_castsi512_ps(_mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * c))), 16));
-    default:
-        return _mm512_loadu_ps((const float *)(const void *)row + c);
+    case NPL_TYPE_F16: return vf_load_f16(row + 2 * c);
+    case NPL_TYPE_BF16: return vf_load_bf16(row + 2 * c);
+    default: return vf_loadu((const float *)(const void *)row + c);
     }
 }
 
-AI float load1(uint32_t type, const uint8_t *row, size_t c)
+NPL_V_AI float load1(uint32_t type, const uint8_t *row, size_t c)
 {
     uint16_t h;
     switch (type) {
@@ -49,41 +39,37 @@ AI float load1(uint32_t type, const uint8_t *row, size_t c)
     }
 }
 
-/* (l0 + l8), ... halving down to one value: matmul_ref.h's order. */
-AI void float_tile(uint32_t type, const uint8_t *const rows[TILE_ROWS], const float *x, size_t xs, int V, size_t n,
-                   float out[TILE_ROWS][TILE_VECS])
+NPL_V_AI void float_tile(uint32_t type, const uint8_t *const rows[TILE_ROWS], const float *x, size_t xs, int V,
+                         size_t n, float out[TILE_ROWS][TILE_VECS])
 {
-    __m512 acc[TILE_ROWS][TILE_VECS];
-#pragma GCC unroll 4
-    for (int r = 0; r < TILE_ROWS; r++)
-#pragma GCC unroll 4
-        for (int v = 0; v < V; v++)
-            acc[r][v] = _mm512_setzero_ps();
+    vf acc[TILE_ROWS][TILE_VECS];
+    memset(acc, 0, sizeof acc); /* all-zero bits: 0.0f in every lane */
     size_t n16 = n & ~(size_t)15;
     for (size_t c = 0; c < n16; c += 16) {
-        __m512 xv[TILE_VECS];
+        vf xv[TILE_VECS];
 #pragma GCC unroll 4
         for (int v = 0; v < V; v++)
-            xv[v] = _mm512_loadu_ps(x + (size_t)v * xs + c);
+            xv[v] = vf_loadu(x + (size_t)v * xs + c);
 #pragma GCC unroll 4
         for (int r = 0; r < TILE_ROWS; r++) {
-            __m512 w = load16(type, rows[r], c);
+            vf w = load16(type, rows[r], c);
 #pragma GCC unroll 4
             for (int v = 0; v < V; v++)
-                acc[r][v] = _mm512_fmadd_ps(w, xv[v], acc[r][v]);
+                acc[r][v] = vf_fmadd(w, xv[v], acc[r][v]);
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < TILE_ROWS; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < V; v++) {
-            float s = npl_lane_sum16_avx512(acc[r][v]);
+            float s = vf_hsum(acc[r][v]);
             for (size_t c = n16; c < n; c++)
                 s = fmaf(load1(type, rows[r], c), x[(size_t)v * xs + c], s);
             out[r][v] = s;
         }
 }
 
+#if TILE_VECS == 4
 #define TILE_SWITCH(T)                                                        \
     switch (nv) {                                                             \
     case 1: float_tile(T, rows, xv, x_stride, 1, n, out); break;              \
@@ -91,9 +77,16 @@ AI void float_tile(uint32_t type, const uint8_t *const rows[TILE_ROWS], const fl
     case 3: float_tile(T, rows, xv, x_stride, 3, n, out); break;              \
     default: float_tile(T, rows, xv, x_stride, 4, n, out); break;             \
     }
+#else
+#define TILE_SWITCH(T)                                                        \
+    switch (nv) {                                                             \
+    case 1: float_tile(T, rows, xv, x_stride, 1, n, out); break;              \
+    default: float_tile(T, rows, xv, x_stride, 2, n, out); break;             \
+    }
+#endif
 
-void npl_float_matmul_avx512(const npl_matrix *w, int64_t r0, int64_t r1, const float *x, size_t x_stride,
-                             size_t n_vec, float *const *y, float *buf)
+void NPL_ISA_FN(npl_float_matmul)(const npl_matrix *w, int64_t r0, int64_t r1, const float *x, size_t x_stride,
+                                  size_t n_vec, float *const *y, float *buf)
 {
     size_t n = (size_t)w->n_cols;
     bool in_place = w->type == NPL_TYPE_F32 || w->type == NPL_TYPE_F16 || w->type == NPL_TYPE_BF16;
@@ -126,4 +119,3 @@ void npl_float_matmul_avx512(const npl_matrix *w, int64_t r0, int64_t r1, const 
         }
     }
 }
-#endif

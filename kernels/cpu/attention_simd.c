@@ -1,0 +1,188 @@
+/* npl_attention_kv written once over simd_vec.h: the arithmetic of
+ * attention_internal.h on 16 lanes, so every level gives the portable
+ * version's bits. Element-wise steps (rescaling, p * v, the final
+ * division) are exact per element whatever the width; the sums over lanes
+ * follow vf_hsum's order. */
+#include <math.h>
+
+#include "attention_internal.h"
+#include "ggml_types.h"
+#include "kernels_isa.h"
+
+/* Query heads x 16-float parts of a head whose accumulators stay in
+ * registers while a block of values passes. */
+#define HEADS_AT_ONCE 4
+#define DIM_REGS (NPL_V_TILE / HEADS_AT_ONCE)
+
+/* scores[j] = dot16(q, keys[j]) * scale for the nj keys of a block,
+ * NPL_V_HSUM_BATCH keys at a time. */
+NPL_V_AI void block_scores(const float *q, const float *keys, size_t nj, size_t hd, float scale, float *scores)
+{
+    enum { K = NPL_V_HSUM_BATCH };
+    size_t hd16 = hd & ~(size_t)15;
+    for (size_t j0 = 0; j0 < nj; j0 += K) {
+        size_t n = nj - j0 < K ? nj - j0 : K;
+        vf a[K];
+#pragma GCC unroll 16
+        for (int j = 0; j < K; j++)
+            a[j] = vf_zero();
+        for (size_t c = 0; c < hd16; c += 16) {
+            vf qc = vf_loadu(q + c);
+#pragma GCC unroll 16
+            for (int j = 0; j < K; j++)
+                if ((size_t)j < n) /* rows past the block are not read */
+                    a[j] = vf_fmadd(qc, vf_loadu(keys + (j0 + (size_t)j) * hd + c), a[j]);
+        }
+        float s[K];
+        vf_hsum_batch(a, s);
+        for (size_t j = 0; j < n; j++) {
+            float t = s[j];
+            for (size_t c = hd16; c < hd; c++)
+                t = fmaf(q[c], keys[(j0 + j) * hd + c], t);
+            scores[j0 + j] = t * scale;
+        }
+    }
+}
+
+/* The block's rows as floats, exactly: halves widened, Q8_0 values q * d. */
+static void block_to_f32(npl_kv_format fmt, const void *rows, size_t stride, size_t j0, size_t nj, size_t hd,
+                         float *dst)
+{
+    size_t hd16 = hd & ~(size_t)15;
+    for (size_t j = 0; j < nj; j++) {
+        const uint8_t *row = (const uint8_t *)rows + (j0 + j) * stride;
+        float *o = dst + j * hd;
+        if (fmt == NPL_KV_Q8_0) {
+            for (size_t b = 0; b < hd / 32; b++) {
+                const uint8_t *blk = row + 34 * b;
+                uint16_t dh;
+                memcpy(&dh, blk, sizeof dh);
+                vf d = vf_set1(npl_fp16_to_fp32(dh));
+                vf_storeu(o + 32 * b, vf_mul(vf_load_i8(blk + 2), d));
+                vf_storeu(o + 32 * b + 16, vf_mul(vf_load_i8(blk + 18), d));
+            }
+        } else {
+            const uint16_t *h = (const uint16_t *)(const void *)row;
+            size_t c = 0;
+            for (; c < hd16; c += 16)
+                vf_storeu(o + c, vf_load_f16(h + c));
+            for (; c < hd; c++)
+                o[c] = npl_fp16_to_fp32(h[c]);
+        }
+    }
+}
+
+/* a[0..n) *= c (exact per element) */
+static void scale_row(float *a, size_t n, float c)
+{
+    size_t n16 = n & ~(size_t)15, d = 0;
+    vf cv = vf_set1(c);
+    for (; d < n16; d += 16)
+        vf_storeu(a + d, vf_mul(vf_loadu(a + d), cv));
+    for (; d < n; d++)
+        a[d] *= c;
+}
+
+/* The online-softmax step of one head over a block's scores s[0..nj):
+ * new maximum (rescaling the running sum and acc when it grows), the
+ * scores replaced by their weights, the weights' sum added. */
+static void softmax_step(float *s, size_t nj, float *run_max, float *run_sum, float *acc, size_t head_dim)
+{
+    size_t nj16 = nj & ~(size_t)15;
+    /* (new, old) operand order: a NaN score leaves the maximum alone */
+    vf mv = vf_set1(*run_max);
+    for (size_t j = 0; j < nj16; j += 16)
+        mv = vf_max(vf_loadu(s + j), mv);
+    float m = vf_hmax(mv);
+    for (size_t j = nj16; j < nj; j++)
+        if (s[j] > m)
+            m = s[j];
+    if (m > *run_max) {
+        float c = npl_attn_exp(*run_max - m);
+        *run_sum *= c;
+        scale_row(acc, head_dim, c);
+        *run_max = m;
+    }
+    vf lanes = vf_zero(), msub = vf_set1(m);
+    for (size_t j = 0; j < nj16; j += 16) {
+        vf p = vf_exp_neg(vf_sub(vf_loadu(s + j), msub));
+        vf_storeu(s + j, p);
+        lanes = vf_add(lanes, p);
+    }
+    float lane[16];
+    vf_storeu(lane, lanes);
+    for (size_t j = nj16; j < nj; j++) {
+        s[j] = npl_attn_exp(s[j] - m);
+        lane[j % 16] += s[j];
+    }
+    *run_sum += npl_lane_sum16(lane);
+}
+
+/* acc += p_j * v_j for the heads [h0, h0 + nh) over the block: up to
+ * HEADS_AT_ONCE heads x DIM_REGS x 16 dimensions of accumulators in
+ * registers, j in order for each. */
+static void accumulate_values(float *acc, const float *scores, const float *vals, size_t h0, size_t nh, size_t nj,
+                              size_t head_dim)
+{
+    size_t hd16 = head_dim & ~(size_t)15;
+    for (size_t d0 = 0; d0 < hd16; d0 += 16 * DIM_REGS) {
+        size_t nc = (hd16 - d0) / 16 < DIM_REGS ? (hd16 - d0) / 16 : DIM_REGS;
+        vf a[HEADS_AT_ONCE][DIM_REGS];
+        for (size_t h = 0; h < nh; h++)
+            for (size_t c = 0; c < nc; c++)
+                a[h][c] = vf_loadu(acc + (h0 + h) * head_dim + d0 + 16 * c);
+        for (size_t j = 0; j < nj; j++) {
+            const float *vr = vals + j * head_dim + d0;
+            vf vv[DIM_REGS];
+            for (size_t c = 0; c < nc; c++)
+                vv[c] = vf_loadu(vr + 16 * c);
+            for (size_t h = 0; h < nh; h++) {
+                vf p = vf_set1(scores[(h0 + h) * NPL_ATTN_BLOCK + j]);
+                for (size_t c = 0; c < nc; c++)
+                    a[h][c] = vf_fmadd(p, vv[c], a[h][c]);
+            }
+        }
+        for (size_t h = 0; h < nh; h++)
+            for (size_t c = 0; c < nc; c++)
+                vf_storeu(acc + (h0 + h) * head_dim + d0 + 16 * c, a[h][c]);
+    }
+    for (size_t d = hd16; d < head_dim; d++)
+        for (size_t j = 0; j < nj; j++) {
+            float vd = vals[j * head_dim + d];
+            for (size_t h = h0; h < h0 + nh; h++)
+                acc[h * head_dim + d] = fmaf(scores[h * NPL_ATTN_BLOCK + j], vd, acc[h * head_dim + d]);
+        }
+}
+
+void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k,
+                               const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale,
+                               float *out, size_t out_stride, float *scratch)
+{
+    npl_attn_scratch sc = npl_attn_scratch_split(scratch, n_q, head_dim);
+    for (size_t h = 0; h < n_q; h++) {
+        sc.run_max[h] = -INFINITY;
+        sc.run_sum[h] = 0.0f;
+    }
+    memset(sc.acc, 0, n_q * head_dim * sizeof *sc.acc);
+
+    for (size_t j0 = 0; j0 < n_kv; j0 += NPL_ATTN_BLOCK) {
+        size_t nj = n_kv - j0 < NPL_ATTN_BLOCK ? n_kv - j0 : NPL_ATTN_BLOCK;
+        block_to_f32(fmt, k, kv_stride_bytes, j0, nj, head_dim, sc.keys);
+        block_to_f32(fmt, v, kv_stride_bytes, j0, nj, head_dim, sc.vals);
+        for (size_t h = 0; h < n_q; h++)
+            block_scores(q + h * q_stride, sc.keys, nj, head_dim, scale, sc.scores + h * NPL_ATTN_BLOCK);
+        for (size_t h = 0; h < n_q; h++)
+            softmax_step(sc.scores + h * NPL_ATTN_BLOCK, nj, &sc.run_max[h], &sc.run_sum[h], sc.acc + h * head_dim,
+                         head_dim);
+        for (size_t h0 = 0; h0 < n_q; h0 += HEADS_AT_ONCE)
+            accumulate_values(sc.acc, sc.scores, sc.vals, h0, n_q - h0 < HEADS_AT_ONCE ? n_q - h0 : HEADS_AT_ONCE,
+                              nj, head_dim);
+    }
+
+    for (size_t h = 0; h < n_q; h++) {
+        float inv = sc.run_sum[h] > 0.0f ? 1.0f / sc.run_sum[h] : 0.0f;
+        float *o = out + h * out_stride;
+        memcpy(o, sc.acc + h * head_dim, head_dim * sizeof *o);
+        scale_row(o, head_dim, inv);
+    }
+}

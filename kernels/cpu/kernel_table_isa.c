@@ -1,0 +1,16 @@
+/* This instruction set's row of the dispatch table (kernel_table.h),
+ * compiled once per ISA like the kernels it points to. */
+#include "kernels_isa.h"
+
+#ifndef __AVX512BF16__
+const npl_kernel_table NPL_ISA_FN(npl_kernel_table) = {
+    .quantize_q8 = NPL_ISA_FN(npl_quantize_act_q8),
+    .quantize_q8k = NPL_ISA_FN(npl_quantize_act_q8k),
+    .act_to_bf16 = NPL_ISA_FN(npl_act_to_bf16),
+    .float_matmul = NPL_ISA_FN(npl_float_matmul),
+    .bf16_matmul = NPL_ISA_FN(npl_bf16_matmul),
+    .packed_matmul = NPL_ISA_FN(npl_packed_matmul),
+    .attention = NPL_ISA_FN(npl_attention),
+    .swiglu = NPL_ISA_FN(npl_swiglu),
+};
+#endif
