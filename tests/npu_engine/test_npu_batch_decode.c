@@ -15,6 +15,7 @@
  *                   still one submission for 3 sequences, same logits. */
 #include <stdint.h>
 
+#include "backend.h"
 #include "backend_npu.h"
 #include "model_internal.h"
 #include "npu_emu.h"
@@ -231,7 +232,7 @@ static void test_unfused(void)
     npl_npu_emu_config cfg = {.manifest = man};
     REQUIRE(npl_npu_emu_open(&cfg, &dev, &err) == NPL_OK);
     REQUIRE(npl_backend_npu_create_in(m, dev, "", &b, &err) == NPL_OK);
-    m->device->npu = b;
+    npl_backend_attach_npu(m, b);
     CHECK(runs_per_seq(m) == 3ull * npl_model_get_info(m)->n_layer + 1);
 
     pair ps[3];

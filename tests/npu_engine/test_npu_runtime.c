@@ -24,6 +24,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "backend_npu.h"
 #include "model_internal.h"
 #include "npu_emu.h"
@@ -247,7 +248,7 @@ static void test_unfused_decode(void)
     REQUIRE(npl_npu_emu_open(&cfg, &dev, &err) == NPL_OK);
     npl_backend_npu *b = NULL;
     REQUIRE(npl_backend_npu_create(split, dev, &b, &err) == NPL_OK);
-    split->device->npu = b;
+    npl_backend_attach_npu(split, b);
 
     uint32_t nv = npl_model_get_info(fused)->n_vocab;
     uint64_t L = npl_model_get_info(fused)->n_layer;

@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "backend_npu.h"
 #include "model_internal.h"
 #include "npu_emu.h"
@@ -209,7 +210,7 @@ static npl_model *load_in(const char *path, const char *cache_dir)
         npl_model_free(m);
         return NULL;
     }
-    m->device->npu = b;
+    npl_backend_attach_npu(m, b);
     return m;
 }
 
