@@ -85,7 +85,7 @@ npl_seq *npl_seq_create(npl_model *m, uint32_t n_ctx, npl_error *err)
         return NULL;
     }
     /* On an NPU the cache that is used lives on the device. */
-    const npl_backend *be = npl_model_backend(m);
+    const npl_backend *be = s->backend = npl_model_backend(m);
     if (be->seq_attach && be->seq_attach(m, s, err)) {
         npl_seq_free(s);
         return NULL;
@@ -97,9 +97,8 @@ void npl_seq_free(npl_seq *s)
 {
     if (!s)
         return;
-    const npl_backend *be = npl_model_backend(s->model);
-    if (be->seq_release)
-        be->seq_release(s);
+    if (s->backend && s->backend->seq_release)
+        s->backend->seq_release(s);
     free(s->k_cache);
     free(s->v_cache);
     free(s->logits);
