@@ -86,13 +86,18 @@ void npc_output_request(NpcOutput *out, const char *path)
     event_end(b);
 }
 
+static void text_event(const char *event, const char *text)
+{
+    JsonBuilder *b = event_begin(event);
+    json_builder_set_member_name(b, "text");
+    json_builder_add_string_value(b, text);
+    event_end(b);
+}
+
 void npc_output_token(NpcOutput *out, const char *text)
 {
     if (out->json) {
-        JsonBuilder *b = event_begin("token");
-        json_builder_set_member_name(b, "text");
-        json_builder_add_string_value(b, text);
-        event_end(b);
+        text_event("token", text);
         return;
     }
     size_t n = strlen(text);
@@ -101,6 +106,17 @@ void npc_output_token(NpcOutput *out, const char *text)
     fwrite(text, 1, n, stdout);
     fflush(stdout);
     out->at_line_start = text[n - 1] == '\n';
+}
+
+void npc_output_thinking(NpcOutput *out, const char *text)
+{
+    if (out->json) {
+        text_event("thinking", text);
+        return;
+    }
+    /* kept off stdout, which carries the answer alone */
+    fputs(text, stderr);
+    fflush(stderr);
 }
 
 void npc_output_state(NpcOutput *out, const char *state, guint queue_position)

@@ -28,6 +28,8 @@ int npc_exit_code_for_error_name(const char *name);
 
 void npc_output_request(NpcOutput *out, const char *path);
 void npc_output_token(NpcOutput *out, const char *text);
+/* A reasoning model's thinking: {"event": "thinking"}, or on stderr. */
+void npc_output_thinking(NpcOutput *out, const char *text);
 void npc_output_state(NpcOutput *out, const char *state, guint queue_position);
 void npc_output_finished(NpcOutput *out, const char *reason, GVariant *stats);
 void npc_output_error(NpcOutput *out, const GError *error);

@@ -25,6 +25,7 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
     opts->top_k = -1;
     opts->temperature = opts->top_p = opts->min_p = opts->repeat_penalty = NAN;
     gint max_tokens = -1, top_k = -1;
+    gboolean think = FALSE, no_think = FALSE;
     GOptionEntry entries[] = {
         {"session", 0, 0, G_OPTION_ARG_NONE, &opts->session_bus, "Talk to npullmd on the session bus", NULL},
         {"address", 0, 0, G_OPTION_ARG_STRING, &opts->address, "Talk to the bus at this D-Bus address", "ADDR"},
@@ -42,6 +43,8 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
         {"stop", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opts->stop, "Stop at this text (repeatable)", "TEXT"},
         {"raw", 0, 0, G_OPTION_ARG_NONE, &opts->raw, "Plain completion: no chat template", NULL},
         {"priority", 0, 0, G_OPTION_ARG_STRING, &opts->priority, "interactive (default) or background", "P"},
+        {"think", 0, 0, G_OPTION_ARG_NONE, &think, "Reasoning models: think before answering", NULL},
+        {"no-think", 0, 0, G_OPTION_ARG_NONE, &no_think, "Reasoning models: answer without thinking", NULL},
         {"name", 0, 0, G_OPTION_ARG_STRING, &opts->name, "add, import-ollama: name of the installed model", "NAME"},
         {"image", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opts->images,
          "chat: show this image with the first user turn (repeatable)", "FILE"},
@@ -72,6 +75,11 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
                     opts->seed);
         return FALSE;
     }
+    if (think && no_think) {
+        g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--think and --no-think exclude each other");
+        return FALSE;
+    }
+    opts->think = think ? 1 : no_think ? 0 : -1;
     if (opts->address != NULL && opts->session_bus) {
         g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                             "--address and --session exclude each other");
@@ -122,5 +130,7 @@ NpullmOptions *npc_options_to_npullm(const NpcOptions *opts)
         g_object_set(o, "raw", TRUE, NULL);
     if (opts->priority != NULL)
         g_object_set(o, "priority", opts->priority, NULL);
+    if (opts->think >= 0)
+        g_object_set(o, "think", (gboolean)opts->think, NULL);
     return o;
 }

@@ -101,6 +101,11 @@ static void on_token(NpullmRequest *r, const char *text, Client *c)
     npc_output_token(&c->out, text);
 }
 
+static void on_thinking(NpullmRequest *r, const char *text, Client *c)
+{
+    npc_output_thinking(&c->out, text);
+}
+
 /* The service reports state and queue position together; print the pair
  * when it changed, as it arrives. */
 static void on_state(NpullmRequest *r, GParamSpec *pspec, Client *c)
@@ -141,6 +146,7 @@ static void request_started_cb(GObject *source, GAsyncResult *res, gpointer data
     }
     npc_output_request(&c->out, npullm_request_get_object_path(c->request));
     g_signal_connect(c->request, "token", G_CALLBACK(on_token), c);
+    g_signal_connect(c->request, "thinking", G_CALLBACK(on_thinking), c);
     g_signal_connect(c->request, "notify::state", G_CALLBACK(on_state), c);
     g_signal_connect(c->request, "notify::queue-position", G_CALLBACK(on_state), c);
     g_signal_connect(c->request, "finished", G_CALLBACK(on_finished), c);

@@ -1,9 +1,39 @@
-/* The backend registry: the CPU engine and the NPU runtime
- * (engine/backend_npu.h) as ops tables. */
+/* The backend registry: the CPU engine and the NPU host runtime
+ * (engine/backend_npu.h, on the emulator or on XRT) as ops tables, and
+ * the public per-step calls that go through the model's entry. */
 #include "backend.h"
+
+#include <string.h>
 
 #include "backend_npu.h"
 #include "model_internal.h"
+#include "npu_discovery.h"
+#include "npu_emu.h"
+#include "xrt_shim.h"
+
+/* ---- the CPU ---------------------------------------------------------- */
+
+static npl_status cpu_probe(const npl_npu_probe_config *cfg, npl_npu_device **dev, npl_error *err)
+{
+    (void)cfg;
+    (void)err;
+    *dev = NULL; /* the CPU engine needs no device */
+    return NPL_OK;
+}
+
+/* ---- the NPU runtime ---------------------------------------------------- */
+
+static npl_status emu_probe(const npl_npu_probe_config *cfg, npl_npu_device **dev, npl_error *err)
+{
+    (void)cfg;
+    return npl_npu_emu_open(NULL, dev, err);
+}
+
+static npl_status xrt_probe(const npl_npu_probe_config *cfg, npl_npu_device **dev, npl_error *err)
+{
+    npl_npu_xrt_config xc = {.device_index = 0, .kernel_dir = cfg ? cfg->kernel_dir : NULL};
+    return npl_npu_xrt_open(NULL, &xc, dev, err);
+}
 
 /* The NPU's kernel groups compute RMSNorm, Q/K/V without bias, optional
  * per-head Q/K norms, rope (both styles, rope_freqs, sliding windows),
@@ -20,17 +50,82 @@ static npl_status npu_supports(const npl_model *m, npl_error *err)
     return NPL_OK;
 }
 
-static npl_status npu_open(npl_model *m, struct npl_npu_device *dev, const char *cache_dir, npl_error *err)
+static npl_status npu_open(npl_model *m, npl_npu_device *dev, const char *cache_dir, npl_error *err)
 {
     return npl_backend_npu_create_in(m, dev, cache_dir, &m->device->npu, err);
 }
 
+static void npu_close(npl_model *m)
+{
+    npl_backend_npu_free(m->device->npu);
+    m->device->npu = NULL;
+}
+
+static npl_status npu_seq_attach(npl_model *m, npl_seq *s, npl_error *err)
+{
+    return npl_backend_npu_seq_attach(m->device->npu, s, err);
+}
+
+static bool npu_stats(const npl_model *m, npl_device_stats *out)
+{
+    npl_backend_npu_stats(m->device->npu, out);
+    return true;
+}
+
+/* ---- the registry --------------------------------------------------- */
+
+#define NPU_RUNTIME_OPS                                                                                  \
+    .supports = npu_supports, .open = npu_open, .close = npu_close, .prefill = npl_backend_npu_prefill, \
+    .prefill_embeddings = npl_backend_npu_prefill_embeddings, .decode = npl_backend_npu_decode,         \
+    .seq_attach = npu_seq_attach, .seq_release = npl_backend_npu_seq_release, .stats = npu_stats
+
 static const npl_backend backends[] = {
-    {.name = "cpu"}, /* engine/forward.c runs every architecture of the table */
-    {.name = "npu", .supports = npu_supports, .open = npu_open},
+    /* engine/forward.c runs every architecture of the table; a sequence's
+     * cache is its host arrays; no counters */
+    {.name = "cpu",
+     .probe = cpu_probe,
+     .prefill = npl_cpu_prefill,
+     .prefill_embeddings = npl_cpu_prefill_embeddings,
+     .decode = npl_cpu_decode},
+    {.name = "npu-emu", .probe = emu_probe, NPU_RUNTIME_OPS},
+    {.name = "npu", .probe = xrt_probe, NPU_RUNTIME_OPS},
 };
 
-const npl_backend *npl_backend_for(const struct npl_npu_device *dev)
+const npl_backend *npl_backend_named(const char *name)
 {
-    return dev ? &backends[1] : &backends[0];
+    for (size_t i = 0; name && i < sizeof backends / sizeof backends[0]; i++)
+        if (strcmp(backends[i].name, name) == 0)
+            return &backends[i];
+    return NULL;
+}
+
+const npl_backend *npl_model_backend(const npl_model *m)
+{
+    return m && m->device && m->device->backend ? m->device->backend : &backends[0];
+}
+
+void npl_backend_attach_npu(npl_model *m, npl_backend_npu *runtime)
+{
+    m->device->npu = runtime;
+    m->device->backend = npl_backend_named("npu-emu");
+}
+
+/* ---- the public per-step calls -------------------------------------- */
+
+npl_status npl_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n,
+                       size_t max_tokens_this_call, size_t *consumed, npl_error *err)
+{
+    return npl_model_backend(m)->prefill(m, s, tokens, n, max_tokens_this_call, consumed, err);
+}
+
+npl_status npl_prefill_embeddings(npl_model *m, npl_seq *s, const float *embd, size_t n, bool bidirectional,
+                                  npl_error *err)
+{
+    return npl_model_backend(m)->prefill_embeddings(m, s, embd, n, bidirectional, err);
+}
+
+npl_status npl_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens, size_t n_seqs,
+                      npl_error *err)
+{
+    return npl_model_backend(m)->decode(m, seqs, tokens, n_seqs, err);
 }

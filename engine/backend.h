@@ -1,36 +1,70 @@
-/* npl_backend: one ops table per kind of device a model's layers run on
- * (the CPU engine, the NPU runtime on the emulator or on XRT). Loading
- * picks the entry of the selected device (engine/device_select.h), asks it
- * whether it runs the model's architecture variations, and opens it
- * through the table.
+/* npl_backend: one ops table per device a model's layers run on: the CPU
+ * engine (engine/forward.c, engine/kv_cache.c), the emulated NPU and the
+ * NPU on XRT (both through the NPU host runtime, engine/backend_npu.h).
  *
- * This round the per-step calls (prefill, decode, sequences), the counters
- * and closing still reach the NPU runtime through m->device->npu
- * (forward.c, kv_cache.c, model_device.c; tests attach a runtime there by
- * hand), as other work is changing those files at the same time. */
+ * Device selection (engine/device_select.c) decides which entry a request
+ * names and opens its device through `probe`; loading asks the entry
+ * whether it runs the model's architecture variations and opens it; from
+ * then on the public npl_prefill, npl_prefill_embeddings, npl_decode,
+ * npl_seq_create / npl_seq_free, npl_model_device_stats and unloading
+ * call the model's entry (npl_model_backend). Adding a device is adding
+ * an entry here. */
 #ifndef NPL_BACKEND_H
 #define NPL_BACKEND_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "npullm.h"
 
 struct npl_npu_device;
+struct npl_npu_probe_config;
+struct npl_backend_npu;
 
 typedef struct npl_backend {
-    const char *name; /* "cpu" or "npu" (the emulated NPU uses the NPU runtime) */
+    const char *name; /* "cpu", "npu-emu" or "npu" */
+    /* Opens the device (discovery already approved it): *dev stays NULL
+     * for the CPU. cfg names the kernels discovery found (NPU only). */
+    npl_status (*probe)(const struct npl_npu_probe_config *cfg, struct npl_npu_device **dev, npl_error *err);
     /* NPL_OK when the backend computes every variation of m's
-     * architecture; else NPL_ERR_UNSUPPORTED saying which it does not.
-     * NULL: every architecture of the table. */
+     * architecture; else NPL_ERR_UNSUPPORTED saying which it does not. */
     npl_status (*supports)(const npl_model *m, npl_error *err);
-    /* Sets the backend up for m on dev, taking ownership of dev also on
-     * failure. NULL: nothing to set up (the CPU engine is the model). */
+    /* Sets the backend up for m (m->device is set) on dev, taking
+     * ownership of dev also on failure; close undoes it. */
     npl_status (*open)(npl_model *m, struct npl_npu_device *dev, const char *cache_dir, npl_error *err);
+    void (*close)(npl_model *m);
+    /* The public calls of the same names (npullm.h contracts). */
+    npl_status (*prefill)(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n,
+                          size_t max_tokens_this_call, size_t *consumed, npl_error *err);
+    npl_status (*prefill_embeddings)(npl_model *m, npl_seq *s, const float *embd, size_t n,
+                                     bool bidirectional, npl_error *err);
+    npl_status (*decode)(npl_model *m, npl_seq *const *seqs, const int32_t *tokens, size_t n_seqs,
+                         npl_error *err);
+    /* Sequences: seq_attach gives s (just created for m, its host arrays
+     * allocated) what the device needs; seq_release undoes it, also for a
+     * sequence that never got it. */
+    npl_status (*seq_attach)(npl_model *m, npl_seq *s, npl_error *err);
+    void (*seq_release)(npl_seq *s);
+    /* npl_model_device_stats: false when the device keeps no counters. */
+    bool (*stats)(const npl_model *m, npl_device_stats *out);
 } npl_backend;
 
-/* The entry for a device: the NPU runtime when dev is an NPU device
- * (emulated or not), else the CPU. */
-const npl_backend *npl_backend_for(const struct npl_npu_device *dev);
+/* The entry named name ("cpu", "npu-emu", "npu"), or NULL. */
+const npl_backend *npl_backend_named(const char *name);
+/* The entry m runs on (the CPU's for a model without a device). */
+const npl_backend *npl_model_backend(const npl_model *m);
+/* Puts m (loaded, on the CPU) on an NPU runtime built by hand with
+ * npl_backend_npu_create_in (tests): its calls go to the runtime from now
+ * on and unloading frees it. */
+void npl_backend_attach_npu(npl_model *m, struct npl_backend_npu *runtime);
+
+/* The CPU engine's implementations (engine/forward.c). */
+npl_status npl_cpu_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n,
+                           size_t max_tokens_this_call, size_t *consumed, npl_error *err);
+npl_status npl_cpu_prefill_embeddings(npl_model *m, npl_seq *s, const float *embd, size_t n,
+                                      bool bidirectional, npl_error *err);
+npl_status npl_cpu_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens, size_t n_seqs,
+                          npl_error *err);
 
 #endif

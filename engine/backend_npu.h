@@ -21,7 +21,8 @@
  * host), the logits out, and the shape parameters of each dispatch.
  *
  * Used by engine/model.c (loading), the public npl_prefill / npl_decode
- * and the sequence constructor when m->device->npu is set. */
+ * and the sequence constructor through the backend registry
+ * (engine/backend.c) when the model runs on an NPU. */
 #ifndef NPL_BACKEND_NPU_H
 #define NPL_BACKEND_NPU_H
 
@@ -36,10 +37,12 @@ typedef struct npl_npu_seq npl_npu_seq;
 struct npl_npu_device;
 
 /* Where a model runs, kept by npl_model (m->device): the device's name
- * and the reason it was chosen, and the runtime when it is an NPU. */
+ * and the reason it was chosen, its entry in the backend registry
+ * (engine/backend.h) and the runtime when it is an NPU. */
 typedef struct npl_model_device_state {
     char name[32];
     char reason[640];
+    const struct npl_backend *backend;
     npl_backend_npu *npu; /* NULL on the CPU */
 } npl_model_device_state;
 

@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "npu_emu.h"
+#include "backend.h"
 #include "npullm.h"
-#include "xrt_shim.h"
 
 typedef enum device_kind { KIND_CPU, KIND_NPU_EMU, KIND_NPU } device_kind;
+
+/* The backend registry's entry (engine/backend.h) of each kind. */
+static const char *const kind_backend[] = {[KIND_CPU] = "cpu", [KIND_NPU_EMU] = "npu-emu", [KIND_NPU] = "npu"};
 
 /* What a request resolves to before anything is opened. */
 typedef struct decision {
@@ -80,24 +82,20 @@ npl_status npl_device_select(const char *request, const npl_npu_probe_config *pr
         return st;
     snprintf(out->name, sizeof out->name, "%s", d.name);
     snprintf(out->reason, sizeof out->reason, "%s", d.reason);
-    if (d.kind == KIND_NPU_EMU)
-        return npl_npu_emu_open(NULL, &out->dev, err);
-    if (d.kind == KIND_CPU)
-        return NPL_OK;
-
-    npl_npu_xrt_config xc = {.device_index = 0, .kernel_dir = d.probe.kernel_dir};
+    out->backend = npl_backend_named(kind_backend[d.kind]);
     npl_error open_err;
     npl_error_clear(&open_err);
-    st = npl_npu_xrt_open(NULL, &xc, &out->dev, &open_err);
+    st = out->backend->probe(&d.probe, &out->dev, &open_err);
     if (st == NPL_OK)
         return NPL_OK;
-    if (!d.is_auto) {
+    if (d.kind != KIND_NPU || !d.is_auto) {
         if (err)
             *err = open_err;
         return st;
     }
     /* Discovery approved the NPU, opening it failed: auto still runs. */
     out->dev = NULL;
+    out->backend = npl_backend_named("cpu");
     snprintf(out->name, sizeof out->name, "cpu");
     snprintf(out->reason, sizeof out->reason, "auto: NPU not used (open-failed: %.560s)",
              open_err.message);

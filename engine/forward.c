@@ -14,7 +14,7 @@
 
 #include "act_fn.h"
 #include "attention.h"
-#include "backend_npu.h"
+#include "backend.h"
 #include "model_internal.h"
 
 static size_t q_dim(const npl_hparams *hp)
@@ -407,11 +407,9 @@ static npl_status check_tokens(const npl_model *m, const int32_t *tokens, size_t
     return NPL_OK;
 }
 
-npl_status npl_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n,
+npl_status npl_cpu_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n,
                        size_t max_tokens_this_call, size_t *consumed, npl_error *err)
 {
-    if (m && m->device && m->device->npu) /* the layers run on an NPU device */
-        return npl_backend_npu_prefill(m, s, tokens, n, max_tokens_this_call, consumed, err);
     if (consumed)
         *consumed = 0;
     if (!m || !s || (n > 0 && !tokens))
@@ -448,11 +446,9 @@ npl_status npl_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n
     return NPL_OK;
 }
 
-npl_status npl_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens, size_t n_seqs,
+npl_status npl_cpu_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens, size_t n_seqs,
                       npl_error *err)
 {
-    if (m && m->device && m->device->npu) /* the layers run on an NPU device */
-        return npl_backend_npu_decode(m, seqs, tokens, n_seqs, err);
     if (!m || (n_seqs > 0 && (!seqs || !tokens)))
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_decode: missing model, sequences or tokens");
     npl_status st = check_tokens(m, tokens, n_seqs, err);
@@ -515,11 +511,9 @@ npl_status npl_model_embed_tokens(const npl_model *m, const int32_t *tokens, siz
     return NPL_OK;
 }
 
-npl_status npl_prefill_embeddings(npl_model *m, npl_seq *s, const float *embd, size_t n, bool bidirectional,
+npl_status npl_cpu_prefill_embeddings(npl_model *m, npl_seq *s, const float *embd, size_t n, bool bidirectional,
                                   npl_error *err)
 {
-    if (m && m->device && m->device->npu) /* the layers run on an NPU device */
-        return npl_backend_npu_prefill_embeddings(m, s, embd, n, bidirectional, err);
     if (!m || !s || (n > 0 && !embd))
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_prefill_embeddings: missing model, sequence or rows");
     if (s->model != m)

@@ -11,7 +11,7 @@
  * conversation never reaches are never touched. */
 #include <stdlib.h>
 
-#include "backend_npu.h"
+#include "backend.h"
 #include "model_internal.h"
 
 /* Ring period of the local layers: a step reads, for its first row, the
@@ -85,7 +85,8 @@ npl_seq *npl_seq_create(npl_model *m, uint32_t n_ctx, npl_error *err)
         return NULL;
     }
     /* On an NPU the cache that is used lives on the device. */
-    if (m->device && m->device->npu && npl_backend_npu_seq_attach(m->device->npu, s, err)) {
+    const npl_backend *be = s->backend = npl_model_backend(m);
+    if (be->seq_attach && be->seq_attach(m, s, err)) {
         npl_seq_free(s);
         return NULL;
     }
@@ -96,7 +97,8 @@ void npl_seq_free(npl_seq *s)
 {
     if (!s)
         return;
-    npl_backend_npu_seq_release(s);
+    if (s->backend && s->backend->seq_release)
+        s->backend->seq_release(s);
     free(s->k_cache);
     free(s->v_cache);
     free(s->logits);

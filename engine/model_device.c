@@ -24,7 +24,7 @@ npl_status npl_model_device_open_in(npl_model *m, const char *request, const cha
     }
     snprintf(d->name, sizeof d->name, "%s", choice.name);
     snprintf(d->reason, sizeof d->reason, "%s", choice.reason);
-    const npl_backend *be = npl_backend_for(choice.dev);
+    const npl_backend *be = choice.backend;
     npl_error why;
     npl_error_clear(&why);
     if (be->supports && be->supports(m, &why) != NPL_OK) {
@@ -37,8 +37,9 @@ npl_status npl_model_device_open_in(npl_model *m, const char *request, const cha
         /* auto: the NPU was found but cannot run this model */
         snprintf(d->name, sizeof d->name, "cpu");
         snprintf(d->reason, sizeof d->reason, "auto: NPU not used (%.600s)", why.message);
-        be = npl_backend_for(NULL);
+        be = npl_backend_named("cpu");
     }
+    d->backend = be;
     m->device = d;
     if (be->open && (st = be->open(m, choice.dev, npu_cache_dir, err)) != NPL_OK) {
         m->device = NULL;
@@ -52,7 +53,9 @@ void npl_model_device_close(npl_model *m)
 {
     if (!m->device)
         return;
-    npl_backend_npu_free(m->device->npu);
+    const npl_backend *be = npl_model_backend(m);
+    if (be->close)
+        be->close(m);
     free(m->device);
     m->device = NULL;
 }
@@ -72,8 +75,6 @@ bool npl_model_device_stats(const npl_model *m, npl_device_stats *out)
     if (!out)
         return false;
     memset(out, 0, sizeof *out);
-    if (!m || !m->device || !m->device->npu)
-        return false;
-    npl_backend_npu_stats(m->device->npu, out);
-    return true;
+    const npl_backend *be = npl_model_backend(m);
+    return be->stats && be->stats(m, out);
 }

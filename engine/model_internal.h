@@ -151,6 +151,7 @@ struct npl_seq {
      * (engine/kv_pool.c). Kept on the CPU path only. */
     int32_t *hist;
     struct npl_npu_seq *npu; /* engine/backend_npu.c: the KV cache on the NPU device, or NULL */
+    const struct npl_backend *backend; /* its model's (engine/backend.h): a sequence may outlive the model */
 };
 
 /* engine/model.c: the loader's checks of an open file (architecture,

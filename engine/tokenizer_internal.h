@@ -31,6 +31,7 @@ enum {
 typedef enum npl_pretok_kind {
     NPL_PRETOK_LLAMA3 = 1, /* also the fallback for unknown names */
     NPL_PRETOK_QWEN2 = 2,
+    NPL_PRETOK_SMOLLM = 3, /* GPT-2's rules with digits one by one (SmolLM2, StarCoder) */
 } npl_pretok_kind;
 
 /* Upper bound on tokens and on merges (real vocabularies have < 1M);

@@ -37,6 +37,18 @@ static const char qwen2_pattern[] =
     "|\\s+(?!\\S)"
     "|\\s+";
 
+/* SmolLM (as llama.cpp's starcoder family): every digit is a word, then
+ * GPT-2's pattern (case-sensitive contractions, no digits left) within the
+ * text between digits. One pass here: a whitespace run may end at a digit
+ * as it would end at the end of its piece, so its lookahead accepts a
+ * digit where GPT-2's accepts only the end or more whitespace. */
+static const char smollm_pattern[] =
+    "\\p{N}"
+    "|'s|'t|'re|'ve|'m|'ll|'d"
+    "| ?\\p{L}+"
+    "| ?[^\\s\\p{L}\\p{N}]+"
+    "|\\s+(?![^\\s\\p{N}])";
+
 /* Letters (L) and numbers (N) assigned in Unicode 15.0 and 15.1, which
  * PCRE2 10.42 does not know yet. */
 typedef struct cp_range {
@@ -81,7 +93,9 @@ static uint32_t pcre2_stand_in(uint32_t cp)
 
 npl_status npl_pretok_compile(npl_tokenizer *tok, npl_error *err)
 {
-    const char *pattern = tok->pretok == NPL_PRETOK_QWEN2 ? qwen2_pattern : llama3_pattern;
+    const char *pattern = tok->pretok == NPL_PRETOK_QWEN2    ? qwen2_pattern
+                          : tok->pretok == NPL_PRETOK_SMOLLM ? smollm_pattern
+                                                             : llama3_pattern;
     int code;
     PCRE2_SIZE offset;
     tok->pretok_re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,

@@ -257,6 +257,7 @@ static const char *const llama3_pre_names[] = {
     "jina-v5-nano", NULL};
 static const char *const qwen2_pre_names[] = {
     "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open", NULL};
+static const char *const smollm_pre_names[] = {"smollm", NULL}; /* the others of its split rules clean spaces when detokenizing */
 
 static bool name_in(const char *name, const char *const *list)
 {
@@ -329,6 +330,8 @@ npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *er
         snprintf(tok->pre_name, sizeof tok->pre_name, "%s", pre);
         if (name_in(pre, qwen2_pre_names)) {
             tok->pretok = NPL_PRETOK_QWEN2;
+        } else if (name_in(pre, smollm_pre_names)) {
+            tok->pretok = NPL_PRETOK_SMOLLM;
         } else {
             tok->pretok = NPL_PRETOK_LLAMA3;
             tok->ignore_merges = true;

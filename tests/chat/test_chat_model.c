@@ -9,10 +9,9 @@
 #include <string.h>
 
 #include "chat_template.h"
-#include "chat_test.h"
+#include "npl_test.h"
 #include "npullm.h"
 
-chat_test_counts chat_test_state;
 
 static void test_wrappers(npl_model *m)
 {
@@ -121,5 +120,5 @@ int main(int argc, char **argv)
         test_generation(m);
         npl_model_free(m);
     }
-    return chat_test_report("test_chat_model");
+    return nt_report("test_chat_model");
 }

@@ -11,11 +11,10 @@
 #include <string.h>
 
 #include "chat_template.h"
-#include "chat_test.h"
+#include "npl_test.h"
 #include "gguf.h"
 #include "tokenizer.h"
 
-chat_test_counts chat_test_state;
 
 /* ---- a GGUF image holding only string metadata ------------------------- */
 
@@ -416,5 +415,5 @@ int main(int argc, char **argv)
     test_llama3(argv[1]);
     test_gemma(argv[2]);
     test_chatml(argv[3]);
-    return chat_test_report("test_chat_template");
+    return nt_report("test_chat_template");
 }

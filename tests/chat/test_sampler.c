@@ -7,11 +7,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "chat_test.h"
+#include "npl_test.h"
 #include "npullm.h"
 #include "sampler_rng.h"
 
-chat_test_counts chat_test_state;
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -687,5 +686,5 @@ int main(void)
     test_repeat_penalty();
     test_degenerate_logits();
     test_large_vocab_speed();
-    return chat_test_report("test_sampler");
+    return nt_report("test_sampler");
 }

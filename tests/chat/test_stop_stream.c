@@ -7,12 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_test.h"
+#include "npl_test.h"
 #include "gguf.h"
 #include "stop_stream.h"
 #include "tokenizer.h"
 
-chat_test_counts chat_test_state;
 
 static npl_tokens tokenize(const npl_tokenizer *tok, const char *text)
 {
@@ -562,5 +561,5 @@ int main(int argc, char **argv)
         npl_tokenizer_free(tok);
     }
     npl_gguf_close(g);
-    return chat_test_report("test_stop_stream");
+    return nt_report("test_stop_stream");
 }

@@ -3,10 +3,9 @@
  * gives the same result as the whole). */
 #include <string.h>
 
-#include "chat_test.h"
+#include "npl_test.h"
 #include "think_split.h"
 
-chat_test_counts chat_test_state;
 
 typedef struct split_case {
     const char *prompt;
@@ -69,5 +68,5 @@ int main(void)
             bytes[i] = i + 1;
         run(c, bytes, n < 256 ? n : 256, "byte by byte");
     }
-    return chat_test_report("think-split");
+    return nt_report("think-split");
 }

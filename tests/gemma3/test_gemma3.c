@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "../llama/llama_test.h"
+#include "npl_test.h"
 #include "model_internal.h"
 #include "npullm.h"
 
@@ -23,9 +23,9 @@ static npl_model *load(int threads, uint32_t chunk)
     p.n_threads = threads;
     p.prefill_chunk = chunk;
     npl_error err;
-    npl_model *m = npl_model_load(lt_current.arg, &p, &err);
+    npl_model *m = npl_model_load(nt_arg(0), &p, &err);
     if (!m)
-        fprintf(stderr, "cannot load %s: %s\n", lt_current.arg ? lt_current.arg : "(no model given)", err.message);
+        fprintf(stderr, "cannot load %s: %s\n", nt_arg(0) ? nt_arg(0) : "(no model given)", err.message);
     return m;
 }
 
@@ -272,6 +272,6 @@ static void test_end_of_turn(void)
     npl_model_free(m);
 }
 
-LT_MAIN({"layout", test_layout}, {"ring_equals_full", test_ring_equals_full},
+NT_MAIN({"layout", test_layout}, {"ring_equals_full", test_ring_equals_full},
         {"ring_long_context", test_ring_long_context}, {"embd_equals_tokens", test_embd_equals_tokens},
         {"embd_errors", test_embd_errors}, {"end_of_turn", test_end_of_turn})

@@ -15,7 +15,7 @@
 #include "ggml_types.h"
 #include "gguf.h"
 #include "gguf_builder.h"
-#include "test_harness.h"
+#include "npl_test.h"
 
 static double now_ms(void)
 {
@@ -735,7 +735,7 @@ static void test_sparse_2gb(void)
     gb_free(&b);
 }
 
-static const test_case cases[] = {
+static const nt_case cases[] = {
     { "values_v3", test_values_v3 },
     { "values_v2", test_values_v2 },
     { "nested_arrays", test_nested_arrays },
@@ -752,5 +752,5 @@ static const test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -10,7 +10,7 @@
 #include "ggml_types.h"
 #include "gguf.h"
 #include "gguf_builder.h"
-#include "test_harness.h"
+#include "npl_test.h"
 
 #define NAME "bad.gguf"
 
@@ -42,7 +42,7 @@ static void expect_fail_at(const gguf_builder *b, npl_status code, uint64_t offs
         !strstr(err.message, what)) {
         fprintf(stderr, "line %d: expected %s \"%s...%s\", got %s \"%s\"\n", line, npl_status_name(code), prefix,
                 what, g ? "success" : npl_status_name(err.code), err.message);
-        test_check_failed(__FILE__, line, "expected error");
+        nt_check_failed(__FILE__, line, "expected error");
     }
     npl_gguf_close(g);
     free(copy);
@@ -57,7 +57,7 @@ static void expect_ok_at(const gguf_builder *b, int line)
     npl_gguf *g = parse_prefix(b, b->len, &err, &copy);
     if (!g) {
         fprintf(stderr, "line %d: expected success, got \"%s\"\n", line, err.message);
-        test_check_failed(__FILE__, line, "expected success");
+        nt_check_failed(__FILE__, line, "expected success");
     }
     npl_gguf_close(g);
     free(copy);
@@ -620,7 +620,7 @@ static void test_tensor_name_length(void)
     gb_free(&b);
 }
 
-static const test_case cases[] = {
+static const nt_case cases[] = {
     { "bad_magic", test_bad_magic },
     { "version_1", test_version_1 },
     { "version_unknown", test_version_unknown },
@@ -652,5 +652,5 @@ static const test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -3,7 +3,7 @@
 #include <math.h>
 
 #include "act_gelu.h"
-#include "kernels_test.h"
+#include "npl_test.h"
 
 enum { N = 4099 };
 
@@ -17,10 +17,10 @@ static double want(npl_act_kind k, double x)
 
 static void fill(float *x, float *b)
 {
-    kt_rng r = {33};
+    nt_splitmix r = {33};
     for (int i = 0; i < N; i++) {
-        x[i] = kt_float(&r) * (i % 3 == 0 ? 12.0f : 3.0f);
-        b[i] = kt_float(&r) * 0.1f;
+        x[i] = nt_splitmix_float(&r) * (i % 3 == 0 ? 12.0f : 3.0f);
+        b[i] = nt_splitmix_float(&r) * 0.1f;
     }
     x[0] = 0.0f;
     x[1] = -0.0f;
@@ -74,4 +74,4 @@ static void test_levels_exact(void)
     }
 }
 
-KT_MAIN({"accuracy", test_accuracy}, {"levels_exact", test_levels_exact})
+NT_MAIN({"accuracy", test_accuracy}, {"levels_exact", test_levels_exact})

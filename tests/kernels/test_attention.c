@@ -7,7 +7,7 @@
 #include "attention.h"
 #include "attention_internal.h"
 #include "ggml_types.h"
-#include "kernels_test.h"
+#include "npl_test.h"
 #include "vec_ops.h"
 
 enum { MAXKV = 300, MAXHD = 128, MAXQ = 8 };
@@ -15,21 +15,21 @@ enum { MAXKV = 300, MAXHD = 128, MAXQ = 8 };
 static uint16_t kc[MAXKV * MAXHD], vc[MAXKV * MAXHD];
 static float q[MAXQ * MAXHD], out0[MAXQ * MAXHD], out1[MAXQ * MAXHD];
 
-static void fill(kt_rng *r, size_t hd, float kscale)
+static void fill(nt_splitmix *r, size_t hd, float kscale)
 {
     for (size_t i = 0; i < (size_t)MAXKV * hd; i++) {
-        kc[i] = npl_fp32_to_fp16(kt_float(r) * kscale);
-        vc[i] = npl_fp32_to_fp16(kt_float(r));
+        kc[i] = npl_fp32_to_fp16(nt_splitmix_float(r) * kscale);
+        vc[i] = npl_fp32_to_fp16(nt_splitmix_float(r));
     }
     for (size_t i = 0; i < (size_t)MAXQ * hd; i++)
-        q[i] = kt_float(r) * 2.0f;
+        q[i] = nt_splitmix_float(r) * 2.0f;
 }
 
 static uint8_t kq[MAXKV * MAXHD * 2], vq[MAXKV * MAXHD * 2];
 
 static void test_levels_exact(void)
 {
-    kt_rng r = {11};
+    nt_splitmix r = {11};
     static const size_t hds[] = {64, 24, 80, 7, 65, 32, 96};
     static const size_t nqs[] = {1, 3, 4, 8};
     static const size_t kvs[] = {1, 2, 15, 16, 17, 63, 64, 65, 128, 129, 300};
@@ -88,7 +88,7 @@ static void test_levels_exact(void)
 /* A Q8_0 cache stays close to the F16 one (8-bit rows, per-32 scales). */
 static void test_q8_cache_close(void)
 {
-    kt_rng r = {14};
+    nt_splitmix r = {14};
     enum { HD = 64, NQ = 4, NKV = 200 };
     fill(&r, HD, 2.0f);
     size_t rb = npl_kv_row_bytes(NPL_KV_Q8_0, HD);
@@ -116,7 +116,7 @@ static void test_q8_cache_close(void)
 
 static void test_matches_softmax(void)
 {
-    kt_rng r = {12};
+    nt_splitmix r = {12};
     enum { HD = 24, NQ = 3 };
     fill(&r, HD, 2.0f);
     float *scratch = malloc(npl_attention_scratch_floats(NQ, HD) * sizeof(float));
@@ -156,10 +156,10 @@ static void test_matches_softmax(void)
 static void test_exp(void)
 {
     double worst = 0.0;
-    kt_rng r = {13};
+    nt_splitmix r = {13};
     for (int i = 0; i < 1000000; i++) {
         /* uniform over [-87, 0], and over [-1e-3, 0] where 1 - x matters */
-        float x = i % 2 ? -87.0f * (kt_float(&r) * 0.5f + 0.5f) : -1e-3f * (kt_float(&r) * 0.5f + 0.5f);
+        float x = i % 2 ? -87.0f * (nt_splitmix_float(&r) * 0.5f + 0.5f) : -1e-3f * (nt_splitmix_float(&r) * 0.5f + 0.5f);
         double want = exp((double)x);
         double rel = fabs(npl_attn_exp(x) - want) / want;
         if (rel > worst)
@@ -172,5 +172,5 @@ static void test_exp(void)
     CHECK(npl_attn_exp(0.0f) == 1.0f);
 }
 
-KT_MAIN({"levels_exact", test_levels_exact}, {"matches_softmax", test_matches_softmax}, {"exp", test_exp},
+NT_MAIN({"levels_exact", test_levels_exact}, {"matches_softmax", test_matches_softmax}, {"exp", test_exp},
         {"q8_cache_close", test_q8_cache_close})

@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "attention_noncausal.h"
-#include "kernels_test.h"
+#include "npl_test.h"
 
 typedef struct problem {
     size_t n_q, n_kv, hd, stride; /* rows of q, v, out are stride floats apart */
@@ -25,13 +25,13 @@ static bool make(problem *p, size_t n_q, size_t n_kv, size_t hd, uint64_t seed)
     p->scratch = malloc(npl_attention_nc_scratch_floats(n_q, hd) * sizeof(float));
     if (!p->q || !p->k || !p->v || !p->kt || !p->scratch)
         return false;
-    kt_rng r = {seed};
+    nt_splitmix r = {seed};
     for (size_t i = 0; i < n_q * p->stride; i++)
-        p->q[i] = kt_float(&r) * 2.0f;
+        p->q[i] = nt_splitmix_float(&r) * 2.0f;
     for (size_t i = 0; i < n_kv * hd; i++)
-        p->k[i] = kt_float(&r) * 2.0f;
+        p->k[i] = nt_splitmix_float(&r) * 2.0f;
     for (size_t i = 0; i < n_kv * p->stride; i++)
-        p->v[i] = kt_float(&r);
+        p->v[i] = nt_splitmix_float(&r);
     for (size_t j = 0; j < n_kv; j++)
         npl_attention_nc_store_key(p->k + j * hd, j, hd, p->kt);
     return true;
@@ -116,4 +116,4 @@ static void test_levels_exact(void)
     }
 }
 
-KT_MAIN({"matches_softmax", test_matches_softmax}, {"levels_exact", test_levels_exact})
+NT_MAIN({"matches_softmax", test_matches_softmax}, {"levels_exact", test_levels_exact})

@@ -18,7 +18,7 @@
 #include "cpu_features.h"
 #include "ggml_blocks.h"
 #include "ggml_types.h"
-#include "kernels_test.h"
+#include "npl_test.h"
 #include "matmul_bf16.h"
 #include "matmul_packed.h"
 #include "matmul_ref.h"
@@ -63,7 +63,7 @@ static void put_f16(uint8_t *p, float v)
 
 /* rows x cols of a type, plus 1..7 bytes of offset so nothing is aligned
  * beyond what a GGUF tensor guarantees for its type. */
-static uint8_t *make_rows(const type_case *tc, int64_t rows, int64_t cols, kt_rng *r, uint8_t **alloc)
+static uint8_t *make_rows(const type_case *tc, int64_t rows, int64_t cols, nt_splitmix *r, uint8_t **alloc)
 {
     const npl_type_traits *tr = npl_type_traits_get(tc->type);
     size_t rb = npl_type_row_size(tc->type, cols);
@@ -72,9 +72,9 @@ static uint8_t *make_rows(const type_case *tc, int64_t rows, int64_t cols, kt_rn
     if (!*alloc)
         return NULL;
     size_t align = tc->type == NPL_TYPE_F32 ? 4 : tr->block_size == 1 ? 2 : 1;
-    uint8_t *base = *alloc + align * (1 + kt_next(r) % (8 / align));
+    uint8_t *base = *alloc + align * (1 + nt_splitmix_next(r) % (8 / align));
     for (int64_t i = 0; i < rows * cols && tr->block_size == 1; i++) {
-        float v = kt_float(r);
+        float v = nt_splitmix_float(r);
         if (tc->type == NPL_TYPE_F32) {
             memcpy(base + 4 * i, &v, 4);
         } else if (tc->type == NPL_TYPE_F16) {
@@ -86,15 +86,15 @@ static uint8_t *make_rows(const type_case *tc, int64_t rows, int64_t cols, kt_rn
     }
     if (tr->block_size > 1) {
         for (size_t i = 0; i < n; i++)
-            base[i] = (uint8_t)kt_next(r);
+            base[i] = (uint8_t)nt_splitmix_next(r);
         for (size_t b = 0; b < n / tr->type_size; b++) {
             uint8_t *blk = base + b * tr->type_size;
             if (tc->scale_off >= 0)
-                put_f16(blk + tc->scale_off, 0.001f + 0.05f * (kt_float(r) * 0.5f + 0.5f));
+                put_f16(blk + tc->scale_off, 0.001f + 0.05f * (nt_splitmix_float(r) * 0.5f + 0.5f));
             if (tc->min_off >= 0)
-                put_f16(blk + tc->min_off, 0.03f * kt_float(r));
+                put_f16(blk + tc->min_off, 0.03f * nt_splitmix_float(r));
             if (tc->e8m0_off >= 0)
-                blk[tc->e8m0_off] = (uint8_t)(120 + kt_next(r) % 8);
+                blk[tc->e8m0_off] = (uint8_t)(120 + nt_splitmix_next(r) % 8);
         }
     }
     return base;
@@ -102,11 +102,11 @@ static uint8_t *make_rows(const type_case *tc, int64_t rows, int64_t cols, kt_rn
 
 /* Vectors with different characters: plain, scaled up, with outliers,
  * all zero, tiny (subnormal-range scales). */
-static void make_vectors(float *x, size_t n_vec, int64_t cols, kt_rng *r)
+static void make_vectors(float *x, size_t n_vec, int64_t cols, nt_splitmix *r)
 {
     for (size_t v = 0; v < n_vec; v++)
         for (int64_t i = 0; i < cols; i++) {
-            float f = kt_float(r);
+            float f = nt_splitmix_float(r);
             switch (v % 5) {
             case 1: f *= 100.0f; break;
             case 2: f *= i % 7 == 0 ? 30.0f : 1.0f; break;
@@ -130,7 +130,7 @@ static int64_t elems_per_block(uint32_t t)
     return npl_type_traits_get(t)->block_size;
 }
 
-static void check_type_exact(const type_case *tc, int64_t rows, int64_t cols, size_t n_vec, kt_rng *r,
+static void check_type_exact(const type_case *tc, int64_t rows, int64_t cols, size_t n_vec, nt_splitmix *r,
                              npl_threadpool *pool)
 {
     const char *name = npl_type_traits_get(tc->type)->name;
@@ -171,7 +171,7 @@ static void test_matmul_exact(void)
 {
     npl_threadpool *pool = npl_threadpool_create(2);
     REQUIRE(pool);
-    kt_rng r = {1};
+    nt_splitmix r = {1};
     static const int64_t rows_set[] = {1, 15, 16, 17, 37};
     static const size_t vecs_set[] = {1, 3, 8, 9, 13};
     for (size_t t = 0; t < N_TYPES; t++) {
@@ -241,7 +241,7 @@ static void test_reference_accuracy(void)
 {
     npl_threadpool *pool = npl_threadpool_create(1);
     REQUIRE(pool);
-    kt_rng r = {2};
+    nt_splitmix r = {2};
     enum { ROWS = 19, COLS = 512, NVEC = 5 };
     for (size_t t = 0; t < N_TYPES; t++) {
         const type_case *tc = &type_cases[t];
@@ -280,7 +280,7 @@ static void test_batch_threads_packing(void)
     enum { ROWS = 77, COLS = 512, NVEC = 11 };
     npl_threadpool *pools[3] = {npl_threadpool_create(1), npl_threadpool_create(2), npl_threadpool_create(3)};
     REQUIRE(pools[0] && pools[1] && pools[2]);
-    kt_rng r = {3};
+    nt_splitmix r = {3};
     for (size_t t = 0; t < N_TYPES; t++) {
         const type_case *tc = &type_cases[t];
         const char *name = npl_type_traits_get(tc->type)->name;
@@ -336,7 +336,7 @@ static void test_multi_equals_single(void)
     npl_threadpool *pool = npl_threadpool_create(2);
     npl_matmul_ws *ws = npl_matmul_ws_create(2, COLS, NVEC);
     REQUIRE(pool && ws);
-    kt_rng r = {4};
+    nt_splitmix r = {4};
     uint8_t *allocs[3];
     npl_matrix w[3];
     const npl_matrix *wp[3];
@@ -366,7 +366,7 @@ static void test_multi_equals_single(void)
 
 static void test_block_ints(void)
 {
-    kt_rng r = {5};
+    nt_splitmix r = {5};
     for (size_t t = 0; t < N_TYPES; t++) {
         const type_case *tc = &type_cases[t];
         if (!is_int_path(tc->type))
@@ -418,7 +418,7 @@ static void test_prepack(void)
     npl_threadpool *pool = npl_threadpool_create(2);
     npl_matmul_ws *ws = npl_matmul_ws_create(2, 512, 4);
     REQUIRE(pool && ws);
-    kt_rng r = {6};
+    nt_splitmix r = {6};
     uint8_t *a1, *a2;
     uint8_t *q = make_rows(&type_cases[3], 40, 512, &r, &a1); /* q4_0, 3 groups */
     uint8_t *f = make_rows(&type_cases[0], 40, 512, &r, &a2); /* f32 */
@@ -445,7 +445,7 @@ static void test_prepack(void)
 static void test_release_source(void)
 {
     enum { ROWS = 64, COLS = 1024, NVEC = 3 };
-    kt_rng r = {8};
+    nt_splitmix r = {8};
     uint8_t *alloc;
     uint8_t *q = make_rows(&type_cases[3], ROWS, COLS, &r, &alloc); /* q4_0 */
     REQUIRE(q);
@@ -486,14 +486,14 @@ static void test_release_source(void)
 static void test_quantize_levels(void)
 {
     enum { N = 1024 };
-    kt_rng r = {7};
+    nt_splitmix r = {7};
     static float x[N];
     static npl_act_q8 a0[N / 32], a1[N / 32];
     static npl_act_q8k k0[N / 256], k1[N / 256];
     for (int rep = 0; rep < 40; rep++) {
         float scale = rep % 4 == 0 ? 1e-3f : rep % 4 == 1 ? 1e4f : rep % 4 == 2 ? 1e-40f : 1.0f;
         for (int i = 0; i < N; i++)
-            x[i] = kt_float(&r) * scale;
+            x[i] = nt_splitmix_float(&r) * scale;
         for (int i = 0; i < 32; i++)
             x[64 + i] = 0.0f;                      /* a zero block */
         x[300] = 500.0f * (rep % 2 ? -1.0f : 1.0f); /* an outlier */
@@ -551,7 +551,7 @@ static void test_cpu_features(void)
                                          : "portable") == 0);
 }
 
-KT_MAIN({"cpu_features", test_cpu_features}, {"quantize_levels", test_quantize_levels},
+NT_MAIN({"cpu_features", test_cpu_features}, {"quantize_levels", test_quantize_levels},
         {"block_ints", test_block_ints}, {"matmul_exact", test_matmul_exact},
         {"reference_accuracy", test_reference_accuracy}, {"batch_threads_packing", test_batch_threads_packing},
         {"multi_equals_single", test_multi_equals_single}, {"prepack", test_prepack},

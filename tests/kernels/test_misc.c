@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "act_fn.h"
-#include "kernels_test.h"
+#include "npl_test.h"
 #include "threadpool.h"
 #include "vec_ops.h"
 
@@ -13,10 +13,10 @@ static void test_swiglu(void)
 {
     enum { N = 4099 };
     static float g[N], u[N], y0[N], y1[N];
-    kt_rng r = {21};
+    nt_splitmix r = {21};
     for (int i = 0; i < N; i++) {
-        g[i] = kt_float(&r) * (i % 3 == 0 ? 30.0f : 3.0f);
-        u[i] = kt_float(&r);
+        g[i] = nt_splitmix_float(&r) * (i % 3 == 0 ? 30.0f : 3.0f);
+        u[i] = nt_splitmix_float(&r);
     }
     g[0] = 0.0f;
     g[1] = -0.0f;
@@ -84,4 +84,4 @@ static void test_threadpool(void)
     }
 }
 
-KT_MAIN({"swiglu", test_swiglu}, {"threadpool", test_threadpool})
+NT_MAIN({"swiglu", test_swiglu}, {"threadpool", test_threadpool})

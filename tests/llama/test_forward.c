@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "llama_model_test.h"
+#include "npl_test_model.h"
 
 /* A prompt of n ids spread over the vocabulary (BOS first). */
 static void make_prompt(int32_t *ids, size_t n, uint32_t seed, uint32_t n_vocab)
@@ -30,7 +30,7 @@ enum { N_SEQ = 5, STEPS = 6 }; /* 5: a group of four vectors plus one */
 
 static void test_batch_equals_alone(void)
 {
-    npl_model *m = lt_load_model(2, 0);
+    npl_model *m = nt_load_model(NULL, 2, 0);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     const size_t plen[N_SEQ] = {5, 37, 300, 1, 64};
@@ -49,7 +49,7 @@ static void test_batch_equals_alone(void)
             const float *lg = npl_seq_logits(q);
             REQUIRE(lg);
             memcpy(full_alone + ((size_t)s * STEPS + t) * nv, lg, nv * sizeof(float));
-            alone_tok[s][t] = lt_argmax(lg, nv);
+            alone_tok[s][t] = nt_argmax(lg, nv);
             CHECK(npl_decode(m, &q, &alone_tok[s][t], 1, &err) == NPL_OK);
         }
         npl_seq_free(q);
@@ -70,7 +70,7 @@ static void test_batch_equals_alone(void)
             REQUIRE(lg);
             CHECKF(memcmp(lg, full_alone + ((size_t)s * STEPS + t) * nv, nv * sizeof(float)) == 0,
                    "sequence %d step %d: batched logits differ from alone", s, t);
-            toks[j] = lt_argmax(lg, nv);
+            toks[j] = nt_argmax(lg, nv);
             CHECK(toks[j] == alone_tok[s][t]);
             batch[j] = seqs[s];
         }
@@ -87,7 +87,7 @@ static void test_batch_equals_alone(void)
 /* Prefill in 16-token chunks (one model) vs 256 (another), then decode. */
 static void test_chunked_prefill(void)
 {
-    npl_model *m16 = lt_load_model(2, 16), *m256 = lt_load_model(2, 256);
+    npl_model *m16 = nt_load_model(NULL, 2, 16), *m256 = nt_load_model(NULL, 2, 256);
     REQUIRE(m16 && m256);
     uint32_t nv = npl_model_get_info(m16)->n_vocab;
     static int32_t prompt[300];
@@ -104,8 +104,8 @@ static void test_chunked_prefill(void)
         for (uint32_t i = 0; i < nv; i++)
             max_diff = fmax(max_diff, fabs((double)la[i] - lb[i]));
         CHECKF(max_diff <= 1e-5, "step %d: chunk 16 vs 256 differ by %g", step, max_diff);
-        int32_t t = lt_argmax(la, nv);
-        CHECK(t == lt_argmax(lb, nv));
+        int32_t t = nt_argmax(la, nv);
+        CHECK(t == nt_argmax(lb, nv));
         CHECK(npl_decode(m16, &a, &t, 1, &err) == NPL_OK);
         CHECK(npl_decode(m256, &b, &t, 1, &err) == NPL_OK);
     }
@@ -118,7 +118,7 @@ static void test_chunked_prefill(void)
 /* max_tokens_this_call pauses between chunks; the result is the same. */
 static void test_paused_prefill(void)
 {
-    npl_model *m = lt_load_model(2, 32);
+    npl_model *m = nt_load_model(NULL, 2, 32);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     static int32_t prompt[200];
@@ -149,7 +149,7 @@ static void test_paused_prefill(void)
 
 static void test_threads_do_not_change_results(void)
 {
-    npl_model *m1 = lt_load_model(1, 0), *m3 = lt_load_model(3, 0);
+    npl_model *m1 = nt_load_model(NULL, 1, 0), *m3 = nt_load_model(NULL, 3, 0);
     REQUIRE(m1 && m3);
     uint32_t nv = npl_model_get_info(m1)->n_vocab;
     static int32_t prompt[70];
@@ -162,7 +162,7 @@ static void test_threads_do_not_change_results(void)
     for (int step = 0; step < 3; step++) {
         REQUIRE(npl_seq_logits(a) && npl_seq_logits(b));
         CHECK(memcmp(npl_seq_logits(a), npl_seq_logits(b), nv * sizeof(float)) == 0);
-        int32_t t = lt_argmax(npl_seq_logits(a), nv);
+        int32_t t = nt_argmax(npl_seq_logits(a), nv);
         CHECK(npl_decode(m1, &a, &t, 1, &err) == NPL_OK);
         CHECK(npl_decode(m3, &b, &t, 1, &err) == NPL_OK);
     }
@@ -174,7 +174,7 @@ static void test_threads_do_not_change_results(void)
 
 static void test_context_overflow(void)
 {
-    npl_model *m = lt_load_model(2, 0);
+    npl_model *m = nt_load_model(NULL, 2, 0);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     int32_t prompt[40];
@@ -206,7 +206,7 @@ static void test_context_overflow(void)
 
 static void test_bad_inputs(void)
 {
-    npl_model *m = lt_load_model(2, 0), *other = lt_load_model(1, 0);
+    npl_model *m = nt_load_model(NULL, 2, 0), *other = nt_load_model(NULL, 1, 0);
     REQUIRE(m && other);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     npl_error err;
@@ -250,7 +250,7 @@ static void test_bad_inputs(void)
     CHECK(p.n_threads == 0 && p.prefill_chunk == 256);
     CHECK(npl_model_load("/nonexistent/model.gguf", &p, &err) == NULL && err.code == NPL_ERR_IO);
     p.n_threads = -1;
-    CHECK(npl_model_load(lt_current.arg, &p, &err) == NULL && err.code == NPL_ERR_INVALID_ARG);
+    CHECK(npl_model_load(nt_arg(0), &p, &err) == NULL && err.code == NPL_ERR_INVALID_ARG);
 }
 
 static void test_top_logprobs(void)
@@ -269,7 +269,7 @@ static void test_top_logprobs(void)
 
 static void test_model_info(void)
 {
-    npl_model *m = lt_load_model(1, 0);
+    npl_model *m = nt_load_model(NULL, 1, 0);
     REQUIRE(m);
     const npl_model_info *in = npl_model_get_info(m);
     CHECK(strcmp(in->architecture, "llama") == 0);
@@ -281,7 +281,7 @@ static void test_model_info(void)
     npl_model_free(m);
 }
 
-LT_MAIN({"batch_equals_alone", test_batch_equals_alone}, {"chunked_prefill", test_chunked_prefill},
+NT_MAIN({"batch_equals_alone", test_batch_equals_alone}, {"chunked_prefill", test_chunked_prefill},
         {"paused_prefill", test_paused_prefill}, {"threads", test_threads_do_not_change_results},
         {"context_overflow", test_context_overflow}, {"bad_inputs", test_bad_inputs},
         {"top_logprobs", test_top_logprobs}, {"model_info", test_model_info})

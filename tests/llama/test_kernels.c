@@ -10,7 +10,7 @@
 #include "attention.h"
 #include "ggml_blocks.h"
 #include "ggml_types.h"
-#include "llama_test.h"
+#include "npl_test.h"
 #include "matvec.h"
 #include "threadpool.h"
 
@@ -363,6 +363,6 @@ static void test_attention_matches_softmax(void)
     free(scratch);
 }
 
-LT_MAIN({"threadpool", test_threadpool_covers_every_task_once}, {"matmul_portable", test_matmul_portable},
+NT_MAIN({"threadpool", test_threadpool_covers_every_task_once}, {"matmul_portable", test_matmul_portable},
         {"matmul_simd", test_matmul_simd}, {"matrix_init", test_matrix_init_rejects}, {"vec_ops", test_vec_ops},
         {"attention", test_attention_matches_softmax})

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "llama_model_test.h"
+#include "npl_test_model.h"
 
 enum { CHUNK = 16, N_CTX = 256, GEN = 6, PROMPT = 100 };
 
@@ -58,7 +58,7 @@ static bool run(npl_model *m, npl_seq *s, const int32_t *prompt, size_t n, size_
         return false;
     memcpy(out->logits, lg, nv * sizeof *lg);
     for (int i = 0; i < GEN; i++) {
-        out->tokens[i] = lt_argmax(npl_seq_logits(s), nv);
+        out->tokens[i] = nt_argmax(npl_seq_logits(s), nv);
         if (i + 1 < GEN && npl_decode(m, &s, &out->tokens[i], 1, &err) != NPL_OK)
             return false;
     }
@@ -88,7 +88,7 @@ static bool pooled(npl_model *m, npl_kv_pool *p, uint64_t owner, const int32_t *
 
 static void test_bit_identity(void)
 {
-    npl_model *m = lt_load_model(2, CHUNK);
+    npl_model *m = nt_load_model(NULL, 2, CHUNK);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     int32_t prompt[PROMPT], other[PROMPT + 80];
@@ -160,7 +160,7 @@ static void test_bit_identity(void)
 
 static void test_owners(void)
 {
-    npl_model *m = lt_load_model(2, CHUNK);
+    npl_model *m = nt_load_model(NULL, 2, CHUNK);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     int32_t prompt[40];
@@ -191,7 +191,7 @@ static void test_owners(void)
 
 static void test_eviction(void)
 {
-    npl_model *m = lt_load_model(2, CHUNK);
+    npl_model *m = nt_load_model(NULL, 2, CHUNK);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     int32_t x[60], y[60];
@@ -244,7 +244,7 @@ static void test_refusals(void)
     CHECK(npl_kv_pool_create(NULL, 1, &err) == NULL && err.code == NPL_ERR_INVALID_ARG);
     CHECK(npl_kv_pool_acquire(NULL, 1, NULL, 0, 8, &reused, &err) == NULL && err.code == NPL_ERR_INVALID_ARG);
     CHECK(reused == 0);
-    npl_model *m = lt_load_model(2, CHUNK);
+    npl_model *m = nt_load_model(NULL, 2, CHUNK);
     REQUIRE(m);
     npl_kv_pool *p = npl_kv_pool_create(m, 1 << 20, &err);
     REQUIRE(p);
@@ -259,5 +259,5 @@ static void test_refusals(void)
     npl_model_free(m);
 }
 
-LT_MAIN({"bit_identity", test_bit_identity}, {"owners", test_owners}, {"eviction", test_eviction},
+NT_MAIN({"bit_identity", test_bit_identity}, {"owners", test_owners}, {"eviction", test_eviction},
         {"refusals", test_refusals})

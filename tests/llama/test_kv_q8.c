@@ -13,7 +13,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "llama_test.h"
+#include "npl_test.h"
 #include "model_internal.h"
 #include "npullm.h"
 
@@ -24,7 +24,7 @@ static npl_model *load_kv(const char *kv_type, int threads, uint32_t chunk, npl_
     p.n_threads = threads;
     p.prefill_chunk = chunk;
     p.kv_type = kv_type;
-    return npl_model_load(lt_current.arg, &p, err);
+    return npl_model_load(nt_arg(0), &p, err);
 }
 
 static npl_model *load(const char *kv_type, uint32_t chunk)
@@ -32,7 +32,7 @@ static npl_model *load(const char *kv_type, uint32_t chunk)
     npl_error err;
     npl_model *m = load_kv(kv_type, 2, chunk, &err);
     if (!m)
-        fprintf(stderr, "cannot load %s (kv %s): %s\n", lt_current.arg ? lt_current.arg : "(no model given)",
+        fprintf(stderr, "cannot load %s (kv %s): %s\n", nt_arg(0) ? nt_arg(0) : "(no model given)",
                 kv_type ? kv_type : "default", err.message);
     return m;
 }
@@ -228,6 +228,6 @@ static void test_head_dim_not_multiple(void)
     npl_model_free(m);
 }
 
-LT_MAIN({"close_to_f16", test_close_to_f16},
+NT_MAIN({"close_to_f16", test_close_to_f16},
         {"chunked_prefill", test_chunked_prefill}, {"layout_and_default", test_layout_and_default},
         {"bad_kv_type", test_bad_kv_type}, {"head_dim_not_multiple", test_head_dim_not_multiple})

@@ -31,7 +31,8 @@
 #include "cpu_weight_cache.h"
 #include "ggml_types.h"
 #include "le_bytes.h"
-#include "llama_model_test.h"
+#include "npl_test.h"
+#include "npl_test_model.h"
 #include "q4nx_cache.h"
 
 enum { GEN = 5, N_CTX = 64 };
@@ -79,7 +80,7 @@ static bool run(const char *model, const char *cache_dir, run_out *out)
         memcpy(out->logits, npl_seq_logits(s), nv * sizeof *out->logits);
     ok = ok && out->logits;
     for (int i = 0; ok && i < GEN; i++) {
-        out->tokens[i] = lt_argmax(npl_seq_logits(s), nv);
+        out->tokens[i] = nt_argmax(npl_seq_logits(s), nv);
         ok = i + 1 == GEN || npl_decode(m, &s, &out->tokens[i], 1, &err) == NPL_OK;
     }
     if (!ok)
@@ -131,7 +132,7 @@ static bool setup(const char *name)
     if (mkdir(g_dir, 0755) != 0 && errno != EEXIST)
         return false;
     snprintf(g_model, sizeof g_model, "%s/model.gguf", g_dir);
-    if (!lt_current.arg || !copy_file(lt_current.arg, g_model))
+    if (!nt_arg(0) || !copy_file(nt_arg(0), g_model))
         return false;
     if (!run(g_model, NULL, &g_ref))
         return false;
@@ -486,13 +487,11 @@ static void test_adopt(void)
     free(copy);
 }
 
-lt_state lt_current;
-
 int main(int argc, char **argv)
 {
-    static const lt_case cases[] = {
+    static const nt_case cases[] = {
         {"roundtrip", test_roundtrip},   {"corrupt", test_corrupt},     {"stale", test_stale},
         {"unwritable", test_unwritable}, {"full_disk", test_full_disk}, {"adopt", test_adopt},
     };
-    return lt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

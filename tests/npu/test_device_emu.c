@@ -9,7 +9,7 @@
 #include "npu_device_backend.h"
 #include "npu_emu.h"
 #include "npu_instr.h"
-#include "npu_test.h"
+#include "npl_test.h"
 #include "xrt_shim.h"
 
 /* y += a * x over n_embd floats, a = rms_eps: a custom group. */
@@ -573,7 +573,7 @@ static const npl_npu_backend_ops rec_ops = {
  * patch past the file. */
 static void instr_file_is_patched_per_run(void)
 {
-    char *dir = npu_tempdir();
+    char *dir = nt_tempdir();
     char path[1024];
     npl_error err;
     snprintf(path, sizeof path, "%s/seq.bin", dir);
@@ -627,11 +627,11 @@ static void instr_file_is_patched_per_run(void)
     CHECK_FAILS(npl_npu_runlist_add(rl, past, a, &s, &err), NPL_ERR_INVALID_ARG, &err,
                 "patch of word 8, but seq.bin has 8 words");
     npl_npu_device_destroy(dev);
-    npu_rmtree(dir);
+    nt_rmtree(dir);
     free(dir);
 }
 
-static const npu_case cases[] = {
+static const nt_case cases[] = {
     { "residency_rules", residency_rules },
     { "seal_stops_weight_traffic", seal_stops_weight_traffic },
     { "host_and_device_memory_are_separate", host_and_device_memory_are_separate },
@@ -647,5 +647,5 @@ static const npu_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return npu_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

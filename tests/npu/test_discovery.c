@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "npu_discovery.h"
-#include "npu_test.h"
+#include "npl_test.h"
 
 typedef struct tree {
     char *root;
@@ -31,7 +31,7 @@ static void put(const tree *t, const char *rel, const char *text)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", t->root, rel);
-    if (npu_write_file(path, text) != 0)
+    if (nt_write_file(path, text) != 0)
         abort();
 }
 
@@ -73,7 +73,7 @@ static const char manifest_xdna2[] =
 static void tree_init(tree *t)
 {
     memset(t, 0, sizeof *t);
-    t->root = npu_tempdir();
+    t->root = nt_tempdir();
     chmod(t->root, 0755); /* the no-permission case probes as another user */
     snprintf(t->sysfs, sizeof t->sysfs, "%s/sys", t->root);
     snprintf(t->dev, sizeof t->dev, "%s/dev", t->root);
@@ -95,7 +95,7 @@ static void tree_init(tree *t)
 
 static void tree_free(tree *t)
 {
-    npu_rmtree(t->root);
+    nt_rmtree(t->root);
     free(t->root);
 }
 
@@ -119,7 +119,7 @@ static npl_npu_probe_result probe(const tree *t)
         if ((r).verdict != (v) || !strstr((r).reason, (needle))                      \
             || strcmp((r).backend, (v) == NPL_NPU_USABLE ? (r).backend : "cpu")) {   \
             CHECK(!"verdict " #v);                                                   \
-            npu_note("  got %s: '%s' (wanted '%s')", npl_npu_verdict_name((r).verdict), \
+            nt_note("  got %s: '%s' (wanted '%s')", npl_npu_verdict_name((r).verdict), \
                      (r).reason, (needle));                                          \
         }                                                                            \
     } while (0)
@@ -271,7 +271,7 @@ static void no_permission_on_node(void)
     CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        npu_note("  child status %d", status);
+        nt_note("  child status %d", status);
     tree_free(&t);
 }
 
@@ -404,7 +404,7 @@ static void json_report(void)
     tree_free(&t);
 }
 
-static const npu_case cases[] = {
+static const nt_case cases[] = {
     { "usable_xdna2", usable_xdna2 },
     { "usable_xdna1", usable_xdna1 },
     { "no_accel_devices", no_accel_devices },
@@ -426,5 +426,5 @@ static const npu_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return npu_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -11,7 +11,7 @@
 
 #include "ggml_types.h"
 #include "npu_emu.h"
-#include "npu_test.h"
+#include "npl_test.h"
 #include "q4nx.h"
 
 enum { E = 64, NH = 4, NKV = 2, HD = 16, FF = 96, CTX = 40, VOCAB = 100, QD = NH * HD, KD = NKV * HD };
@@ -41,14 +41,14 @@ static void *xmalloc(size_t n)
     return p;
 }
 
-static void weight_init(layer *L, weight *w, uint32_t rows, uint32_t cols, npu_rng *rng, const char *name)
+static void weight_init(layer *L, weight *w, uint32_t rows, uint32_t cols, nt_rng *rng, const char *name)
 {
     npl_error err;
     CHECK_OK(npl_q4nx_layout_init(&w->l, rows, cols, &err), &err);
     float *src = xmalloc(sizeof(float) * rows * cols);
     float scale = 1.0f / sqrtf((float)cols);
     for (size_t i = 0; i < (size_t)rows * cols; i++)
-        src[i] = npu_rng_uniform(rng, -2.0f, 2.0f) * scale;
+        src[i] = nt_rng_uniform(rng, -2.0f, 2.0f) * scale;
     w->q = xmalloc(w->l.bytes);
     CHECK_OK(npl_q4nx_quantize_f32(&w->l, src, w->q, w->l.bytes, &err), &err);
     w->f = src;
@@ -132,17 +132,17 @@ static void read_x(npl_npu_buffer *x, size_t row, float *v, int n)
     free(h);
 }
 
-static void random_norm(uint16_t *w, int n, npu_rng *rng)
+static void random_norm(uint16_t *w, int n, nt_rng *rng)
 {
     for (int i = 0; i < n; i++)
-        w[i] = npl_fp32_to_bf16(npu_rng_uniform(rng, 0.5f, 1.5f));
+        w[i] = npl_fp32_to_bf16(nt_rng_uniform(rng, 0.5f, 1.5f));
 }
 
 static void layer_open(layer *L, uint64_t seed)
 {
     npl_error err;
     memset(L, 0, sizeof *L);
-    npu_rng rng = { seed };
+    nt_rng rng = { seed };
     CHECK_OK(npl_npu_emu_open(NULL, &L->dev, &err), &err);
     weight_init(L, &L->wq, QD, E, &rng, "wq");
     weight_init(L, &L->wk, KD, E, &rng, "wk");
@@ -343,10 +343,10 @@ static void peek_bf16(npl_npu_buffer *b, size_t offset, float *out, int n)
 }
 
 /* Random rows of x, as bf16 holds them. */
-static void random_x(float *x, int n, npu_rng *rng)
+static void random_x(float *x, int n, nt_rng *rng)
 {
     for (int i = 0; i < n; i++)
-        x[i] = npl_bf16_to_fp32(npl_fp32_to_bf16(npu_rng_uniform(rng, -1.0f, 1.0f)));
+        x[i] = npl_bf16_to_fp32(npl_fp32_to_bf16(nt_rng_uniform(rng, -1.0f, 1.0f)));
 }
 
 /* ---- group runs ---- */
@@ -419,7 +419,7 @@ static void check_qkv_variant(npl_npu_shape s, qkv_opts o, uint64_t seed)
 {
     layer L;
     layer_open(&L, seed);
-    npu_rng rng = { seed + 1 };
+    nt_rng rng = { seed + 1 };
     npl_error err;
     float x[E], q[QD], k[KD], v[KD], got[QD];
     random_x(x, E, &rng);
@@ -445,8 +445,8 @@ static void check_qkv_variant(npl_npu_shape s, qkv_opts o, uint64_t seed)
     ref_qkv(&L, x, &other, 13, o, q, k, v);
     peek_bf16(L.q, 0, got, QD);
     CHECK(rel_diff(got, q, QD) > 0.2);
-    if (npu_failures())
-        npu_note("  q differs by %.4f of its RMS", dq);
+    if (nt_failures())
+        nt_note("  q differs by %.4f of its RMS", dq);
     layer_close(&L);
 }
 
@@ -467,7 +467,7 @@ static void rms_qkv_rope_mv_neox_with_norms(void)
 }
 
 /* Fills the caches for positions 0..n-1 through the decode group. */
-static void fill_cache(layer *L, const npl_npu_shape *base, uint32_t n, npu_rng *rng)
+static void fill_cache(layer *L, const npl_npu_shape *base, uint32_t n, nt_rng *rng)
 {
     npl_error err;
     qkv_opts o = { false, false };
@@ -485,7 +485,7 @@ static void attention_decode_matches_reference(void)
 {
     layer L;
     layer_open(&L, 303);
-    npu_rng rng = { 304 };
+    nt_rng rng = { 304 };
     npl_error err;
     npl_npu_shape s = base_shape();
     fill_cache(&L, &s, CTX, &rng);
@@ -506,7 +506,7 @@ static void attention_decode_matches_reference(void)
         double d = rel_diff(got, want, QD);
         CHECK(d < 0.02);
         if (d >= 0.02)
-            npu_note("  pos %u window %u: %.4f", s.pos, s.window, d);
+            nt_note("  pos %u window %u: %.4f", s.pos, s.window, d);
         /* A window of one key more would be caught. */
         if (lo > 0) {
             ref_attention_row(q, kc, vc, lo - 1, s.pos, s.attn_scale, want);
@@ -520,7 +520,7 @@ static void check_o_ffn(uint32_t activation, bool post, uint64_t seed)
 {
     layer L;
     layer_open(&L, seed);
-    npu_rng rng = { seed + 1 };
+    nt_rng rng = { seed + 1 };
     npl_error err;
     npl_npu_shape s = base_shape();
     s.act = activation;
@@ -543,8 +543,8 @@ static void check_o_ffn(uint32_t activation, bool post, uint64_t seed)
     wrong.act = activation == NPL_NPU_ACT_SILU ? NPL_NPU_ACT_GELU_TANH : NPL_NPU_ACT_SILU;
     ref_o_ffn(&L, attn, want, post ? &s : &wrong, !post);
     CHECK(rel_diff(got, want, E) > 0.05);
-    if (npu_failures())
-        npu_note("  o_ffn differs by %.4f of its RMS", d);
+    if (nt_failures())
+        nt_note("  o_ffn differs by %.4f of its RMS", d);
     layer_close(&L);
 }
 
@@ -557,7 +557,7 @@ static void attn_o_ffn_mv_equals_split_groups(void)
     layer A, B;
     layer_open(&A, 606);
     layer_open(&B, 606);
-    npu_rng ra = { 607 }, rb = { 607 };
+    nt_rng ra = { 607 }, rb = { 607 };
     npl_error err;
     npl_npu_shape s = base_shape();
     s.window = 4;
@@ -583,7 +583,7 @@ static void lm_head_matches_reference(void)
 {
     layer L;
     layer_open(&L, 707);
-    npu_rng rng = { 708 };
+    nt_rng rng = { 708 };
     npl_error err;
     float x[2 * E], xn[E], want[VOCAB], got[VOCAB];
     random_x(x, 2 * E, &rng);
@@ -610,7 +610,7 @@ static void prefill_groups_match_decode(void)
     layer A, B;
     layer_open(&A, 808);
     layer_open(&B, 808);
-    npu_rng ra = { 809 }, rb = { 809 };
+    nt_rng ra = { 809 }, rb = { 809 };
     npl_error err;
     npl_npu_shape s = base_shape();
     s.window = 6;
@@ -661,7 +661,7 @@ static void noncausal_attention(void)
     enum { T = 6 };
     layer L;
     layer_open(&L, 909);
-    npu_rng rng = { 910 };
+    nt_rng rng = { 910 };
     npl_error err;
     npl_npu_shape s = base_shape();
     float x[T * E];
@@ -731,7 +731,7 @@ static void decode_dispatch_and_traffic_budget(void)
     }
     npl_npu_arg h[3] = { { L.x, 0 }, { L.w_head, 0 }, { L.logits, 0 } };
     CHECK_OK(npl_npu_runlist_add(rl, head, h, &s, &err), &err);
-    npu_rng rng = { 1112 };
+    nt_rng rng = { 1112 };
     npl_npu_device_stats_reset(L.dev);
     for (uint32_t t = 0; t < TOKENS; t++) {
         float x[E], logits[VOCAB];
@@ -792,7 +792,7 @@ static void groups_reject_bad_shapes(void)
     layer_close(&L);
 }
 
-static const npu_case cases[] = {
+static const nt_case cases[] = {
     { "rms_qkv_rope_mv_llama", rms_qkv_rope_mv_llama },
     { "rms_qkv_rope_mv_neox_with_norms", rms_qkv_rope_mv_neox_with_norms },
     { "attention_decode_matches_reference", attention_decode_matches_reference },
@@ -808,5 +808,5 @@ static const npu_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return npu_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -6,7 +6,7 @@
 
 #include "npu_manifest.h"
 #include "npu_emu.h"
-#include "npu_test.h"
+#include "npl_test.h"
 #include "q4nx.h"
 
 static const char good[] =
@@ -169,7 +169,7 @@ static void rejects_bad_manifests(void)
         npl_status st = npl_npu_manifest_parse(text, strlen(text), "bad.txt", &m, &err);
         if (st != NPL_ERR_FORMAT || m || !strstr(err.message, bad[i].needle)) {
             CHECK(!"manifest rejected with the expected message");
-            npu_note("  case %zu: status %d message '%s', wanted '%s'", i, (int)st, err.message,
+            nt_note("  case %zu: status %d message '%s', wanted '%s'", i, (int)st, err.message,
                      bad[i].needle);
         }
         npl_npu_manifest_free(m);
@@ -220,21 +220,21 @@ static void evaluates_expressions(void)
 
 static void loads_and_checks_files(void)
 {
-    char *dir = npu_tempdir();
+    char *dir = nt_tempdir();
     char path[1024];
     npl_npu_manifest *m = NULL;
     npl_error err;
     CHECK_FAILS(npl_npu_manifest_load(dir, &m, &err), NPL_ERR_IO, &err, "manifest.txt");
     snprintf(path, sizeof path, "%s/manifest.txt", dir);
-    CHECK(npu_write_file(path, good) == 0);
+    CHECK(nt_write_file(path, good) == 0);
     CHECK_OK(npl_npu_manifest_load(dir, &m, &err), &err);
     CHECK_FAILS(npl_npu_manifest_check_files(m, dir, &err), NPL_ERR_IO, &err,
                 "bin/decode.xclbin of group rms_qkv_rope_mv is missing");
     snprintf(path, sizeof path, "%s/bin/decode.xclbin", dir);
-    CHECK(npu_write_file(path, "xclbin") == 0);
+    CHECK(nt_write_file(path, "xclbin") == 0);
     CHECK_OK(npl_npu_manifest_check_files(m, dir, &err), &err);
     npl_npu_manifest_free(m);
-    npu_rmtree(dir);
+    nt_rmtree(dir);
     free(dir);
 }
 
@@ -316,7 +316,7 @@ static void packed_layout(void)
     npl_npu_manifest_free(m);
 }
 
-static const npu_case cases[] = {
+static const nt_case cases[] = {
     { "packed_layout", packed_layout },
     { "parses_good_manifest", parses_good_manifest },
     { "rejects_bad_manifests", rejects_bad_manifests },
@@ -327,5 +327,5 @@ static const npu_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return npu_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -8,7 +8,7 @@
 #include "ggml_blocks.h"
 #include "ggml_types.h"
 #include "npu_bf16.h"
-#include "npu_test.h"
+#include "npl_test.h"
 #include "q4nx.h"
 
 static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
@@ -70,7 +70,7 @@ static void hand_block_layout(void)
             want = 6.5f;
         if (row[c] != want) {
             CHECK(row[c] == want);
-            npu_note("  col %d: got %g want %g", c, (double)row[c], (double)want);
+            nt_note("  col %d: got %g want %g", c, (double)row[c], (double)want);
             break;
         }
     }
@@ -126,16 +126,16 @@ static void reference_byte_order_vector(void)
             expect = want[next++].value;
         if (q[i] != expect) {
             CHECK(q[i] == expect);
-            npu_note("  byte %u: got 0x%02x want 0x%02x", i, q[i], expect);
+            nt_note("  byte %u: got 0x%02x want 0x%02x", i, q[i], expect);
             break;
         }
     }
     free(q);
 }
 
-static uint16_t random_fp16_scale(npu_rng *rng, float lo, float hi)
+static uint16_t random_fp16_scale(nt_rng *rng, float lo, float hi)
 {
-    return npl_fp32_to_fp16(npu_rng_uniform(rng, lo, hi) * (npu_rng_next(rng) & 1 ? 1.0f : -1.0f));
+    return npl_fp32_to_fp16(nt_rng_uniform(rng, lo, hi) * (nt_rng_next(rng) & 1 ? 1.0f : -1.0f));
 }
 
 static void q4_0_hand_block(void)
@@ -168,7 +168,7 @@ static void q4_0_hand_block(void)
  * exactly |q-8| * |bf16(d) - d| <= |q-8| * 2^-8 * |d|. */
 static void q4_0_random_bound(void)
 {
-    npu_rng rng = { 0x1234567ull };
+    nt_rng rng = { 0x1234567ull };
     const int rows = 40, cols = 512;
     size_t row_bytes = npl_type_row_size(NPL_TYPE_Q4_0, cols);
     uint8_t *src = xcalloc(row_bytes * rows);
@@ -177,7 +177,7 @@ static void q4_0_random_bound(void)
             npl_block_q4_0 blk;
             blk.d = random_fp16_scale(&rng, 1e-4f, 2.0f);
             for (int j = 0; j < 16; j++)
-                blk.qs[j] = (uint8_t)npu_rng_next(&rng);
+                blk.qs[j] = (uint8_t)nt_rng_next(&rng);
             memcpy(src + r * row_bytes + b * sizeof blk, &blk, sizeof blk);
         }
     npl_q4nx_layout l;
@@ -186,7 +186,7 @@ static void q4_0_random_bound(void)
     uint8_t *q = xcalloc(l.bytes);
     CHECK_OK(npl_q4nx_repack(&l, NPL_TYPE_Q4_0, src, row_bytes * rows, q, l.bytes, NULL, &err), &err);
     float got[512], want[512];
-    for (int r = 0; r < rows && !npu_failures(); r++) {
+    for (int r = 0; r < rows && !nt_failures(); r++) {
         npl_q4nx_dequantize_row(q, &l, (uint32_t)r, got);
         npl_dequantize_row_ref(NPL_TYPE_Q4_0, src + r * row_bytes, want, cols);
         for (int c = 0; c < cols; c++) {
@@ -206,7 +206,7 @@ static void q4_0_random_bound(void)
 
 static void q4_1_random_bound(void)
 {
-    npu_rng rng = { 0xfeedull };
+    nt_rng rng = { 0xfeedull };
     const int rows = 33, cols = 256;
     size_t row_bytes = npl_type_row_size(NPL_TYPE_Q4_1, cols);
     uint8_t *src = xcalloc(row_bytes * rows);
@@ -216,7 +216,7 @@ static void q4_1_random_bound(void)
             blk.d = random_fp16_scale(&rng, 1e-3f, 1.0f);
             blk.m = random_fp16_scale(&rng, 0.0f, 8.0f);
             for (int j = 0; j < 16; j++)
-                blk.qs[j] = (uint8_t)npu_rng_next(&rng);
+                blk.qs[j] = (uint8_t)nt_rng_next(&rng);
             memcpy(src + r * row_bytes + b * sizeof blk, &blk, sizeof blk);
         }
     npl_q4nx_layout l;
@@ -225,7 +225,7 @@ static void q4_1_random_bound(void)
     uint8_t *q = xcalloc(l.bytes);
     CHECK_OK(npl_q4nx_repack(&l, NPL_TYPE_Q4_1, src, row_bytes * rows, q, l.bytes, NULL, &err), &err);
     float got[256], want[256];
-    for (int r = 0; r < rows && !npu_failures(); r++) {
+    for (int r = 0; r < rows && !nt_failures(); r++) {
         npl_q4nx_dequantize_row(q, &l, (uint32_t)r, got);
         npl_dequantize_row_ref(NPL_TYPE_Q4_1, src + r * row_bytes, want, cols);
         for (int c = 0; c < cols; c++) {
@@ -257,11 +257,11 @@ static void q4_K_codes(const uint8_t *s, int j, int *sc, int *mn)
 
 static void q4_K_random_bound(void)
 {
-    npu_rng rng = { 0xabcdefull };
+    nt_rng rng = { 0xabcdefull };
     const int rows = 35, cols = 512;
     float *f = xcalloc(sizeof(float) * rows * cols);
     for (int i = 0; i < rows * cols; i++)
-        f[i] = npu_rng_uniform(&rng, -1.0f, 1.0f) * (1.0f + (float)(i % 97));
+        f[i] = nt_rng_uniform(&rng, -1.0f, 1.0f) * (1.0f + (float)(i % 97));
     size_t row_bytes = npl_type_row_size(NPL_TYPE_Q4_K, cols);
     uint8_t *src = xcalloc(row_bytes * rows);
     for (int r = 0; r < rows; r++)
@@ -272,7 +272,7 @@ static void q4_K_random_bound(void)
     uint8_t *q = xcalloc(l.bytes);
     CHECK_OK(npl_q4nx_repack(&l, NPL_TYPE_Q4_K, src, row_bytes * rows, q, l.bytes, NULL, &err), &err);
     float got[512], want[512];
-    for (int r = 0; r < rows && !npu_failures(); r++) {
+    for (int r = 0; r < rows && !nt_failures(); r++) {
         npl_q4nx_dequantize_row(q, &l, (uint32_t)r, got);
         npl_dequantize_row_ref(NPL_TYPE_Q4_K, src + r * row_bytes, want, cols);
         for (int c = 0; c < cols; c++) {
@@ -315,7 +315,7 @@ static void q4_K_hand_block(void)
     for (int i = 0; i < 256; i++)
         if (got[i] != want[i]) {
             CHECK(got[i] == want[i]);
-            npu_note("  at %d: got %g want %g", i, (double)got[i], (double)want[i]);
+            nt_note("  at %d: got %g want %g", i, (double)got[i], (double)want[i]);
             break;
         }
     free(q);
@@ -326,7 +326,7 @@ static void q4_K_hand_block(void)
 static void check_float_quantized(const uint8_t *q, const npl_q4nx_layout *l, const float *src)
 {
     float *row = xcalloc(sizeof(float) * l->cols);
-    for (uint32_t r = 0; r < l->rows && !npu_failures(); r++) {
+    for (uint32_t r = 0; r < l->rows && !nt_failures(); r++) {
         npl_q4nx_dequantize_row(q, l, r, row);
         for (uint32_t c = 0; c < l->cols; c++) {
             float x = src[(size_t)r * l->cols + c];
@@ -334,7 +334,7 @@ static void check_float_quantized(const uint8_t *q, const npl_q4nx_layout *l, co
             float bound = 0.5f * d * (1.0f + 0x1p-12f) + 0x1p-22f * fabsf(x);
             if (!(fabsf(row[c] - x) <= bound)) {
                 CHECK(fabsf(row[c] - x) <= bound);
-                npu_note("  [%u][%u]: x %g w %g d %g", r, c, (double)x, (double)row[c], (double)d);
+                nt_note("  [%u][%u]: x %g w %g d %g", r, c, (double)x, (double)row[c], (double)d);
                 break;
             }
         }
@@ -351,11 +351,11 @@ static void check_float_quantized(const uint8_t *q, const npl_q4nx_layout *l, co
 
 static void float_quantize_bound(void)
 {
-    npu_rng rng = { 99 };
+    nt_rng rng = { 99 };
     const int rows = 37, cols = 300;
     float *f = xcalloc(sizeof(float) * rows * cols);
     for (int i = 0; i < rows * cols; i++)
-        f[i] = npu_rng_uniform(&rng, -2.0f, 3.0f) * (i % 7 == 0 ? 10.0f : 1.0f) + (i / cols == 5 ? 100.0f : 0.0f);
+        f[i] = nt_rng_uniform(&rng, -2.0f, 3.0f) * (i % 7 == 0 ? 10.0f : 1.0f) + (i / cols == 5 ? 100.0f : 0.0f);
     for (int c = 0; c < cols; c++)
         f[7 * cols + c] = 0.3f; /* a constant row */
     npl_q4nx_layout l;
@@ -399,11 +399,11 @@ static void float_quantize_bound(void)
 /* A 33 x 288 q4_0 tensor pads to 64 x 512; padding stays zero. */
 static void odd_shapes_padding(void)
 {
-    npu_rng rng = { 7 };
+    nt_rng rng = { 7 };
     const int rows = 33, cols = 288;
     float *f = xcalloc(sizeof(float) * rows * cols);
     for (int i = 0; i < rows * cols; i++)
-        f[i] = npu_rng_uniform(&rng, -1.0f, 1.0f);
+        f[i] = nt_rng_uniform(&rng, -1.0f, 1.0f);
     size_t row_bytes = npl_type_row_size(NPL_TYPE_Q4_0, cols);
     uint8_t *src = xcalloc(row_bytes * rows);
     for (int r = 0; r < rows; r++)
@@ -422,7 +422,7 @@ static void odd_shapes_padding(void)
                     || npl_q4nx_scale_bits(q, &l, r, c / 32) != 0
                     || npl_q4nx_min_bits(q, &l, r, c / 32) != 0) {
                     CHECK(!"padding is zero");
-                    npu_note("  at [%u][%u]", r, c);
+                    nt_note("  at [%u][%u]", r, c);
                     r = l.rows_padded;
                     break;
                 }
@@ -430,7 +430,7 @@ static void odd_shapes_padding(void)
     /* The matvec over the padded matrix only sees the logical part. */
     uint16_t x[288];
     for (int c = 0; c < cols; c++)
-        x[c] = npl_fp32_to_bf16(npu_rng_uniform(&rng, -1.0f, 1.0f));
+        x[c] = npl_fp32_to_bf16(nt_rng_uniform(&rng, -1.0f, 1.0f));
     float y[33];
     npl_q4nx_matvec_ref(q, &l, x, y);
     float wrow[288];
@@ -452,12 +452,12 @@ static void odd_shapes_padding(void)
  * of the source's own reference dequantization. */
 static void requantize_other_types(void)
 {
-    npu_rng rng = { 5 };
+    nt_rng rng = { 5 };
     const uint32_t types[] = { NPL_TYPE_Q8_0, NPL_TYPE_Q6_K, NPL_TYPE_Q5_K };
     const int rows = 4, cols = 256;
     float f[4 * 256], ref[256];
     for (int i = 0; i < rows * cols; i++)
-        f[i] = npu_rng_uniform(&rng, -1.0f, 1.0f);
+        f[i] = nt_rng_uniform(&rng, -1.0f, 1.0f);
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         size_t row_bytes = npl_type_row_size(types[t], cols);
         uint8_t *src = xcalloc(row_bytes * rows);
@@ -485,11 +485,11 @@ static void requantize_other_types(void)
 
 static void matvec_matches_reference(void)
 {
-    npu_rng rng = { 11 };
+    nt_rng rng = { 11 };
     const int rows = 70, cols = 520;
     float *f = xcalloc(sizeof(float) * rows * cols);
     for (int i = 0; i < rows * cols; i++)
-        f[i] = npu_rng_uniform(&rng, -1.0f, 1.0f);
+        f[i] = nt_rng_uniform(&rng, -1.0f, 1.0f);
     npl_q4nx_layout l;
     npl_error err;
     CHECK_OK(npl_q4nx_layout_init(&l, rows, cols, &err), &err);
@@ -498,7 +498,7 @@ static void matvec_matches_reference(void)
     const int nv = 3;
     uint16_t x[3 * 520];
     for (int i = 0; i < nv * cols; i++)
-        x[i] = npl_fp32_to_bf16(npu_rng_uniform(&rng, -2.0f, 2.0f));
+        x[i] = npl_fp32_to_bf16(nt_rng_uniform(&rng, -2.0f, 2.0f));
     float y[3 * 70], y1[70];
     CHECK_OK(npl_q4nx_matmul_ref(q, &l, x, cols, nv, y, rows, &err), &err);
     float wrow[520];
@@ -550,13 +550,13 @@ static void repack_rejects_bad_input(void)
 /* The inline bf16 helpers agree with the shared reference conversions. */
 static void bf16_helpers_match_reference(void)
 {
-    npu_rng rng = { 3 };
+    nt_rng rng = { 3 };
     for (int i = 0; i < 200000; i++) {
-        uint32_t u = (uint32_t)npu_rng_next(&rng);
+        uint32_t u = (uint32_t)nt_rng_next(&rng);
         float f;
         memcpy(&f, &u, sizeof f);
         CHECK(npu_f32_to_bf16(f) == npl_fp32_to_bf16(f));
-        if (npu_failures())
+        if (nt_failures())
             break;
     }
     for (uint32_t h = 0; h < 65536; h++) {
@@ -565,7 +565,7 @@ static void bf16_helpers_match_reference(void)
     }
 }
 
-static const npu_case cases[] = {
+static const nt_case cases[] = {
     { "layout_shapes", layout_shapes },
     { "hand_block_layout", hand_block_layout },
     { "reference_byte_order_vector", reference_byte_order_vector },
@@ -584,5 +584,5 @@ static const npu_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return npu_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "ggml_types.h"
-#include "npu_test.h"
+#include "npl_test.h"
 #include "q4nx.h"
 #include "q4nx_cache.h"
 
@@ -24,9 +24,9 @@ typedef struct fixture {
 static void fixture_init(fixture *fx)
 {
     npl_error err;
-    fx->dir = npu_tempdir();
+    fx->dir = nt_tempdir();
     snprintf(fx->model, sizeof fx->model, "%s/model.gguf", fx->dir);
-    CHECK(npu_write_file(fx->model, "not really a model, but it has a size and an mtime") == 0);
+    CHECK(nt_write_file(fx->model, "not really a model, but it has a size and an mtime") == 0);
     CHECK_OK(npl_q4nx_cache_key_from_file(fx->model, 0x1234, &fx->key, &err), &err);
     CHECK_OK(npl_q4nx_layout_init(&fx->la, 40, 300, &err), &err);
     CHECK_OK(npl_q4nx_layout_init(&fx->lb, 32, 256, &err), &err);
@@ -42,7 +42,7 @@ static void fixture_init(fixture *fx)
 
 static void fixture_free(fixture *fx)
 {
-    npu_rmtree(fx->dir);
+    nt_rmtree(fx->dir);
     free(fx->dir);
     free(fx->a);
     free(fx->b);
@@ -135,7 +135,7 @@ static void stale_is_detected(void)
                 &err, "different model");
     CHECK(state == NPL_Q4NX_CACHE_STALE);
     /* Rewrite the model with other content and an older mtime. */
-    CHECK(npu_write_file(fx.model, "a different model") == 0);
+    CHECK(nt_write_file(fx.model, "a different model") == 0);
     struct timespec times[2] = { { 1000, 0 }, { 1000, 0 } };
     CHECK(utimensat(AT_FDCWD, fx.model, times, 0) == 0);
     CHECK_OK(npl_q4nx_cache_key_from_file(fx.model, 0x1234, &k, &err), &err);
@@ -263,7 +263,7 @@ static void checksum_properties(void)
     }
 }
 
-static const npu_case cases[] = {
+static const nt_case cases[] = {
     { "round_trip", round_trip },
     { "missing_is_reported", missing_is_reported },
     { "stale_is_detected", stale_is_detected },
@@ -275,5 +275,5 @@ static const npu_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return npu_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

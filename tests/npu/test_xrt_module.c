@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "npu_test.h"
+#include "npl_test.h"
 #include "xrt_shim.h"
 
 static const char *module_path(void)
@@ -27,8 +27,8 @@ static npl_npu_xrt_shim_open_fn load_entry(const char *path)
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *why = dlerror();
-        npu_check_failed(__FILE__, __LINE__, "dlopen of the XRT shim module");
-        npu_note("  %s", why ? why : "unknown error");
+        nt_check_failed(__FILE__, __LINE__, "dlopen of the XRT shim module");
+        nt_note("  %s", why ? why : "unknown error");
         return NULL;
     }
     void *sym = dlsym(h, NPL_NPU_XRT_SHIM_ENTRY);
@@ -72,7 +72,7 @@ static void rejects_missing_kernel_dir(void)
 static void rejects_emulator_kernels(void)
 {
     const char *path = module_path();
-    char *dir = npu_tempdir();
+    char *dir = nt_tempdir();
     if (!path || !dir) {
         CHECK(dir != NULL);
         free(dir);
@@ -80,7 +80,7 @@ static void rejects_emulator_kernels(void)
     }
     char file[512];
     snprintf(file, sizeof file, "%s/manifest.txt", dir);
-    CHECK(npu_write_file(file, "npullm-npu-manifest 1\ndevice = emu\n"
+    CHECK(nt_write_file(file, "npullm-npu-manifest 1\ndevice = emu\n"
                                "[group g]\narg = x io f32 [n_embd]\n") == 0);
     npl_npu_xrt_config cfg = { 0, dir };
     npl_npu_device *dev = NULL;
@@ -88,7 +88,7 @@ static void rejects_emulator_kernels(void)
     CHECK_FAILS(npl_npu_xrt_open(path, &cfg, &dev, &err), NPL_ERR_UNSUPPORTED, &err,
                 "holds emulator contracts");
     CHECK(dev == NULL);
-    npu_rmtree(dir);
+    nt_rmtree(dir);
     free(dir);
 }
 
@@ -97,7 +97,7 @@ static void rejects_emulator_kernels(void)
 static void bad_binaries_fail_cleanly(void)
 {
     const char *path = module_path();
-    char *dir = npu_tempdir();
+    char *dir = nt_tempdir();
     if (!path || !dir) {
         CHECK(dir != NULL);
         free(dir);
@@ -105,23 +105,23 @@ static void bad_binaries_fail_cleanly(void)
     }
     char file[512];
     snprintf(file, sizeof file, "%s/manifest.txt", dir);
-    CHECK(npu_write_file(file, "npullm-npu-manifest 1\ndevice = xdna2\n[group g]\n"
+    CHECK(nt_write_file(file, "npullm-npu-manifest 1\ndevice = xdna2\n[group g]\n"
                                "xclbin = bin/g.xclbin\nkernel = MLIR_AIE\n"
                                "arg = x io f32 [n_embd]\n") == 0);
     snprintf(file, sizeof file, "%s/bin/g.xclbin", dir);
-    CHECK(npu_write_file(file, "not an xclbin") == 0);
+    CHECK(nt_write_file(file, "not an xclbin") == 0);
     npl_npu_xrt_config cfg = { 0, dir };
     npl_npu_device *dev = NULL;
     npl_error err;
     CHECK_FAILS(npl_npu_xrt_open(path, &cfg, &dev, &err), NPL_ERR_IO, &err,
                 "xrt: opening the NPU: ");
     CHECK(dev == NULL);
-    npu_note("  XRT said: %s", err.message);
-    npu_rmtree(dir);
+    nt_note("  XRT said: %s", err.message);
+    nt_rmtree(dir);
     free(dir);
 }
 
-static const npu_case cases[] = {
+static const nt_case cases[] = {
     { "rejects_wrong_abi", rejects_wrong_abi },
     { "rejects_missing_kernel_dir", rejects_missing_kernel_dir },
     { "rejects_emulator_kernels", rejects_emulator_kernels },
@@ -130,5 +130,5 @@ static const npu_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return npu_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -161,7 +161,7 @@ static void test_auto_falls_back(void)
     const char *fake_xrt = getenv("NPU_FAKE_XRT_NEW");
     if (!fake_xrt) {
         fprintf(stderr, "NPU_FAKE_XRT_NEW is not set (run through meson test)\n");
-        ne_current.failures++;
+        nt_check_failed(__FILE__, __LINE__, "see above");
         rmtree(f.root);
         return;
     }
@@ -191,7 +191,7 @@ static npl_model *load(const char *device, npl_error *err)
     npl_model_params_default(&p);
     p.n_threads = 1;
     p.device = device;
-    return npl_model_load(ne_arg(0), &p, err);
+    return npl_model_load(nt_arg(0), &p, err);
 }
 
 static void test_model_devices(void)
@@ -237,5 +237,5 @@ static void test_model_devices(void)
     npl_model_free(m);
 }
 
-NE_MAIN({"requests", test_requests}, {"auto_falls_back", test_auto_falls_back},
+NT_MAIN({"requests", test_requests}, {"auto_falls_back", test_auto_falls_back},
         {"model_devices", test_model_devices})

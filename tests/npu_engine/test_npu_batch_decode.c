@@ -82,7 +82,7 @@ static bool step(npl_model *m, pair *ps, const size_t *which, size_t n, npl_devi
     for (size_t i = 0; i < n; i++) {
         pair *p = &ps[which[i]];
         batch[i] = p->batched;
-        toks[i] = ne_argmax(npl_seq_logits(p->alone), nv);
+        toks[i] = nt_argmax(npl_seq_logits(p->alone), nv);
         if (npl_decode(m, &p->alone, &toks[i], 1, &err) != NPL_OK) {
             fprintf(stderr, "decode alone: %s\n", err.message);
             return false;
@@ -130,7 +130,7 @@ static void check_traffic(const npl_model *m, const npl_device_traffic *t, uint6
 
 static void test_one_submission(void)
 {
-    npl_model *m = ne_load("npu-emu", 16);
+    npl_model *m = nt_load_model("npu-emu", 1, 16);
     REQUIRE(m);
     pair ps[3];
     const uint32_t n_ctx[3] = {64, 128, 96};
@@ -156,7 +156,7 @@ static void test_one_submission(void)
 
 static void test_recompose(void)
 {
-    npl_model *m = ne_load("npu-emu", 16);
+    npl_model *m = nt_load_model("npu-emu", 1, 16);
     REQUIRE(m);
     pair ps[5];
     for (int i = 0; i < 4; i++)
@@ -186,7 +186,7 @@ static void test_recompose(void)
 
 static void test_over_cap(void)
 {
-    npl_model *m = ne_load("npu-emu", 2); /* rows of the activations: 2 sequences per submission */
+    npl_model *m = nt_load_model("npu-emu", 1, 2); /* rows of the activations: 2 sequences per submission */
     REQUIRE(m);
     pair ps[5];
     for (int i = 0; i < 5; i++)
@@ -221,14 +221,14 @@ static char *manifest_without_fused(void)
 
 static void test_unfused(void)
 {
-    npl_model *m = ne_load("cpu", 16);
+    npl_model *m = nt_load_model("cpu", 1, 16);
     char *text = manifest_without_fused();
     REQUIRE(m && text);
     npl_error err;
     npl_npu_manifest *man = NULL;
     npl_backend_npu *b = NULL;
     REQUIRE(ne_emu_runtime(m, text, &man, &b, &err) == NPL_OK);
-    m->device->npu = b;
+    npl_backend_attach_npu(m, b);
     CHECK(runs_per_seq(m) == 3ull * npl_model_get_info(m)->n_layer + 1);
 
     pair ps[3];
@@ -247,5 +247,5 @@ static void test_unfused(void)
     free(text);
 }
 
-NE_MAIN({"one_submission", test_one_submission}, {"recompose", test_recompose},
+NT_MAIN({"one_submission", test_one_submission}, {"recompose", test_recompose},
         {"over_cap", test_over_cap}, {"unfused", test_unfused})

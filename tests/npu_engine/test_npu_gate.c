@@ -160,7 +160,7 @@ static void run_gate(npl_model *cpu, npl_model *npu, const char *what, bool chec
 
 static void test_gate(void)
 {
-    const char *path = ne_arg(0);
+    const char *path = nt_arg(0);
     npl_model *cpu = load(path, "cpu", 0);
     npl_model *npu = load(path, "npu-emu", NPU_CHUNK);
     if (cpu && npu) {
@@ -233,7 +233,7 @@ static bool make_twin(npl_model *m, twin *t)
 
 static void test_gate_twin(void)
 {
-    const char *path = ne_arg(0);
+    const char *path = nt_arg(0);
     npl_model *cpu = load(path, "cpu", 0);
     npl_model *npu = load(path, "npu-emu", NPU_CHUNK);
     twin t = {0};
@@ -251,4 +251,4 @@ static void test_gate_twin(void)
     free(t.bufs);
 }
 
-NE_MAIN({"gate", test_gate}, {"gate_twin", test_gate_twin})
+NT_MAIN({"gate", test_gate}, {"gate_twin", test_gate_twin})

@@ -44,7 +44,7 @@ static bool decode1(npl_model *m, npl_seq *s, int32_t tok)
 
 static void test_budget(void)
 {
-    npl_model *m = ne_load("npu-emu", CHUNK);
+    npl_model *m = nt_load_model("npu-emu", 1, CHUNK);
     REQUIRE(m);
     const npl_model_info *in = npl_model_get_info(m);
     uint64_t L = in->n_layer, E = in->n_embd, V = in->n_vocab;
@@ -78,7 +78,7 @@ static void test_budget(void)
     CHECK(s1.prefill.d2h_activation_bytes == V * 4);
 
     for (int i = 0; i < STEPS; i++)
-        CHECK(decode1(m, s, ne_argmax(npl_seq_logits(s), in->n_vocab)));
+        CHECK(decode1(m, s, nt_argmax(npl_seq_logits(s), in->n_vocab)));
     CHECK(npl_model_device_stats(m, &s2));
     const npl_device_traffic *d = &s2.decode;
     CHECK(s2.decode_tokens == STEPS);
@@ -103,7 +103,7 @@ static void test_budget(void)
 
 static void test_prefill_equals_decode(void)
 {
-    npl_model *m = ne_load("npu-emu", CHUNK);
+    npl_model *m = nt_load_model("npu-emu", 1, CHUNK);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     enum { N = 2 * CHUNK + 5 };
@@ -131,7 +131,7 @@ static void test_prefill_equals_decode(void)
     REQUIRE(la && lb);
     CHECK(memcmp(la, lb, nv * sizeof(float)) == 0);
     /* And the next step from either agrees as well. */
-    int32_t next = ne_argmax(la, nv);
+    int32_t next = nt_argmax(la, nv);
     CHECK(decode1(m, a, next) && decode1(m, b, next));
     CHECK(memcmp(npl_seq_logits(a), npl_seq_logits(b), nv * sizeof(float)) == 0);
     npl_seq_free(a);
@@ -141,7 +141,7 @@ static void test_prefill_equals_decode(void)
 
 static void test_batch_equals_alone(void)
 {
-    npl_model *m = ne_load("npu-emu", CHUNK);
+    npl_model *m = nt_load_model("npu-emu", 1, CHUNK);
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     enum { NS = 3, STEPS = 3 };
@@ -160,7 +160,7 @@ static void test_batch_equals_alone(void)
     for (int step = 0; step < STEPS; step++) {
         int32_t toks[NS];
         for (int i = 0; i < NS; i++) {
-            toks[i] = ne_argmax(npl_seq_logits(alone[i]), nv);
+            toks[i] = nt_argmax(npl_seq_logits(alone[i]), nv);
             CHECK(decode1(m, alone[i], toks[i]));
         }
         CHECK(npl_decode(m, batch, toks, NS, &err) == NPL_OK);
@@ -177,7 +177,7 @@ static void test_batch_equals_alone(void)
 
 static void test_embeddings(void)
 {
-    npl_model *m = ne_load("npu-emu", CHUNK);
+    npl_model *m = nt_load_model("npu-emu", 1, CHUNK);
     REQUIRE(m);
     const npl_model_info *in = npl_model_get_info(m);
     enum { N = CHUNK + 3 };
@@ -234,17 +234,17 @@ static char *manifest_without_fused(void)
 
 static void test_unfused_decode(void)
 {
-    npl_model *fused = ne_load("npu-emu", CHUNK);
+    npl_model *fused = nt_load_model("npu-emu", 1, CHUNK);
     /* A CPU model given an emulated device with the reduced manifest: the
      * runtime as npl_model_load would build it. */
-    npl_model *split = ne_load("cpu", CHUNK);
+    npl_model *split = nt_load_model("cpu", 1, CHUNK);
     char *text = manifest_without_fused();
     REQUIRE(fused && split && text);
     npl_error err;
     npl_npu_manifest *man = NULL;
     npl_backend_npu *b = NULL;
     REQUIRE(ne_emu_runtime(split, text, &man, &b, &err) == NPL_OK);
-    split->device->npu = b;
+    npl_backend_attach_npu(split, b);
 
     uint32_t nv = npl_model_get_info(fused)->n_vocab;
     uint64_t L = npl_model_get_info(fused)->n_layer;
@@ -254,7 +254,7 @@ static void test_unfused_decode(void)
     ne_make_prompt(ids, 6, 9, nv);
     CHECK(npl_prefill(fused, sf, ids, 6, 0, NULL, &err) == NPL_OK);
     CHECK(npl_prefill(split, ss, ids, 6, 0, NULL, &err) == NPL_OK);
-    int32_t next = ne_argmax(npl_seq_logits(sf), nv);
+    int32_t next = nt_argmax(npl_seq_logits(sf), nv);
     CHECK(decode1(fused, sf, next) && decode1(split, ss, next));
     CHECK(memcmp(npl_seq_logits(sf), npl_seq_logits(ss), nv * sizeof(float)) == 0);
     npl_device_stats st;
@@ -270,8 +270,8 @@ static void test_unfused_decode(void)
 
 static void test_errors(void)
 {
-    npl_model *m = ne_load("npu-emu", CHUNK);
-    npl_model *other = ne_load("npu-emu", CHUNK);
+    npl_model *m = nt_load_model("npu-emu", 1, CHUNK);
+    npl_model *other = nt_load_model("npu-emu", 1, CHUNK);
     REQUIRE(m && other);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     npl_error err;
@@ -353,7 +353,7 @@ static void test_pack_refusals(void)
          "kernel groups attn_o_ffn_mv and o_ffn lay out 'w_ffn' differently"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        npl_model *m = ne_load("cpu", CHUNK);
+        npl_model *m = nt_load_model("cpu", 1, CHUNK);
         char *text = manifest_replacing(cases[i].from, cases[i].to);
         REQUIRE(m && text && strcmp(text, npl_npu_emu_builtin_manifest()) != 0);
         npl_error err;
@@ -368,6 +368,6 @@ static void test_pack_refusals(void)
     }
 }
 
-NE_MAIN({"budget", test_budget}, {"pack_refusals", test_pack_refusals}, {"prefill_equals_decode", test_prefill_equals_decode},
+NT_MAIN({"budget", test_budget}, {"pack_refusals", test_pack_refusals}, {"prefill_equals_decode", test_prefill_equals_decode},
         {"batch_equals_alone", test_batch_equals_alone}, {"embeddings", test_embeddings},
         {"unfused_decode", test_unfused_decode}, {"errors", test_errors})

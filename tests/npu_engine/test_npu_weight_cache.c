@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "backend_npu.h"
 #include "model_internal.h"
 #include "npu_emu.h"
@@ -209,7 +210,7 @@ static npl_model *load_in(const char *path, const char *cache_dir)
         npl_model_free(m);
         return NULL;
     }
-    m->device->npu = b;
+    npl_backend_attach_npu(m, b);
     return m;
 }
 
@@ -235,7 +236,7 @@ static float *run_logits(npl_model *m)
     bool ok = out && s && npl_prefill(m, s, ids, PROMPT, 0, NULL, &err) == NPL_OK;
     for (int k = 0; ok && k <= STEPS; k++) {
         memcpy(out + (size_t)k * nv, npl_seq_logits(s), nv * sizeof *out);
-        int32_t next = ne_argmax(npl_seq_logits(s), nv);
+        int32_t next = nt_argmax(npl_seq_logits(s), nv);
         ok = k == STEPS || npl_decode(m, &s, &next, 1, &err) == NPL_OK;
     }
     if (!ok) {
@@ -308,7 +309,7 @@ static float *reference_logits(const char *path, uint32_t *n_matrices)
 static void test_write_then_read(void)
 {
     workdir w;
-    REQUIRE(workdir_init(&w, ne_arg(0)));
+    REQUIRE(workdir_init(&w, nt_arg(0)));
     uint32_t n = 0;
     float *ref = reference_logits(w.model, &n);
     REQUIRE(ref && n > 0);
@@ -352,8 +353,8 @@ static void check_rebuilt_then_read(const workdir *w, const float *ref, uint32_t
 static void test_stale(void)
 {
     workdir w;
-    REQUIRE(workdir_init(&w, ne_arg(0)));
-    REQUIRE(ne_arg(1));
+    REQUIRE(workdir_init(&w, nt_arg(0)));
+    REQUIRE(nt_arg(1));
     uint32_t n = 0;
     float *ref = reference_logits(w.model, &n);
     REQUIRE(ref);
@@ -378,9 +379,9 @@ static void test_stale(void)
 
     /* Another model under the same name. */
     uint32_t n_other = 0;
-    float *ref_other = reference_logits(ne_arg(1), &n_other);
+    float *ref_other = reference_logits(nt_arg(1), &n_other);
     REQUIRE(ref_other);
-    REQUIRE(copy_file(ne_arg(1), w.model));
+    REQUIRE(copy_file(nt_arg(1), w.model));
     check_rebuilt_then_read(&w, ref_other, n_other, NULL);
     free(ref);
     free(ref_other);
@@ -398,7 +399,7 @@ static uint64_t le64(const uint8_t *p)
 static void test_damaged(void)
 {
     workdir w;
-    REQUIRE(workdir_init(&w, ne_arg(0)));
+    REQUIRE(workdir_init(&w, nt_arg(0)));
     uint32_t n = 0;
     float *ref = reference_logits(w.model, &n);
     REQUIRE(ref);
@@ -476,7 +477,7 @@ static void check_not_written(const char *model, const char *cache_dir, const fl
 static void test_unwritable(void)
 {
     workdir w;
-    REQUIRE(workdir_init(&w, ne_arg(0)));
+    REQUIRE(workdir_init(&w, nt_arg(0)));
     uint32_t n = 0;
     float *ref = reference_logits(w.model, &n);
     REQUIRE(ref);
@@ -498,7 +499,7 @@ static void test_unwritable(void)
 static void test_disk_full(void)
 {
     workdir w;
-    REQUIRE(workdir_init(&w, ne_arg(0)));
+    REQUIRE(workdir_init(&w, nt_arg(0)));
     uint32_t n = 0;
     float *ref = reference_logits(w.model, &n);
     REQUIRE(ref);
@@ -529,7 +530,7 @@ static void test_disk_full(void)
 static void test_off(void)
 {
     workdir w;
-    REQUIRE(workdir_init(&w, ne_arg(0)));
+    REQUIRE(workdir_init(&w, nt_arg(0)));
     uint32_t n = 0;
     float *ref = reference_logits(w.model, &n);
     REQUIRE(ref && n > 0);
@@ -552,7 +553,7 @@ static void test_off(void)
 static void test_other_dir(void)
 {
     workdir w;
-    REQUIRE(workdir_init(&w, ne_arg(0)));
+    REQUIRE(workdir_init(&w, nt_arg(0)));
     char *cache_dir = make_tempdir();
     REQUIRE(cache_dir);
     uint32_t n = 0;
@@ -579,7 +580,7 @@ static void test_other_dir(void)
 static void test_relative_path(void)
 {
     workdir w;
-    REQUIRE(workdir_init(&w, ne_arg(0)));
+    REQUIRE(workdir_init(&w, nt_arg(0)));
     char cwd[PATH_MAX];
     REQUIRE(getcwd(cwd, sizeof cwd) && chdir(w.dir) == 0);
     bool ok;
@@ -598,7 +599,7 @@ static void test_relative_path(void)
 static void test_params_field(void)
 {
     workdir w;
-    REQUIRE(workdir_init(&w, ne_arg(0)));
+    REQUIRE(workdir_init(&w, nt_arg(0)));
     char *cache_dir = make_tempdir();
     REQUIRE(cache_dir);
     npl_model_params p = params_for("npu-emu");
@@ -647,7 +648,7 @@ static bool reads_back(const npl_q4nx_cache *c, small_tensor *t, size_t n, uint8
             return false;
         if (memcmp(buf, t[i].data, t[i].layout.bytes) != 0) {
             fprintf(stderr, "tensor %s read back different bytes\n", t[i].name);
-            ne_current.failures++;
+            nt_check_failed(__FILE__, __LINE__, "see above");
         }
     }
     return true;
@@ -742,7 +743,7 @@ static void test_reader_bytes(void)
     free(dir);
 }
 
-NE_MAIN({"write_then_read", test_write_then_read}, {"stale", test_stale},
+NT_MAIN({"write_then_read", test_write_then_read}, {"stale", test_stale},
         {"damaged", test_damaged}, {"unwritable", test_unwritable},
         {"disk_full", test_disk_full}, {"off", test_off}, {"other_dir", test_other_dir},
         {"relative_path", test_relative_path},

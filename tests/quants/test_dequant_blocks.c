@@ -5,7 +5,7 @@
  * every product is exact in float. */
 #include "ggml_blocks.h"
 #include "ggml_types.h"
-#include "quant_harness.h"
+#include "npl_test.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -28,7 +28,7 @@ static void check_block(uint32_t type, const void *block, size_t block_bytes,
     }
     memcpy(raw + 1, block, block_bytes);
     CHECK(npl_dequantize_row_ref(type, raw + 1, out, n));
-    for (int64_t i = 0; i < n && !quant_failures(); i++)
+    for (int64_t i = 0; i < n && !nt_failures(); i++)
         CHECK_FLOAT_BITS(out[i], want[i], i);
     free(raw);
     free(out);
@@ -542,7 +542,7 @@ static void f16_row_is_exact(void)
         for (uint32_t i = 0; i < 65536; i++)
             h[i] = (uint16_t)i;
         CHECK(npl_dequantize_row_ref(NPL_TYPE_F16, h, out, 65536));
-        for (uint32_t i = 0; i < 65536 && !quant_failures(); i++)
+        for (uint32_t i = 0; i < 65536 && !nt_failures(); i++)
             CHECK_FLOAT_BITS(out[i], npl_fp16_to_fp32((uint16_t)i), i);
         /* Spot values by hand: 0x3c00 = 1, 0xc500 = -5, 0x0001 = 2^-24. */
         CHECK(out[0x3c00] == 1.0f);
@@ -562,8 +562,8 @@ static void bf16_row_is_exact(void)
         for (uint32_t i = 0; i < 65536; i++)
             h[i] = (uint16_t)i;
         CHECK(npl_dequantize_row_ref(NPL_TYPE_BF16, h, out, 65536));
-        for (uint32_t i = 0; i < 65536 && !quant_failures(); i++)
-            CHECK(quant_float_bits(out[i]) == i << 16);
+        for (uint32_t i = 0; i < 65536 && !nt_failures(); i++)
+            CHECK(nt_float_bits(out[i]) == i << 16);
         CHECK(out[0x3f80] == 1.0f);
         CHECK(out[0xc0a0] == -5.0f);
     }
@@ -584,7 +584,7 @@ static void f32_row_is_exact(void)
     float out[N];
     CHECK(npl_dequantize_row_ref(NPL_TYPE_F32, raw + 1, out, N));
     for (int i = 0; i < N; i++)
-        CHECK(quant_float_bits(out[i]) == bits[i]);
+        CHECK(nt_float_bits(out[i]) == bits[i]);
 }
 
 /* ---- argument checking ------------------------------------------------- */
@@ -605,7 +605,7 @@ static void dequantize_rejects_bad_arguments(void)
     CHECK(npl_dequantize_row_ref(NPL_TYPE_Q4_0, NULL, NULL, 0));     /* empty row is fine */
 }
 
-static const quant_case cases[] = {
+static const nt_case cases[] = {
     { "q4_0_hand_block", q4_0_hand_block },
     { "q4_0_two_blocks", q4_0_two_blocks },
     { "q4_1_hand_block", q4_1_hand_block },
@@ -629,5 +629,5 @@ static const quant_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return quant_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -2,7 +2,7 @@
  * against the rounding definition on a dense sample of floats, against the
  * F16C instructions when the CPU has them, and on hand-picked edges. */
 #include "ggml_types.h"
-#include "quant_harness.h"
+#include "npl_test.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -29,7 +29,7 @@ static bool bf16_is_nan(uint16_t h)
  * NaN stays a NaN of the same sign. */
 static void fp16_round_trip_all(void)
 {
-    for (uint32_t i = 0; i < 65536 && !quant_failures(); i++) {
+    for (uint32_t i = 0; i < 65536 && !nt_failures(); i++) {
         const uint16_t h = (uint16_t)i;
         const float f = npl_fp16_to_fp32(h);
         const uint16_t back = npl_fp32_to_fp16(f);
@@ -40,8 +40,8 @@ static void fp16_round_trip_all(void)
         } else {
             CHECK(back == h);
         }
-        if (quant_failures())
-            quant_note("  half 0x%04x -> %.9g -> 0x%04x", h, f, back);
+        if (nt_failures())
+            nt_note("  half 0x%04x -> %.9g -> 0x%04x", h, f, back);
     }
 }
 
@@ -49,7 +49,7 @@ static void fp16_round_trip_all(void)
  * 2^-14 * 0.m for subnormals, computed in double. */
 static void fp16_to_fp32_matches_definition(void)
 {
-    for (uint32_t i = 0; i < 65536 && !quant_failures(); i++) {
+    for (uint32_t i = 0; i < 65536 && !nt_failures(); i++) {
         const uint16_t h = (uint16_t)i;
         const int e = (h >> 10) & 31, m = h & 1023;
         if (e == 31)
@@ -100,18 +100,18 @@ static bool is_nearest_even_half(float f, uint16_t h)
 static void fp32_to_fp16_rounds_to_nearest_even(void)
 {
     /* A stride through all 2^32 patterns ... */
-    for (uint64_t u = 0; u < (1ull << 32) && !quant_failures(); u += 1021) {
-        const float f = quant_bits_float((uint32_t)u);
+    for (uint64_t u = 0; u < (1ull << 32) && !nt_failures(); u += 1021) {
+        const float f = nt_bits_float((uint32_t)u);
         if (isnan(f))
             continue;
         const uint16_t h = npl_fp32_to_fp16(f);
         CHECK(is_nearest_even_half(f, h));
-        if (quant_failures())
-            quant_note("  float 0x%08x (%.9g) -> 0x%04x", (uint32_t)u, f, h);
+        if (nt_failures())
+            nt_note("  float 0x%08x (%.9g) -> 0x%04x", (uint32_t)u, f, h);
     }
     /* ... and, around every finite half, the value itself, the exact
      * midpoint to the next half and the floats on either side of it. */
-    for (uint32_t i = 0; i < 0x7c00u && !quant_failures(); i++) {
+    for (uint32_t i = 0; i < 0x7c00u && !nt_failures(); i++) {
         const float lo = npl_fp16_to_fp32((uint16_t)i);
         const float hi = i + 1 < 0x7c00u ? npl_fp16_to_fp32((uint16_t)(i + 1)) : 65536.0f;
         const float mid = (float)(((double)lo + (double)hi) / 2.0);
@@ -121,8 +121,8 @@ static void fp32_to_fp16_rounds_to_nearest_even(void)
                 const float f = s ? -probes[p] : probes[p];
                 const uint16_t h = npl_fp32_to_fp16(f);
                 CHECK(is_nearest_even_half(f, h));
-                if (quant_failures()) {
-                    quant_note("  float %a -> 0x%04x", (double)f, h);
+                if (nt_failures()) {
+                    nt_note("  float %a -> 0x%04x", (double)f, h);
                     return;
                 }
             }
@@ -167,10 +167,10 @@ static void fp16_edge_cases(void)
         { 0x7fa02000u, 0x7f01 }, /* NaN payload top bits are kept, made quiet */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const uint16_t h = npl_fp32_to_fp16(quant_bits_float(cases[i].f));
+        const uint16_t h = npl_fp32_to_fp16(nt_bits_float(cases[i].f));
         CHECK(h == cases[i].h);
         if (h != cases[i].h)
-            quant_note("  case %zu: 0x%08x -> 0x%04x, want 0x%04x", i, cases[i].f, h, cases[i].h);
+            nt_note("  case %zu: 0x%08x -> 0x%04x, want 0x%04x", i, cases[i].f, h, cases[i].h);
     }
     static const struct { uint16_t h; uint32_t f; } back[] = {
         { 0x0001, 0x33800000u }, /* 2^-24 */
@@ -187,7 +187,7 @@ static void fp16_edge_cases(void)
         { 0x8000, 0x80000000u },
     };
     for (size_t i = 0; i < sizeof back / sizeof back[0]; i++)
-        CHECK_FLOAT_BITS(npl_fp16_to_fp32(back[i].h), quant_bits_float(back[i].f), i);
+        CHECK_FLOAT_BITS(npl_fp16_to_fp32(back[i].h), nt_bits_float(back[i].f), i);
 }
 
 #ifdef HAVE_X86
@@ -223,27 +223,27 @@ static void fp16_matches_f16c(void)
         printf("  (no F16C on this CPU: skipped)\n");
         return;
     }
-    for (uint32_t i = 0; i < 65536 && !quant_failures(); i++)
+    for (uint32_t i = 0; i < 65536 && !nt_failures(); i++)
         CHECK_FLOAT_BITS(npl_fp16_to_fp32((uint16_t)i), hw_fp16_to_fp32((uint16_t)i), i);
-    for (uint64_t u = 0; u < (1ull << 32) && !quant_failures(); u += 997) {
-        const float f = quant_bits_float((uint32_t)u);
+    for (uint64_t u = 0; u < (1ull << 32) && !nt_failures(); u += 997) {
+        const float f = nt_bits_float((uint32_t)u);
         const uint16_t mine = npl_fp32_to_fp16(f), hw = hw_fp32_to_fp16(f);
         CHECK(mine == hw);
         if (mine != hw)
-            quant_note("  float 0x%08x: 0x%04x vs F16C 0x%04x", (uint32_t)u, mine, hw);
+            nt_note("  float 0x%08x: 0x%04x vs F16C 0x%04x", (uint32_t)u, mine, hw);
     }
     /* Every tie and near-tie around each half, both signs. */
-    for (uint32_t i = 0; i < 0x7c00u && !quant_failures(); i++) {
+    for (uint32_t i = 0; i < 0x7c00u && !nt_failures(); i++) {
         /* For normal halves the float midpoint is 0x1000 bits above. */
         static const int32_t offsets[] = { -1, 0, 1, 0xfff, 0x1000, 0x1001 };
-        const uint32_t lo = quant_float_bits(npl_fp16_to_fp32((uint16_t)i));
+        const uint32_t lo = nt_float_bits(npl_fp16_to_fp32((uint16_t)i));
         for (size_t k = 0; k < sizeof offsets / sizeof offsets[0]; k++) {
             const uint32_t u = lo + (uint32_t)offsets[k];
-            const float f = quant_bits_float(u), nf = -f;
+            const float f = nt_bits_float(u), nf = -f;
             CHECK(npl_fp32_to_fp16(f) == hw_fp32_to_fp16(f));
             CHECK(npl_fp32_to_fp16(nf) == hw_fp32_to_fp16(nf));
-            if (quant_failures()) {
-                quant_note("  float 0x%08x", u);
+            if (nt_failures()) {
+                nt_note("  float 0x%08x", u);
                 break;
             }
         }
@@ -255,10 +255,10 @@ static void fp16_matches_f16c(void)
 
 static void bf16_round_trip_all(void)
 {
-    for (uint32_t i = 0; i < 65536 && !quant_failures(); i++) {
+    for (uint32_t i = 0; i < 65536 && !nt_failures(); i++) {
         const uint16_t h = (uint16_t)i;
         const float f = npl_bf16_to_fp32(h);
-        CHECK(quant_float_bits(f) == (uint32_t)h << 16);
+        CHECK(nt_float_bits(f) == (uint32_t)h << 16);
         const uint16_t back = npl_fp32_to_bf16(f);
         if (bf16_is_nan(h)) {
             CHECK(isnan(f));
@@ -266,17 +266,17 @@ static void bf16_round_trip_all(void)
         } else {
             CHECK(back == h);
         }
-        if (quant_failures())
-            quant_note("  bf16 0x%04x -> 0x%04x", h, back);
+        if (nt_failures())
+            nt_note("  bf16 0x%04x -> 0x%04x", h, back);
     }
 }
 
 /* Nearest-even, checked on the bits: the dropped low half decides. */
 static void bf16_rounds_to_nearest_even(void)
 {
-    for (uint64_t u = 0; u < (1ull << 32) && !quant_failures(); u += 1009) {
+    for (uint64_t u = 0; u < (1ull << 32) && !nt_failures(); u += 1009) {
         const uint32_t x = (uint32_t)u;
-        const uint16_t h = npl_fp32_to_bf16(quant_bits_float(x));
+        const uint16_t h = npl_fp32_to_bf16(nt_bits_float(x));
         if ((x & 0x7fffffffu) > 0x7f800000u) {
             CHECK(bf16_is_nan(h));
             CHECK((h & 0x8000u) == (x >> 16 & 0x8000u));
@@ -287,8 +287,8 @@ static void bf16_rounds_to_nearest_even(void)
         if (dropped > 0x8000u || (dropped == 0x8000u && (kept & 1u)))
             want++;
         CHECK(h == (uint16_t)want);
-        if (quant_failures())
-            quant_note("  float 0x%08x -> 0x%04x", x, h);
+        if (nt_failures())
+            nt_note("  float 0x%08x -> 0x%04x", x, h);
     }
 }
 
@@ -314,14 +314,14 @@ static void bf16_edge_cases(void)
         { 0x40490fdbu, 0x4049 }, /* pi: 0x0fdb dropped, below half */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const uint16_t h = npl_fp32_to_bf16(quant_bits_float(cases[i].f));
+        const uint16_t h = npl_fp32_to_bf16(nt_bits_float(cases[i].f));
         CHECK(h == cases[i].h);
         if (h != cases[i].h)
-            quant_note("  case %zu: 0x%08x -> 0x%04x, want 0x%04x", i, cases[i].f, h, cases[i].h);
+            nt_note("  case %zu: 0x%08x -> 0x%04x, want 0x%04x", i, cases[i].f, h, cases[i].h);
     }
 }
 
-static const quant_case cases[] = {
+static const nt_case cases[] = {
     { "fp16_round_trip_all", fp16_round_trip_all },
     { "fp16_to_fp32_matches_definition", fp16_to_fp32_matches_definition },
     { "fp32_to_fp16_rounds_to_nearest_even", fp32_to_fp16_rounds_to_nearest_even },
@@ -334,5 +334,5 @@ static const quant_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return quant_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

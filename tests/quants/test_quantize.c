@@ -6,7 +6,7 @@
  * adversarial data. */
 #include "ggml_blocks.h"
 #include "ggml_types.h"
-#include "quant_harness.h"
+#include "npl_test.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@ static void check_bytes(const void *got, const void *want, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (g[i] != w[i]) {
             CHECK(g[i] == w[i]);
-            quant_note("  byte %zu: got 0x%02x, want 0x%02x", i, g[i], w[i]);
+            nt_note("  byte %zu: got 0x%02x, want 0x%02x", i, g[i], w[i]);
             return;
         }
     }
@@ -243,7 +243,7 @@ static void plain_types_quantize_exactly(void)
     CHECK(npl_quantize_row_ref(NPL_TYPE_F16, x, f16, 6));
     CHECK(npl_quantize_row_ref(NPL_TYPE_BF16, x, bf16, 6));
     for (int i = 0; i < 6; i++) {
-        CHECK(quant_float_bits(f32[i]) == quant_float_bits(x[i]));
+        CHECK(nt_float_bits(f32[i]) == nt_float_bits(x[i]));
         CHECK(f16[i] == npl_fp32_to_fp16(x[i]));
         CHECK(bf16[i] == npl_fp32_to_bf16(x[i]));
     }
@@ -281,16 +281,16 @@ enum { ROWS = 5 };
 
 /* Input rows of one test: random at two scales, all positive, all
  * negative, constant, with an outlier, and zeros. */
-static void fill_row(float *x, int64_t n, int kind, quant_rng *rng)
+static void fill_row(float *x, int64_t n, int kind, nt_rng *rng)
 {
     for (int64_t i = 0; i < n; i++) {
         switch (kind % 7) {
-        case 0: x[i] = quant_rng_uniform(rng, -1.0f, 1.0f); break;
-        case 1: x[i] = quant_rng_uniform(rng, -0.03f, 0.05f); break;
-        case 2: x[i] = quant_rng_uniform(rng, 0.5f, 4.0f); break;
-        case 3: x[i] = quant_rng_uniform(rng, -300.0f, -100.0f); break;
+        case 0: x[i] = nt_rng_uniform(rng, -1.0f, 1.0f); break;
+        case 1: x[i] = nt_rng_uniform(rng, -0.03f, 0.05f); break;
+        case 2: x[i] = nt_rng_uniform(rng, 0.5f, 4.0f); break;
+        case 3: x[i] = nt_rng_uniform(rng, -300.0f, -100.0f); break;
         case 4: x[i] = 0.375f; break;
-        case 5: x[i] = i % 97 == 3 ? 50.0f : quant_rng_uniform(rng, -0.5f, 0.5f); break;
+        case 5: x[i] = i % 97 == 3 ? 50.0f : nt_rng_uniform(rng, -0.5f, 0.5f); break;
         default: x[i] = 0.0f; break;
         }
     }
@@ -460,7 +460,7 @@ static void check_round_trip(uint32_t type, int blocks_per_row, bound_fn bound)
     unsigned char *q = malloc(row_bytes * ROWS);
     CHECK(x && y && allowed && q);
     if (x && y && allowed && q) {
-        quant_rng rng = { 0x9E3779B97F4A7C15ull ^ type };
+        nt_rng rng = { 0x9E3779B97F4A7C15ull ^ type };
         for (int r = 0; r < ROWS; r++)
             fill_row(x + r * n, n, r + (int)type, &rng);
         for (int r = 0; r < ROWS; r++)
@@ -468,7 +468,7 @@ static void check_round_trip(uint32_t type, int blocks_per_row, bound_fn bound)
         /* Dequantize all rows at once: rows are just consecutive blocks. */
         CHECK(npl_dequantize_row_ref(type, q, y, n * ROWS));
         const int64_t blocks = (int64_t)blocks_per_row * ROWS;
-        for (int64_t b = 0; b < blocks && !quant_failures(); b++) {
+        for (int64_t b = 0; b < blocks && !nt_failures(); b++) {
             const float *xb = x + b * t->block_size;
             const float *yb = y + b * t->block_size;
             bound(xb, q + b * t->type_size, allowed);
@@ -476,7 +476,7 @@ static void check_round_trip(uint32_t type, int blocks_per_row, bound_fn bound)
                 const float err = fabsf(xb[i] - yb[i]);
                 if (!(err <= allowed[i])) {
                     CHECK(err <= allowed[i]);
-                    quant_note("  %s block %lld elem %u: x %.9g y %.9g err %.3g > %.3g", t->name,
+                    nt_note("  %s block %lld elem %u: x %.9g y %.9g err %.3g > %.3g", t->name,
                                (long long)b, i, xb[i], yb[i], err, allowed[i]);
                     break;
                 }
@@ -565,7 +565,7 @@ static void quantizers_survive_non_finite_input(void)
     }
 }
 
-static const quant_case cases[] = {
+static const nt_case cases[] = {
     { "q4_0_follows_ggml_rule", q4_0_follows_ggml_rule },
     { "q4_0_positive_max_and_clamp", q4_0_positive_max_and_clamp },
     { "q4_0_quantizes_with_the_float_scale", q4_0_quantizes_with_the_float_scale },
@@ -593,5 +593,5 @@ static const quant_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return quant_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

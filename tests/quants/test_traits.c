@@ -1,7 +1,7 @@
 /* The type table: every id ggml defines, with the block geometry the GGUF
  * format fixes, holes for removed ids, and row-size arithmetic. */
 #include "ggml_types.h"
-#include "quant_harness.h"
+#include "npl_test.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -55,15 +55,15 @@ static void every_defined_type_has_its_traits(void)
         const npl_type_traits *t = npl_type_traits_get(expected[i].id);
         CHECK(t != NULL);
         if (t == NULL) {
-            quant_note("  id %u", expected[i].id);
+            nt_note("  id %u", expected[i].id);
             continue;
         }
         CHECK(strcmp(t->name, expected[i].name) == 0);
         CHECK(t->block_size == expected[i].block_size);
         CHECK(t->type_size == expected[i].type_size);
         CHECK(t->can_dequantize == expected[i].can_dequantize);
-        if (quant_failures())
-            quant_note("  id %u (%s)", expected[i].id, expected[i].name);
+        if (nt_failures())
+            nt_note("  id %u (%s)", expected[i].id, expected[i].name);
     }
 }
 
@@ -82,8 +82,8 @@ static void removed_and_unknown_ids_have_none(void)
     for (size_t i = 0; i < sizeof holes / sizeof holes[0]; i++) {
         CHECK(npl_type_traits_get(holes[i]) == NULL);
         CHECK(npl_type_row_size(holes[i], 256) == 0);
-        if (quant_failures())
-            quant_note("  id %u", holes[i]);
+        if (nt_failures())
+            nt_note("  id %u", holes[i]);
     }
     /* And nothing else in range is a hole. */
     int defined = 0;
@@ -125,14 +125,14 @@ static void can_dequantize_matches_dequantizer(void)
         const int64_t n = t ? t->block_size : 32;
         const bool ok = npl_dequantize_row_ref(id, zeros, out, n);
         CHECK(ok == (t != NULL && t->can_dequantize));
-        if (quant_failures()) {
-            quant_note("  id %u", id);
+        if (nt_failures()) {
+            nt_note("  id %u", id);
             return;
         }
     }
 }
 
-static const quant_case cases[] = {
+static const nt_case cases[] = {
     { "every_defined_type_has_its_traits", every_defined_type_has_its_traits },
     { "enum_values_are_the_file_ids", enum_values_are_the_file_ids },
     { "removed_and_unknown_ids_have_none", removed_and_unknown_ids_have_none },
@@ -142,5 +142,5 @@ static const quant_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return quant_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    return nt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -4,6 +4,7 @@ the unicast Thinking signal, on a generated Qwen 3 model whose template
 opens the <think> block in the generation prompt (so that every generated
 token of a random-weight model is thinking until the option closes it)."""
 
+import json
 import os
 import sys
 
@@ -66,6 +67,36 @@ class ThinkingTest(ServiceTestCase):
                             "(sa{sv})")
         self.assertNotEqual(text, "")
         self.assertNotIn("thinking", info)
+
+    def test_client_think_flags(self):
+        c = self.client()
+        base = ("--temperature", "0", "-n", "8")
+        thought = self.run_with(c, True)[1]
+        # text: the thinking on stderr, the answer alone on stdout
+        for flags, think in ((["--think"], True), ([], None), (["--no-think"], False)):
+            out = self.run_client("generate", *base, *flags, "What is 2 + 2?")
+            self.assertEqual(out.returncode, 0, out.stderr)
+            text, thinking = self.run_with(c, think)
+            self.assertEqual(out.stdout.decode().strip(), text.strip(), flags)
+            self.assertEqual(thinking == "", think is False, flags)
+            self.assertIn(thinking, out.stderr.decode(), flags)
+        # --json: thinking events, then no token events while thinking
+        out = self.run_client("--json", "generate", *base, "--think", "What is 2 + 2?")
+        events = [json.loads(ln) for ln in out.stdout.decode().splitlines()]
+        self.assertEqual("".join(e["text"] for e in events if e["event"] == "thinking"), thought)
+        self.assertFalse([e for e in events if e["event"] == "token"])
+        out = self.run_client("--json", "chat", *base, "--no-think", input=b"What is 2 + 2?\n")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        events = [json.loads(ln) for ln in out.stdout.decode().splitlines()]
+        self.assertFalse([e for e in events if e["event"] == "thinking"])
+        self.assertTrue([e for e in events if e["event"] == "token"])
+        # both, or with --raw: usage errors, named
+        out = self.run_client("generate", "--think", "--no-think", "hi")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("--think and --no-think exclude each other", out.stderr.decode())
+        out = self.run_client("generate", "--raw", "--think", "hi")
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("think: cannot be combined with raw", out.stderr.decode())
 
     def test_bad_uses(self):
         c = self.client()
