@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -115,6 +116,13 @@ int main(int argc, char **argv)
     }
     if (setgid(65534) != 0 || setuid(65534) != 0) {
         perror("setuid");
+        return 2;
+    }
+    /* Changing uid leaves the process not dumpable (fs.suid_dumpable, which
+     * systemd-coredump sets to 2): LeakSanitizer could not attach to its
+     * threads at exit. */
+    if (prctl(PR_SET_DUMPABLE, 1) != 0) {
+        perror("prctl");
         return 2;
     }
     g_autofree gchar *self = g_strdup_printf("/proc/self/fd/%d", tfd);
