@@ -1,5 +1,5 @@
 /* The backend registry: the CPU engine and the NPU host runtime
- * (engine/backend_npu.h, on the emulator or on XRT) as ops tables, and
+ * (engine/npu/backend_npu.h, on the emulator or on XRT) as ops tables, and
  * the public per-step calls that go through the model's entry. */
 #include "backend.h"
 
@@ -80,7 +80,7 @@ static bool npu_stats(const npl_model *m, npl_device_stats *out)
     .seq_attach = npu_seq_attach, .seq_release = npl_backend_npu_seq_release, .stats = npu_stats
 
 static const npl_backend backends[] = {
-    /* engine/forward.c runs every architecture of the table; a sequence's
+    /* engine/models/forward.c runs every architecture of the table; a sequence's
      * cache is its host arrays; no counters */
     {.name = "cpu",
      .probe = cpu_probe,

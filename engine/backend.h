@@ -1,6 +1,6 @@
 /* npl_backend: one ops table per device a model's layers run on: the CPU
- * engine (engine/forward.c, engine/kv_cache.c), the emulated NPU and the
- * NPU on XRT (both through the NPU host runtime, engine/backend_npu.h).
+ * engine (engine/models/forward.c, engine/models/kv_cache.c), the emulated NPU and the
+ * NPU on XRT (both through the NPU host runtime, engine/npu/backend_npu.h).
  *
  * Device selection (engine/device_select.c) decides which entry a request
  * names and opens its device through `probe`; loading asks the entry
@@ -59,7 +59,7 @@ const npl_backend *npl_model_backend(const npl_model *m);
  * on and unloading frees it. */
 void npl_backend_attach_npu(npl_model *m, struct npl_backend_npu *runtime);
 
-/* The CPU engine's implementations (engine/forward.c). */
+/* The CPU engine's implementations (engine/models/forward.c). */
 npl_status npl_cpu_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n,
                            size_t max_tokens_this_call, size_t *consumed, npl_error *err);
 npl_status npl_cpu_prefill_embeddings(npl_model *m, npl_seq *s, const float *embd, size_t n,

@@ -114,7 +114,7 @@ npl_status npl_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens,
  * or NULL when none were computed yet. */
 const float *npl_seq_logits(const npl_seq *s);
 
-/* Embeddings in place of tokens (images: engine/vision.h). Feeds n rows of
+/* Embeddings in place of tokens (images: engine/vision/vision.h). Feeds n rows of
  * n_embd floats (npl_model_info.n_embd) into the sequence as the first
  * layer's input, as is: unlike token embeddings they are not scaled
  * (Gemma's sqrt(n_embd)), as llama.cpp does for image embeddings.

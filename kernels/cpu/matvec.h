@@ -62,7 +62,7 @@ void npl_matmul_ws_free(npl_matmul_ws *ws);
 bool npl_matmul_ws_prepack(npl_matmul_ws *ws, npl_threadpool *pool, const npl_matrix *w);
 
 /* Packed copies kept outside the workspace (a cache file mapped read-only,
- * engine/cpu_weight_cache.h). The layout's version: a copy made by
+ * engine/models/cpu_weight_cache.h). The layout's version: a copy made by
  * another version must not be adopted. */
 uint32_t npl_matmul_pack_layout_version(void);
 

@@ -1,4 +1,4 @@
-/* engine/think_split.c: thinking and answer apart, whatever the pieces'
+/* engine/chat/think_split.c: thinking and answer apart, whatever the pieces'
  * boundaries (every split of each output into two and into single bytes
  * gives the same result as the whole). */
 #include <string.h>

@@ -1,4 +1,4 @@
-/* The CPU's packed-weight cache (engine/cpu_weight_cache.h) on a generated
+/* The CPU's packed-weight cache (engine/models/cpu_weight_cache.h) on a generated
  * model (path as the argument after the case name):
  *  - roundtrip: the first load writes the cache (in the background, while
  *    the model runs), the second maps it; the logits and greedy tokens are

@@ -15,6 +15,7 @@
  *                   still one submission for 3 sequences, same logits. */
 #include <stdint.h>
 
+#include "backend.h"
 #include "backend_npu.h"
 #include "model_internal.h"
 #include "npu_emu.h"

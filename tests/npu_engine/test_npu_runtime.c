@@ -24,6 +24,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "backend_npu.h"
 #include "model_internal.h"
 #include "npu_emu.h"

@@ -2,7 +2,7 @@
  * finds the file's general.architecture in the table, reads the
  * hyper-parameters under the entry's key prefix, binds every tensor of its
  * tensor table, and sets the forward pass's variations from its data.
- * Adding a family = adding an entry (engine/model_arch.c) and a gate
+ * Adding a family = adding an entry (engine/models/model_arch.c) and a gate
  * (docs/engine.md). */
 #ifndef NPL_MODEL_ARCH_H
 #define NPL_MODEL_ARCH_H
@@ -89,7 +89,7 @@ npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err);
 /* "<arch>.<key>" = v as a rope base, or an error naming the key. */
 npl_status npl_arch_check_rope_base(const npl_binder *b, const char *key, float v);
 
-/* engine/model_llama.c, engine/model_gemma3.c: the families' hooks. */
+/* engine/models/model_llama.c, engine/models/model_gemma3.c: the families' hooks. */
 npl_status npl_llama_read_extra(npl_binder *b);
 npl_status npl_gemma3_prepare(npl_binder *b);
 npl_status npl_gemma3_read_extra(npl_binder *b);

@@ -89,7 +89,7 @@ struct npl_model {
     _Atomic bool chat_fallback_said; /* the template failure was logged */
     char *name;          /* owned copy of general.name */
     char *architecture;  /* owned copy of general.architecture */
-    const struct npl_arch *arch; /* its entry in the architecture table (engine/model_arch.h) */
+    const struct npl_arch *arch; /* its entry in the architecture table (engine/models/model_arch.h) */
     npl_hparams hp;
 
     npl_matrix tok_embd;
@@ -148,35 +148,35 @@ struct npl_seq {
     size_t *kv_layer_off;
     /* n_ctx: the token at each cached position, -1 for embedding rows
      * (images), so a pool can match a new prompt against it
-     * (engine/kv_pool.c). Kept on the CPU path only. */
+     * (engine/models/kv_pool.c). Kept on the CPU path only. */
     int32_t *hist;
-    struct npl_npu_seq *npu; /* engine/backend_npu.c: the KV cache on the NPU device, or NULL */
+    struct npl_npu_seq *npu; /* engine/npu/backend_npu.c: the KV cache on the NPU device, or NULL */
     const struct npl_backend *backend; /* its model's (engine/backend.h): a sequence may outlive the model */
 };
 
-/* engine/model.c: the loader's checks of an open file (architecture,
+/* engine/models/model.c: the loader's checks of an open file (architecture,
  * tokenizer, every tensor's presence, type and shape) without threads or
  * scratch memory; NPL_OK when npl_model_load would accept it. */
 npl_status npl_model_check_gguf(npl_gguf *g, npl_error *err);
 
-/* engine/model_probe.c: parameter count and dominant weight type (by
+/* engine/models/model_probe.c: parameter count and dominant weight type (by
  * bytes) of a file, shared by npl_model_probe and npl_model_get_info. */
 uint64_t npl_gguf_param_count(const npl_gguf *g);
 const char *npl_gguf_dominant_type(const npl_gguf *g);
 
-/* engine/model_info.c: fills m->info once the weights are bound. */
+/* engine/models/model_info.c: fills m->info once the weights are bound. */
 void npl_model_info_fill(npl_model *m);
 
-/* engine/forward.c */
+/* engine/models/forward.c */
 npl_status npl_forward_ws_init(npl_model *m, npl_error *err);
 void npl_forward_ws_free(npl_forward_ws *fw);
 
-/* engine/kv_cache.c: bytes a sequence holds (its K and V arrays whole,
+/* engine/models/kv_cache.c: bytes a sequence holds (its K and V arrays whole,
  * its logits when it has them, its tokens): what a pool counts, as an
  * allocator may have touched every page. */
 size_t npl_seq_bytes(const npl_seq *s);
 
-/* engine/kv_cache.c: rows a layer keeps per KV head. */
+/* engine/models/kv_cache.c: rows a layer keeps per KV head. */
 static inline uint32_t npl_kv_rows(const npl_seq *s, uint32_t layer)
 {
     return s->kv_ring && s->model->layers[layer].local ? s->kv_ring_rows : s->n_ctx;

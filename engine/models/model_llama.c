@@ -1,4 +1,4 @@
-/* The llama family's hook of the architecture table (engine/model_arch.c),
+/* The llama family's hook of the architecture table (engine/models/model_arch.c),
  * also used by qwen2 and qwen3, which read the same keys: dense models
  * only, and no rope scaling beyond rope_freqs.weight. */
 #include "model_arch.h"

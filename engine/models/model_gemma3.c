@@ -1,4 +1,4 @@
-/* The gemma3 family's hooks of the architecture table (engine/model_arch.c):
+/* The gemma3 family's hooks of the architecture table (engine/models/model_arch.c):
  * Gemma 3 text models, also the language part of the multimodal ones.
  *
  * What differs from llama, as llama.cpp's gemma3 graph computes it:

@@ -20,7 +20,7 @@
  * Only activations move per call: the embedding rows in (looked up on the
  * host), the logits out, and the shape parameters of each dispatch.
  *
- * Used by engine/model.c (loading), the public npl_prefill / npl_decode
+ * Used by engine/models/model.c (loading), the public npl_prefill / npl_decode
  * and the sequence constructor through the backend registry
  * (engine/backend.c) when the model runs on an NPU. */
 #ifndef NPL_BACKEND_NPU_H
@@ -48,7 +48,7 @@ typedef struct npl_model_device_state {
 
 /* Builds the residency plan of m (whose weights are bound) on dev and
  * uploads the weights, their Q4NX form read from the model's cache file
- * in cache_dir or repacked and cached there (engine/npu_weight_cache.h;
+ * in cache_dir or repacked and cached there (engine/npu/npu_weight_cache.h;
  * cache_dir as npl_model_params.npu_cache_dir: NULL = next to the model,
  * "" = none). Takes ownership of dev, also on failure. */
 npl_status npl_backend_npu_create_in(npl_model *m, struct npl_npu_device *dev,

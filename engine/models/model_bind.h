@@ -16,7 +16,7 @@ typedef struct npl_binder {
      * embedding has rows (Ollama's Gemma 3 blobs have one); ids past the
      * rows are never sampled and a prompt holding one is refused. */
     uint32_t extra_tokens;
-    /* How the architecture's prepare hook (engine/model_arch.h) wants the
+    /* How the architecture's prepare hook (engine/models/model_arch.h) wants the
      * common keys read. */
     bool rms_eps_optional; /* absent: rms_eps_default */
     float rms_eps_default;

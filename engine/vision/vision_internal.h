@@ -77,15 +77,15 @@ struct npl_vision {
     npl_matmul_ws *mm_ws;
 };
 
-/* engine/vision_mmproj.c */
+/* engine/vision/vision_mmproj.c */
 npl_status npl_vision_load_weights(npl_vision *v, npl_error *err);
 
-/* engine/vision_weights.c: the matrices made ready at load (integer types
+/* engine/vision/vision_weights.c: the matrices made ready at load (integer types
  * repacked now rather than on the first image; F16 as Q8_0 or BF16 when
  * asked). */
 npl_status npl_vision_prepare_weights(npl_vision *v, npl_error *err);
 
-/* engine/vision_attention.c: the fast path's attention buffers (per
+/* engine/vision/vision_attention.c: the fast path's attention buffers (per
  * encoding) and the attention of every patch over every patch: out
  * (n_patches x n_embd) from the biased Q, K, V of the same layout. */
 typedef struct npl_vision_attn {
