@@ -16,12 +16,20 @@ typedef struct npl_cpu_features {
     bool avx512f, avx512bw, avx512vl, avx512dq; /* with ZMM/opmask state */
     bool avx512vnni;        /* VPDPBUSD: u8 x s8 dot, 4 per lane */
     bool avx512bf16;        /* VDPBF16PS */
+    /* AMX tiles (TDPBF16PS, TDPBSSD...): the CPU has them, the OS saves
+     * the tile state and granted this process its use (Linux asks each
+     * process to request it, arch_prctl ARCH_REQ_XCOMP_PERM). Every
+     * thread must load a tile configuration (LDTILECFG) before use. */
+    bool amx_bf16, amx_int8;
 } npl_cpu_features;
 
-/* Fills f for the running CPU (all false off x86-64). */
+/* Fills f for the running CPU (all false off x86-64). The first call
+ * that finds AMX requests the tile permission for the process.
+ * NPULLM_NO_AMX=1 in the environment leaves amx_* false (to compare or
+ * test the AVX-512 paths on an AMX machine). */
 void npl_cpu_features_detect(npl_cpu_features *f);
 
-/* "avx512 (vnni, bf16)", "avx2", "portable": for reports. */
+/* "avx512 (vnni, bf16, amx)", "avx2", "portable": for reports. */
 const char *npl_cpu_features_describe(const npl_cpu_features *f);
 
 #ifdef __cplusplus

@@ -535,6 +535,12 @@ static void test_quantize_levels(void)
 
 static void test_cpu_features(void)
 {
+    /* NPULLM_NO_AMX turns the tiles off, whatever the CPU has. */
+    setenv("NPULLM_NO_AMX", "1", 1);
+    npl_cpu_features off;
+    npl_cpu_features_detect(&off);
+    CHECK(!off.amx_bf16 && !off.amx_int8);
+    unsetenv("NPULLM_NO_AMX");
     npl_cpu_features f;
     npl_cpu_features_detect(&f);
     npl_simd_level lv = npl_simd_detect();
@@ -546,7 +552,9 @@ static void test_cpu_features(void)
         CHECK(f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni);
     if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni && f.avx2 && f.fma && f.f16c)
         CHECK(lv == NPL_SIMD_AVX512);
-    CHECK(strcmp(d, lv == NPL_SIMD_AVX512 ? (f.avx512bf16 ? "avx512 (vnni, bf16)" : "avx512 (vnni)")
+    if (f.amx_bf16 || f.amx_int8)
+        CHECK(f.avx512bf16 && f.avx512vnni);
+    CHECK(strcmp(d, lv == NPL_SIMD_AVX512 ? (f.amx_bf16 ? "avx512 (vnni, bf16, amx)" : f.avx512bf16 ? "avx512 (vnni, bf16)" : "avx512 (vnni)")
                  : lv == NPL_SIMD_AVX2   ? "avx2"
                                          : "portable") == 0);
 }
