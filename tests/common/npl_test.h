@@ -138,5 +138,12 @@ char *nt_tempdir(void);
 void nt_rmtree(const char *path);
 /* Writes a file (creating parent directories); returns 0 on success. */
 int nt_write_file(const char *path, const char *text);
+/* The whole file, malloc'd with a NUL after its *size bytes; NULL (and a
+ * message) when it cannot be read. */
+unsigned char *nt_read_file(const char *path, size_t *size);
+
+/* A case cannot go on (an input it needs is missing or unreadable):
+ * prints the message and ends the program with a failure. */
+void nt_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 #endif
