@@ -18,7 +18,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llama"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import gguf_patch  # noqa: E402
 import npullm_testbus as tb  # noqa: E402
 from npullm_testbus import Gio, GLib, ServiceTestCase, run_tap  # noqa: E402
