@@ -225,3 +225,28 @@ void nt_fatal(const char *fmt, ...)
     fputc('\n', stderr);
     exit(1);
 }
+
+static int hex_digit(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+long nt_unhex(char *s, size_t len)
+{
+    if (len % 2)
+        return -1;
+    for (size_t i = 0; i < len / 2; i++) {
+        int hi = hex_digit((unsigned char)s[2 * i]), lo = hex_digit((unsigned char)s[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        s[i] = (char)(hi * 16 + lo); /* in place: i < 2i */
+    }
+    s[len / 2] = '\0';
+    return (long)(len / 2);
+}

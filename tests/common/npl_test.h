@@ -142,6 +142,11 @@ int nt_write_file(const char *path, const char *text);
  * message) when it cannot be read. */
 unsigned char *nt_read_file(const char *path, size_t *size);
 
+/* Decodes the len hex digits of s in place (NUL after the bytes); the
+ * number of bytes, or -1 for an odd length or a character that is no hex
+ * digit (how the test drivers read text from the scripts). */
+long nt_unhex(char *s, size_t len);
+
 /* A case cannot go on (an input it needs is missing or unreadable):
  * prints the message and ends the program with a failure. */
 void nt_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
