@@ -61,6 +61,16 @@ const char *nt_arg(int i);
         }                                                                    \
     } while (0)
 
+/* Fatal for the program (nt_fatal): for tests whose later steps mean
+ * nothing after a failed one (a client against a daemon in an unknown
+ * state). */
+#define ENSURE(cond)                                                                  \
+    do {                                                                              \
+        nt_checks++;                                                                  \
+        if (!(cond))                                                                  \
+            nt_fatal("%s:%d: check failed: %s", __FILE__, __LINE__, #cond);           \
+    } while (0)
+
 /* A call returning npl_status that must succeed; prints the message. */
 #define CHECK_OK(call, errp)                                                 \
     do {                                                                     \
