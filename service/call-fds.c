@@ -63,7 +63,8 @@ gboolean npd_call_fds_take(GDBusMethodInvocation *inv, const gint32 *handles, gu
     if (why != NULL) {
         if (fds != NULL)
             close_all(fds);
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "image: %s", why);
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: %s",
+                    g_dbus_method_invocation_get_method_name(inv), why);
         return FALSE;
     }
     gint *stolen = g_unix_fd_list_steal_fds(fds, &n);

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <gio/gunixfdlist.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "call-fds.h"
 #include "dbus-errors.h"
 #include "request-options.h"
 
@@ -375,16 +375,10 @@ static gboolean name_free(NpdDaemon *d, const char *name, GError **error)
 
 /* The descriptor at index of the call's list, checked: a regular file
  * open for reading, not empty. */
-static gboolean take_fd(GDBusMethodInvocation *inv, gint32 index, Part *pt, GError **error)
+/* A part's descriptor (taken from the call): a regular file open for
+ * reading, not empty. */
+static gboolean check_part(Part *pt, GError **error)
 {
-    GUnixFDList *fds = g_dbus_message_get_unix_fd_list(g_dbus_method_invocation_get_message(inv));
-    if (fds == NULL || index < 0 || index >= g_unix_fd_list_get_length(fds)) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: no file descriptor passed", pt->what);
-        return FALSE;
-    }
-    pt->fd = g_unix_fd_list_get(fds, index, error);
-    if (pt->fd < 0)
-        return FALSE;
     struct stat st;
     int fl = fcntl(pt->fd, F_GETFL);
     if (fstat(pt->fd, &st) != 0 || !S_ISREG(st.st_mode) || fl < 0 || (fl & O_ACCMODE) == O_WRONLY) {
@@ -400,8 +394,9 @@ static gboolean take_fd(GDBusMethodInvocation *inv, gint32 index, Part *pt, GErr
     return TRUE;
 }
 
-/* options: "projector" h, the vision projector installed beside it. */
-static gboolean parse_options(GDBusMethodInvocation *inv, GVariant *options, Job *j, GError **error)
+/* options: "projector" h, the vision projector installed beside it;
+ * *projector is its handle (-1: none). */
+static gboolean parse_options(GVariant *options, gint32 *projector, GError **error)
 {
     GVariantIter it;
     const char *key;
@@ -413,15 +408,33 @@ static gboolean parse_options(GDBusMethodInvocation *inv, GVariant *options, Job
             g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: unknown option", key);
             return FALSE;
         }
-        Part *pt = &j->parts[PART_PROJECTOR];
-        if (!g_variant_is_of_type(v, G_VARIANT_TYPE_HANDLE) || pt->fd >= 0) {
+        if (!g_variant_is_of_type(v, G_VARIANT_TYPE_HANDLE) || *projector >= 0) {
             g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
                                 "projector: expected one file descriptor (h)");
             return FALSE;
         }
-        if (!take_fd(inv, g_variant_get_handle(v), pt, error))
+        *projector = g_variant_get_handle(v);
+        if (*projector < 0) {
+            g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                                "projector: no file descriptor passed");
             return FALSE;
+        }
     }
+    return TRUE;
+}
+
+/* The descriptors the handles name (the model's, then the projector's
+ * when given), made the job's own (call-fds.c), each checked. */
+static gboolean take_parts(GDBusMethodInvocation *inv, const gint32 *handles, guint n, Job *j, GError **error)
+{
+    int fds[N_PARTS];
+    if (!npd_call_fds_take(inv, handles, n, fds, error))
+        return FALSE;
+    for (guint i = 0; i < n; i++)
+        j->parts[i].fd = fds[i];
+    for (guint i = 0; i < n; i++)
+        if (!check_part(&j->parts[i], error))
+            return FALSE;
     return TRUE;
 }
 
@@ -444,7 +457,9 @@ gboolean npd_model_add_prepare(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPend
         g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "name: not a valid model name");
         return FALSE;
     }
-    if (!take_fd(inv, index, &j->parts[PART_MODEL], error) || !parse_options(inv, options, j, error))
+    gint32 handles[N_PARTS] = {[PART_MODEL] = index, [PART_PROJECTOR] = -1};
+    if (!parse_options(options, &handles[PART_PROJECTOR], error) ||
+        !take_parts(inv, handles, handles[PART_PROJECTOR] >= 0 ? 2 : 1, j, error))
         return FALSE;
     j->name = g_strdup(name);
     if (!name_free(d, name, error) || (j->dir = install_dir(d, error)) == NULL)

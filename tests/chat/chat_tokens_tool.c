@@ -13,37 +13,11 @@
 
 #include "chat_template.h"
 #include "gguf.h"
+#include "npl_test.h"
 #include "tokenizer.h"
 
 #define MAX_MESSAGES 64
 #define MAX_LINE (1u << 20)
-
-static int hex_value(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Decodes hex in place; false on malformed input. */
-static bool unhex(char *s)
-{
-    size_t n = strlen(s);
-    if (n % 2)
-        return false;
-    for (size_t i = 0; i < n / 2; i++) {
-        int hi = hex_value((unsigned char)s[2 * i]), lo = hex_value((unsigned char)s[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return false;
-        s[i] = (char)(hi * 16 + lo);
-    }
-    s[n / 2] = '\0';
-    return true;
-}
 
 static void chomp(char *s)
 {
@@ -116,7 +90,7 @@ int main(int argc, char **argv)
             free(contents[i]);
             roles[i] = strdup(line);
             contents[i] = strdup(space + 1);
-            if (!roles[i] || !contents[i] || !unhex(contents[i])) {
+            if (!roles[i] || !contents[i] || nt_unhex(contents[i], strlen(contents[i])) < 0) {
                 fprintf(stderr, "bad message content\n");
                 status = 2;
                 break;

@@ -12,19 +12,7 @@
 #include "chat_prompt.h"
 #include "chat_template.h"
 #include "jinja.h"
-
-static int n_checks, n_failed;
-
-#define CHECK(cond, ...)                                             \
-    do {                                                             \
-        n_checks++;                                                  \
-        if (!(cond)) {                                               \
-            n_failed++;                                              \
-            printf("%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-            printf(__VA_ARGS__);                                     \
-            printf("\n");                                            \
-        }                                                            \
-    } while (0)
+#include "npl_test.h"
 
 static const struct tm FIXED_DAY = {.tm_year = 124, .tm_mon = 6, .tm_mday = 26, .tm_wday = 5};
 
@@ -47,7 +35,7 @@ static void expect(const char *src, const char *vars, const char *want)
     npl_jinja_output o;
     npl_error err = {0};
     npl_status st = render(src, vars, NULL, NULL, &o, &err);
-    CHECK(st == NPL_OK && strcmp(o.text, want) == 0, "%s\n  got %s (%s)\n  want %s", src,
+    CHECKF(st == NPL_OK && strcmp(o.text, want) == 0, "%s\n  got %s (%s)\n  want %s", src,
           st ? "error" : o.text, err.message, want);
     npl_jinja_output_free(&o);
 }
@@ -57,7 +45,7 @@ static void expect_error(const char *src, const char *vars, const char *msg_part
     npl_jinja_output o;
     npl_error err = {0};
     npl_status st = render(src, vars, NULL, NULL, &o, &err);
-    CHECK(st == NPL_ERR_FORMAT && strstr(err.message, msg_part), "%s: got %d '%s', want error with '%s'", src, st,
+    CHECKF(st == NPL_ERR_FORMAT && strstr(err.message, msg_part), "%s: got %d '%s', want error with '%s'", src, st,
           err.message, msg_part);
     npl_jinja_output_free(&o);
 }
@@ -167,7 +155,7 @@ static void case_errors(void)
     /* bad template variables are errors too, not crashes */
     npl_jinja_output o;
     npl_error err = {0};
-    CHECK(render("x", "{\"a\": [1, }", NULL, NULL, &o, &err) == NPL_ERR_FORMAT, "bad JSON: %s", err.message);
+    CHECKF(render("x", "{\"a\": [1, }", NULL, NULL, &o, &err) == NPL_ERR_FORMAT, "bad JSON: %s", err.message);
 }
 
 static void case_limits(void)
@@ -179,22 +167,22 @@ static void case_limits(void)
     /* time: a loop that would run for ages */
     npl_status st = render("{% set r = range(2000) %}{% for i in r %}{% for j in r %}{% for k in r %}{% endfor %}"
                            "{% endfor %}{% endfor %}", NULL, NULL, &lim, &o, &err);
-    CHECK(st == NPL_ERR_FORMAT && strstr(err.message, "steps"), "%s", err.message);
+    CHECKF(st == NPL_ERR_FORMAT && strstr(err.message, "steps"), "%s", err.message);
     /* output size */
     lim.max_output = 1000;
     st = render("{% for i in range(1000) %}xxxxxxxx{% endfor %}", NULL, NULL, &lim, &o, &err);
-    CHECK(st == NPL_ERR_FORMAT && strstr(err.message, "output"), "%s", err.message);
+    CHECKF(st == NPL_ERR_FORMAT && strstr(err.message, "output"), "%s", err.message);
     st = render("{{ 'x' * 100000 }}", NULL, NULL, &lim, &o, &err);
-    CHECK(st == NPL_ERR_FORMAT, "%s", err.message);
+    CHECKF(st == NPL_ERR_FORMAT, "%s", err.message);
     /* recursion */
     npl_jinja_limits_default(&lim);
     st = render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", NULL, NULL, &lim, &o, &err);
-    CHECK(st == NPL_ERR_FORMAT && strstr(err.message, "deep"), "%s", err.message);
+    CHECKF(st == NPL_ERR_FORMAT && strstr(err.message, "deep"), "%s", err.message);
     /* memory */
     lim.max_memory = 1 << 20;
     st = render("{% set ns = namespace(l=[]) %}{% for i in range(1000000) %}{% set ns.l = ns.l + [i] %}{% endfor %}",
                 NULL, NULL, &lim, &o, &err);
-    CHECK(st == NPL_ERR_FORMAT && strstr(err.message, "memory"), "%s", err.message);
+    CHECKF(st == NPL_ERR_FORMAT && strstr(err.message, "memory"), "%s", err.message);
     /* parse nesting */
     char deep[4000];
     size_t k = 0;
@@ -207,7 +195,7 @@ static void case_limits(void)
     strcpy(deep + k, " }}");
     npl_jinja_limits_default(&lim);
     st = render(deep, NULL, NULL, &lim, &o, &err);
-    CHECK(st == NPL_ERR_FORMAT && strstr(err.message, "nested"), "%s", err.message);
+    CHECKF(st == NPL_ERR_FORMAT && strstr(err.message, "nested"), "%s", err.message);
 }
 
 /* Caller data is marked byte by byte, through filters and concatenation. */
@@ -217,11 +205,11 @@ static void case_mask(void)
     npl_error err = {0};
     npl_status st = render("<|a|>{{ m[0].content | trim }}<|b|>{{ '[' + m[0].content[1:3] + ']' }}", NULL,
                            "{\"m\": [{\"content\": \" xyz \"}]}", NULL, &o, &err);
-    CHECK(st == NPL_OK && strcmp(o.text, "<|a|>xyz<|b|>[xy]") == 0, "%s", st ? err.message : o.text);
+    CHECKF(st == NPL_OK && strcmp(o.text, "<|a|>xyz<|b|>[xy]") == 0, "%s", st ? err.message : o.text);
     if (st == NPL_OK) {
         const char *want = "00000111000000110";
         for (size_t i = 0; i < o.len; i++)
-            CHECK(o.mask[i] == (want[i] == '1'), "mask at %zu", i);
+            CHECKF(o.mask[i] == (want[i] == '1'), "mask at %zu", i);
     }
     npl_jinja_output_free(&o);
 }
@@ -234,29 +222,29 @@ static void case_fallback(const char *path)
     npl_model_params_default(&mp);
     npl_error err = {0};
     npl_model *m = npl_model_load(path, &mp, &err);
-    CHECK(m != NULL, "%s: %s", path, err.message);
+    CHECKF(m != NULL, "%s: %s", path, err.message);
     if (!m)
         return;
     npl_chat_message msgs[] = {{"system", "S"}, {"user", "Hi"}};
     npl_tokens a = {0}, b = {0};
     for (int round = 0; round < 2; round++) { /* the second time nothing is logged */
         a.n = 0;
-        CHECK(npl_chat_tokenize(m, msgs, 2, true, &a, &err) == NPL_OK, "%s", err.message);
+        CHECKF(npl_chat_tokenize(m, msgs, 2, true, &a, &err) == NPL_OK, "%s", err.message);
     }
-    CHECK(npl_chat_build_tokens(npl_model_tokenizer(m), npl_model_get_info(m)->chat_format, msgs, 2, true, &b,
+    CHECKF(npl_chat_build_tokens(npl_model_tokenizer(m), npl_model_get_info(m)->chat_format, msgs, 2, true, &b,
                                 &err) == NPL_OK, "%s", err.message);
-    CHECK(a.n > 0 && a.n == b.n && memcmp(a.ids, b.ids, a.n * sizeof *a.ids) == 0, "fallback ids");
+    CHECKF(a.n > 0 && a.n == b.n && memcmp(a.ids, b.ids, a.n * sizeof *a.ids) == 0, "fallback ids");
     char *prompt = NULL;
     a.n = 0;
     npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = -1, .tools_in_user_message = -1};
-    CHECK(npl_chat_tokenize_json(m, "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Hi\"}]}]", &o,
+    CHECKF(npl_chat_tokenize_json(m, "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Hi\"}]}]", &o,
                                  &a, &prompt, &err) == NPL_OK, "%s", err.message);
-    CHECK(prompt && strstr(prompt, "Hi<|eot_id|>"), "prompt %s", prompt ? prompt : "(none)");
+    CHECKF(prompt && strstr(prompt, "Hi<|eot_id|>"), "prompt %s", prompt ? prompt : "(none)");
     free(prompt);
-    CHECK(npl_chat_tokenize_json(m, "{\"role\": \"user\"}", &o, &a, NULL, &err) == NPL_ERR_INVALID_ARG, "not a list");
-    CHECK(npl_chat_tokenize_json(m, "[{\"content\": \"x\"}]", &o, &a, NULL, &err) == NPL_ERR_INVALID_ARG, "no role");
+    CHECKF(npl_chat_tokenize_json(m, "{\"role\": \"user\"}", &o, &a, NULL, &err) == NPL_ERR_INVALID_ARG, "not a list");
+    CHECKF(npl_chat_tokenize_json(m, "[{\"content\": \"x\"}]", &o, &a, NULL, &err) == NPL_ERR_INVALID_ARG, "no role");
     o.tools_json = "{}";
-    CHECK(npl_chat_tokenize_json(m, "[]", &o, &a, NULL, &err) == NPL_ERR_INVALID_ARG, "tools not a list");
+    CHECKF(npl_chat_tokenize_json(m, "[]", &o, &a, NULL, &err) == NPL_ERR_INVALID_ARG, "tools not a list");
     npl_tokens_free(&a);
     npl_tokens_free(&b);
     npl_model_free(m);
@@ -270,6 +258,5 @@ int main(int argc, char **argv)
     case_mask();
     if (argc > 1)
         case_fallback(argv[1]);
-    printf("test_jinja: %d checks, %d failed\n", n_checks, n_failed);
-    return n_failed ? 1 : 0;
+    return nt_report("test_jinja");
 }

@@ -192,3 +192,61 @@ int nt_write_file(const char *path, const char *text)
     fputs(text, f);
     return fclose(f) == 0 ? 0 : -1;
 }
+
+unsigned char *nt_read_file(const char *path, size_t *size)
+{
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0)
+        n = ftell(f);
+    unsigned char *data = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
+    if (data && fread(data, 1, (size_t)n, f) != (size_t)n) {
+        free(data);
+        data = NULL;
+    }
+    if (f)
+        fclose(f);
+    if (!data) {
+        fprintf(stderr, "cannot read %s\n", path ? path : "(no file given)");
+        return NULL;
+    }
+    data[n] = '\0';
+    *size = (size_t)n;
+    return data;
+}
+
+void nt_fatal(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("FATAL ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+static int hex_digit(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+long nt_unhex(char *s, size_t len)
+{
+    if (len % 2)
+        return -1;
+    for (size_t i = 0; i < len / 2; i++) {
+        int hi = hex_digit((unsigned char)s[2 * i]), lo = hex_digit((unsigned char)s[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        s[i] = (char)(hi * 16 + lo); /* in place: i < 2i */
+    }
+    s[len / 2] = '\0';
+    return (long)(len / 2);
+}

@@ -61,6 +61,16 @@ const char *nt_arg(int i);
         }                                                                    \
     } while (0)
 
+/* Fatal for the program (nt_fatal): for tests whose later steps mean
+ * nothing after a failed one (a client against a daemon in an unknown
+ * state). */
+#define ENSURE(cond)                                                                  \
+    do {                                                                              \
+        nt_checks++;                                                                  \
+        if (!(cond))                                                                  \
+            nt_fatal("%s:%d: check failed: %s", __FILE__, __LINE__, #cond);           \
+    } while (0)
+
 /* A call returning npl_status that must succeed; prints the message. */
 #define CHECK_OK(call, errp)                                                 \
     do {                                                                     \
@@ -138,5 +148,17 @@ char *nt_tempdir(void);
 void nt_rmtree(const char *path);
 /* Writes a file (creating parent directories); returns 0 on success. */
 int nt_write_file(const char *path, const char *text);
+/* The whole file, malloc'd with a NUL after its *size bytes; NULL (and a
+ * message) when it cannot be read. */
+unsigned char *nt_read_file(const char *path, size_t *size);
+
+/* Decodes the len hex digits of s in place (NUL after the bytes); the
+ * number of bytes, or -1 for an odd length or a character that is no hex
+ * digit (how the test drivers read text from the scripts). */
+long nt_unhex(char *s, size_t len);
+
+/* A case cannot go on (an input it needs is missing or unreadable):
+ * prints the message and ends the program with a failure. */
+void nt_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 #endif

@@ -3,8 +3,11 @@
 #ifndef NPL_TEST_MODEL_H
 #define NPL_TEST_MODEL_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "npl_test.h"
 #include "npullm.h"
@@ -27,6 +30,27 @@ static inline npl_model *nt_load_model(const char *device, int threads, uint32_t
         fprintf(stderr, "cannot load %s on %s: %s\n", nt_arg(0) ? nt_arg(0) : "(no model given)",
                 device ? device : "cpu", err.message);
     return m;
+}
+
+/* n prompt ids, the same for the same seed: bos first when it is >= 0,
+ * then ids spread over [lo, hi). */
+static inline void nt_make_prompt(int32_t *ids, size_t n, uint32_t seed, int32_t bos, uint32_t lo, uint32_t hi)
+{
+    uint64_t s = seed * 2654435761u + 1;
+    size_t i = 0;
+    if (bos >= 0)
+        ids[i++] = bos;
+    for (; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)(lo + (s >> 33) % (hi - lo));
+    }
+}
+
+/* Both sequences have logits and they are bit-identical. */
+static inline bool nt_same_logits(const npl_seq *a, const npl_seq *b, uint32_t n_vocab)
+{
+    const float *la = npl_seq_logits(a), *lb = npl_seq_logits(b);
+    return la && lb && memcmp(la, lb, n_vocab * sizeof(float)) == 0;
 }
 
 #endif

@@ -16,7 +16,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
-sys.path.insert(0, os.path.join(HERE, "..", "llama"))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
 
 import numpy as np  # noqa: E402
 

@@ -10,7 +10,7 @@ float64, except that K and V are rounded to float16 as the engine's cache
 (and llama.cpp's default cache) stores them.
 
 Needs Debian's python (numpy) and tests/fixtures (ggml_quants) and
-tests/llama (gguf_patch) on sys.path.
+tests/common (gguf_patch) on sys.path.
 """
 
 import math

@@ -6,46 +6,16 @@ unsupported gemma3 files (exit 2, one line on stderr).
   test_cli.py --npullm-run PATH --model GEMMA3.gguf --workdir DIR [CASE...]
 """
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llama"))
-import gguf_patch  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from npl_cli_test import expect, gguf_patch, npullm_run_main  # noqa: E402
+from npl_cli_test import model_variant as variant, npullm_run as run, npullm_run_refuses as expect_error  # noqa: E402
 
-A = None
-FAILED = []
+A = None  # the arguments (npullm_run_main)
 START_OF_TURN, END_OF_TURN = 105, 106  # Gemma 3 vocabulary
-
-
-def run(*args):
-    p = subprocess.run([A.npullm_run] + [str(a) for a in args], capture_output=True)
-    return p.returncode, p.stdout.decode("utf-8"), p.stderr.decode("utf-8")
-
-
-def expect(cond, what):
-    if not cond:
-        FAILED.append(what)
-        print("  check failed: " + what)
-
-
-def expect_error(args, rc, needle):
-    code, out, err = run(*args)
-    lines = err.splitlines()
-    expect(code == rc, "%s: exit %d, wanted %d (stderr %r)" % (args, code, rc, err))
-    expect(len(lines) == 1 and lines[0].startswith("npullm-run: "), "%s: one 'npullm-run: ' line, got %r" % (args, err))
-    expect(needle in err, "%s: %r not in %r" % (args, needle, err))
-
-
-def variant(name, mutate):
-    g = gguf_patch.GGUF(A.model)
-    mutate(g)
-    path = os.path.join(A.workdir, name + ".gguf")
-    g.write(path)
-    return path
 
 
 def kv(g, key):
@@ -194,31 +164,5 @@ def case_ollama_dialect():
                  "the tokenizer has 262146 tokens but token_embd.weight has 262144 rows")
 
 
-CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
-
-
-def main():
-    global A
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--npullm-run", required=True)
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("cases", nargs="*")
-    A = ap.parse_args()
-    os.makedirs(A.workdir, exist_ok=True)
-    passed = failed = 0
-    for name in A.cases or CASES:
-        before = len(FAILED)
-        CASES[name]()
-        if len(FAILED) == before:
-            passed += 1
-            print("ok   " + name)
-        else:
-            failed += 1
-            print("FAIL " + name)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(npullm_run_main(globals()))

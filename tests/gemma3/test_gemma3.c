@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "npl_test.h"
+#include "npl_test_model.h"
 #include "model_internal.h"
 #include "npullm.h"
 
@@ -32,27 +32,7 @@ static npl_model *load(int threads, uint32_t chunk)
 /* BOS then ids spread over the vocabulary. */
 static void make_prompt(int32_t *ids, size_t n, uint32_t seed, uint32_t n_vocab)
 {
-    uint64_t s = seed * 2654435761u + 1;
-    ids[0] = 2;
-    for (size_t i = 1; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)(3 + (s >> 33) % (n_vocab - 3));
-    }
-}
-
-static int32_t argmax(const float *v, uint32_t n)
-{
-    int32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = (int32_t)i;
-    return best;
-}
-
-static bool same_logits(const npl_seq *a, const npl_seq *b, uint32_t nv)
-{
-    const float *la = npl_seq_logits(a), *lb = npl_seq_logits(b);
-    return la && lb && memcmp(la, lb, nv * sizeof(float)) == 0;
+    nt_make_prompt(ids, n, seed, 2, 3, n_vocab);
 }
 
 static void test_layout(void)
@@ -105,12 +85,12 @@ static void test_ring_equals_full(void)
     make_prompt(prompt, 40, 11, nv);
     CHECK(npl_prefill(m, full, prompt, 40, 0, NULL, &err) == NPL_OK);
     CHECK(npl_prefill(m, ring, prompt, 40, 0, NULL, &err) == NPL_OK);
-    CHECK(same_logits(full, ring, nv));
+    CHECK(nt_same_logits(full, ring, nv));
     for (int step = 0; step < 5; step++) {
-        int32_t t = argmax(npl_seq_logits(full), nv);
+        int32_t t = nt_argmax(npl_seq_logits(full), nv);
         CHECK(npl_decode(m, &full, &t, 1, &err) == NPL_OK);
         CHECK(npl_decode(m, &ring, &t, 1, &err) == NPL_OK);
-        CHECKF(same_logits(full, ring, nv), "step %d", step);
+        CHECKF(nt_same_logits(full, ring, nv), "step %d", step);
     }
     CHECK(npl_seq_pos(full) == 45);
     npl_seq_free(full);
@@ -140,8 +120,8 @@ static void test_ring_long_context(void)
         for (uint32_t i = 0; i < nv; i++)
             max_diff = fmax(max_diff, fabs((double)la[i] - lb[i]));
         CHECKF(max_diff <= 1e-5, "step %d: ring vs full differ by %g", step, max_diff);
-        int32_t t = argmax(la, nv);
-        CHECK(t == argmax(lb, nv));
+        int32_t t = nt_argmax(la, nv);
+        CHECK(t == nt_argmax(lb, nv));
         CHECK(npl_decode(m16, &a, &t, 1, &err) == NPL_OK);
         CHECK(npl_decode(m256, &b, &t, 1, &err) == NPL_OK);
     }
@@ -177,12 +157,12 @@ static void test_embd_equals_tokens(void)
     CHECK(npl_prefill_embeddings(m, b, rows + 7 * (size_t)e, 30, false, &err) == NPL_OK);
     CHECK(npl_seq_pos(b) == 37 && npl_seq_logits(b) != NULL);
     CHECK(npl_prefill(m, b, prompt + 37, 3, 0, NULL, &err) == NPL_OK);
-    CHECK(same_logits(a, b, nv));
+    CHECK(nt_same_logits(a, b, nv));
     for (int step = 0; step < 3; step++) {
-        int32_t t = argmax(npl_seq_logits(a), nv);
+        int32_t t = nt_argmax(npl_seq_logits(a), nv);
         CHECK(npl_decode(m, &a, &t, 1, &err) == NPL_OK);
         CHECK(npl_decode(m, &b, &t, 1, &err) == NPL_OK);
-        CHECK(same_logits(a, b, nv));
+        CHECK(nt_same_logits(a, b, nv));
     }
 
     /* One row alone: bidirectional or not, the same thing. */
@@ -192,11 +172,11 @@ static void test_embd_equals_tokens(void)
     CHECK(npl_prefill(m, d, prompt, 5, 0, NULL, &err) == NPL_OK);
     CHECK(npl_prefill_embeddings(m, c, rows + 5 * (size_t)e, 1, false, &err) == NPL_OK);
     CHECK(npl_prefill_embeddings(m, d, rows + 5 * (size_t)e, 1, true, &err) == NPL_OK);
-    CHECK(same_logits(c, d, nv));
+    CHECK(nt_same_logits(c, d, nv));
     /* A bidirectional block changes the logits of what follows. */
     CHECK(npl_prefill_embeddings(m, c, rows + 6 * (size_t)e, 10, false, &err) == NPL_OK);
     CHECK(npl_prefill_embeddings(m, d, rows + 6 * (size_t)e, 10, true, &err) == NPL_OK);
-    CHECK(!same_logits(c, d, nv));
+    CHECK(!nt_same_logits(c, d, nv));
 
     npl_seq_free(a);
     npl_seq_free(b);

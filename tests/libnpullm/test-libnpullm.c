@@ -13,13 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                                                     \
-    do {                                                                                                \
-        if (!(cond)) {                                                                                  \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                    \
-            exit(1);                                                                                    \
-        }                                                                                               \
-    } while (0)
+#include "npl_test.h"
+
+/* Every check ends the program when it fails (ENSURE): what a client sees
+ * after a failed step depends on a daemon in an unknown state. */
 
 static NpullmClient *client;
 
@@ -110,7 +107,7 @@ static Stream *run(const char *prompt, NpullmOptions *opts)
     NpullmRequest *r = generate(prompt, opts, NULL, &error);
     if (r == NULL)
         fprintf(stderr, "generate: %s\n", error->message);
-    CHECK(r != NULL);
+    ENSURE(r != NULL);
     Stream *s = stream_new(r);
     stream_wait(s);
     return s;
@@ -125,27 +122,27 @@ static void wait_idle(void)
 
 /* ---- cases ------------------------------------------------------------- */
 
-static int case_stream(int argc, char **argv)
+static void case_stream(void)
 {
-    CHECK(g_strcmp0(npullm_client_get_default_model(client), "tiny") == 0);
-    CHECK(g_strcmp0(npullm_client_get_device(client), "cpu") == 0);
-    CHECK(npullm_client_get_version(client)[0] != '\0');
+    ENSURE(g_strcmp0(npullm_client_get_default_model(client), "tiny") == 0);
+    ENSURE(g_strcmp0(npullm_client_get_device(client), "cpu") == 0);
+    ENSURE(npullm_client_get_version(client)[0] != '\0');
     g_autoptr(NpullmOptions) opts = greedy(8);
     Stream *s = run("Hello there", opts);
-    CHECK(strcmp(s->reason, "length") == 0);
-    CHECK(strcmp(s->tokens->str, npullm_request_get_text(s->request)) == 0);
-    CHECK(s->tokens->len > 0);
+    ENSURE(strcmp(s->reason, "length") == 0);
+    ENSURE(strcmp(s->tokens->str, npullm_request_get_text(s->request)) == 0);
+    ENSURE(s->tokens->len > 0);
     guint32 generated = 0;
-    CHECK(g_variant_lookup(s->stats, "generated_tokens", "u", &generated) && generated == 8);
-    CHECK(npullm_request_get_state(s->request) == NPULLM_REQUEST_STATE_FINISHED);
-    CHECK(npullm_request_propagate_error(s->request, NULL));
+    ENSURE(g_variant_lookup(s->stats, "generated_tokens", "u", &generated) && generated == 8);
+    ENSURE(npullm_request_get_state(s->request) == NPULLM_REQUEST_STATE_FINISHED);
+    ENSURE(npullm_request_propagate_error(s->request, NULL));
 
     /* complete_async gives the same (greedy) text */
     GAsyncResult *res = NULL;
     npullm_client_complete_async(client, "Hello there", opts, NULL, store_result, &res);
     g_autofree char *text = npullm_client_complete_finish(client, wait_result(&res), NULL);
     g_object_unref(res);
-    CHECK(g_strcmp0(text, s->tokens->str) == 0);
+    ENSURE(g_strcmp0(text, s->tokens->str) == 0);
 
     /* chat appends the streamed reply to the conversation */
     g_autoptr(NpullmConversation) conv = npullm_conversation_new();
@@ -154,14 +151,14 @@ static int case_stream(int argc, char **argv)
     npullm_client_chat_async(client, conv, opts, NULL, store_result, &res);
     NpullmRequest *chat = npullm_client_chat_finish(client, wait_result(&res), NULL);
     g_object_unref(res);
-    CHECK(chat != NULL);
+    ENSURE(chat != NULL);
     Stream *cs = stream_new(chat);
     stream_wait(cs);
-    CHECK(npullm_conversation_get_n_messages(conv) == 2);
-    CHECK(strcmp(npullm_conversation_get_role(conv, 1), "assistant") == 0);
-    CHECK(strcmp(npullm_conversation_get_content(conv, 1), cs->tokens->str) == 0);
+    ENSURE(npullm_conversation_get_n_messages(conv) == 2);
+    ENSURE(strcmp(npullm_conversation_get_role(conv, 1), "assistant") == 0);
+    ENSURE(strcmp(npullm_conversation_get_content(conv, 1), cs->tokens->str) == 0);
     /* Generate of one user turn and Chat of the same turn are the same prompt */
-    CHECK(strcmp(cs->tokens->str, s->tokens->str) == 0);
+    ENSURE(strcmp(cs->tokens->str, s->tokens->str) == 0);
     stream_free(cs);
     stream_free(s);
 
@@ -170,76 +167,74 @@ static int case_stream(int argc, char **argv)
     npullm_client_list_models_async(client, NULL, store_result, &res);
     g_autoptr(GVariant) models = npullm_client_list_models_finish(client, wait_result(&res), NULL);
     g_object_unref(res);
-    CHECK(models != NULL && g_variant_n_children(models) >= 2);
+    ENSURE(models != NULL && g_variant_n_children(models) >= 2);
 
     /* manage: load, unload, IdleTimeout (the polkit mock allows them) */
     g_autoptr(GError) error = NULL;
     res = NULL;
     npullm_client_load_model_async(client, "tiny2", NULL, store_result, &res);
-    CHECK(npullm_client_load_model_finish(client, wait_result(&res), &error));
+    ENSURE(npullm_client_load_model_finish(client, wait_result(&res), &error));
     g_clear_object(&res);
     while (npullm_client_get_loaded_models(client) == NULL ||
            !g_strv_contains(npullm_client_get_loaded_models(client), "tiny2"))
         g_main_context_iteration(NULL, TRUE);
     npullm_client_unload_model_async(client, "tiny2", NULL, store_result, &res);
-    CHECK(npullm_client_unload_model_finish(client, wait_result(&res), &error));
+    ENSURE(npullm_client_unload_model_finish(client, wait_result(&res), &error));
     g_clear_object(&res);
     while (g_strv_contains(npullm_client_get_loaded_models(client), "tiny2"))
         g_main_context_iteration(NULL, TRUE);
     /* the caller's own KV caches (ForgetCache) */
     npullm_client_forget_cache_async(client, NULL, store_result, &res);
-    CHECK(npullm_client_forget_cache_finish(client, wait_result(&res), &error));
+    ENSURE(npullm_client_forget_cache_finish(client, wait_result(&res), &error));
     g_clear_object(&res);
     npullm_client_load_model_async(client, "nonexistent", NULL, store_result, &res);
-    CHECK(!npullm_client_load_model_finish(client, wait_result(&res), &error));
-    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NO_SUCH_MODEL));
+    ENSURE(!npullm_client_load_model_finish(client, wait_result(&res), &error));
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NO_SUCH_MODEL));
     g_clear_error(&error);
     g_clear_object(&res);
     guint before = npullm_client_get_idle_timeout(client);
     npullm_client_set_idle_timeout_async(client, before + 1, NULL, store_result, &res);
-    CHECK(npullm_client_set_idle_timeout_finish(client, wait_result(&res), &error));
+    ENSURE(npullm_client_set_idle_timeout_finish(client, wait_result(&res), &error));
     g_clear_object(&res);
     while (npullm_client_get_idle_timeout(client) != before + 1) /* PropertiesChanged */
         g_main_context_iteration(NULL, TRUE);
     npullm_client_set_idle_timeout_async(client, before, NULL, store_result, &res);
-    CHECK(npullm_client_set_idle_timeout_finish(client, wait_result(&res), &error));
+    ENSURE(npullm_client_set_idle_timeout_finish(client, wait_result(&res), &error));
     g_clear_object(&res);
-    return 0;
 }
 
-static int case_cancel(int argc, char **argv)
+static void case_cancel(void)
 {
     /* through a GCancellable, once running */
     g_autoptr(GCancellable) cancellable = g_cancellable_new();
     g_autoptr(NpullmOptions) opts = greedy(200);
     g_autoptr(GError) error = NULL;
     NpullmRequest *r = generate("Tell a long story", opts, cancellable, &error);
-    CHECK(r != NULL);
+    ENSURE(r != NULL);
     Stream *s = stream_new(r);
     s->cancel_on_token = cancellable;
     stream_wait(s);
-    CHECK(strcmp(s->reason, "cancelled") == 0);
-    CHECK(!npullm_request_propagate_error(r, &error));
-    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_CANCELLED));
+    ENSURE(strcmp(s->reason, "cancelled") == 0);
+    ENSURE(!npullm_request_propagate_error(r, &error));
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_CANCELLED));
     g_clear_error(&error);
     stream_free(s);
 
     /* with npullm_request_cancel() */
     r = generate("Tell a long story", opts, NULL, &error);
-    CHECK(r != NULL);
+    ENSURE(r != NULL);
     s = stream_new(r);
     npullm_request_cancel(r);
     stream_wait(s);
-    CHECK(strcmp(s->reason, "cancelled") == 0);
+    ENSURE(strcmp(s->reason, "cancelled") == 0);
     stream_free(s);
 
     /* cancelled before the call: an error from finish, nothing left running */
     g_autoptr(GCancellable) early = g_cancellable_new();
     g_cancellable_cancel(early);
     r = generate("Tell a long story", opts, early, &error);
-    CHECK(r == NULL && g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED));
+    ENSURE(r == NULL && g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED));
     wait_idle();
-    return 0;
 }
 
 static void on_first_token_drop(NpullmRequest *r, const char *text, gboolean *seen)
@@ -247,11 +242,11 @@ static void on_first_token_drop(NpullmRequest *r, const char *text, gboolean *se
     *seen = TRUE;
 }
 
-static int case_dispose(int argc, char **argv)
+static void case_dispose(void)
 {
     g_autoptr(NpullmOptions) opts = greedy(200);
     NpullmRequest *r = generate("Tell a long story", opts, NULL, NULL);
-    CHECK(r != NULL);
+    ENSURE(r != NULL);
     gboolean seen = FALSE;
     g_signal_connect(r, "token", G_CALLBACK(on_first_token_drop), &seen);
     while (!seen)
@@ -262,23 +257,22 @@ static int case_dispose(int argc, char **argv)
      * the next request runs at once */
     g_autoptr(NpullmOptions) small = greedy(2);
     Stream *s = run("Hi", small);
-    CHECK(strcmp(s->reason, "length") == 0);
+    ENSURE(strcmp(s->reason, "length") == 0);
     stream_free(s);
-    return 0;
 }
 
-static int case_errors(int argc, char **argv)
+static void case_errors(void)
 {
     /* every org.npullm.Error name maps to its NpullmError code and back */
     GEnumClass *codes = g_type_class_ref(NPULLM_TYPE_ERROR);
-    CHECK(codes->n_values == 10);
+    ENSURE(codes->n_values == 10);
     for (guint i = 0; i < codes->n_values; i++) {
         const char *name = npullm_error_to_dbus_name(codes->values[i].value);
-        CHECK(g_str_has_prefix(name, "org.npullm.Error."));
+        ENSURE(g_str_has_prefix(name, "org.npullm.Error."));
         g_autoptr(GError) e = g_dbus_error_new_for_dbus_error(name, "message");
-        CHECK(e->domain == NPULLM_ERROR && e->code == codes->values[i].value);
+        ENSURE(e->domain == NPULLM_ERROR && e->code == codes->values[i].value);
         g_autofree gchar *back = g_dbus_error_encode_gerror(e);
-        CHECK(strcmp(back, name) == 0);
+        ENSURE(strcmp(back, name) == 0);
     }
     g_type_class_unref(codes);
 
@@ -286,20 +280,20 @@ static int case_errors(int argc, char **argv)
     g_autoptr(GError) error = NULL;
     g_autoptr(NpullmOptions) opts = npullm_options_new();
     g_object_set(opts, "model", "nonexistent", NULL);
-    CHECK(generate("hi", opts, NULL, &error) == NULL);
-    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NO_SUCH_MODEL));
-    CHECK(!g_dbus_error_is_remote_error(error)); /* stripped */
+    ENSURE(generate("hi", opts, NULL, &error) == NULL);
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NO_SUCH_MODEL));
+    ENSURE(!g_dbus_error_is_remote_error(error)); /* stripped */
     g_clear_error(&error);
     /* not a GGUF file: listed, but the engine cannot run it */
     g_object_set(opts, "model", "broken", NULL);
-    CHECK(generate("hi", opts, NULL, &error) == NULL);
-    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NOT_SUPPORTED));
+    ENSURE(generate("hi", opts, NULL, &error) == NULL);
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NOT_SUPPORTED));
     g_clear_error(&error);
     g_autoptr(NpullmOptions) bad = npullm_options_new();
     g_object_set(bad, "priority", "urgent", NULL);
-    CHECK(generate("hi", bad, NULL, &error) == NULL);
-    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
-    CHECK(strstr(error->message, "priority") != NULL);
+    ENSURE(generate("hi", bad, NULL, &error) == NULL);
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
+    ENSURE(strstr(error->message, "priority") != NULL);
     g_clear_error(&error);
 
     /* NotSupported: an image for a text-only model */
@@ -308,10 +302,9 @@ static int case_errors(int argc, char **argv)
     GAsyncResult *res = NULL;
     g_autoptr(GInputStream) png = g_memory_input_stream_new_from_data("\x89PNG\r\n\x1a\n", 8, NULL);
     npullm_client_describe_image_stream_async(client, png, NULL, text_only, NULL, store_result, &res);
-    CHECK(npullm_client_describe_image_stream_finish(client, wait_result(&res), &error) == NULL);
+    ENSURE(npullm_client_describe_image_stream_finish(client, wait_result(&res), &error) == NULL);
     g_object_unref(res);
-    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NOT_SUPPORTED));
-    return 0;
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NOT_SUPPORTED));
 }
 
 static NpullmOptions *vision_options(void)
@@ -323,14 +316,14 @@ static NpullmOptions *vision_options(void)
 
 static void check_image_stream(NpullmRequest *r)
 {
-    CHECK(r != NULL);
+    ENSURE(r != NULL);
     Stream *s = stream_new(r);
     stream_wait(s);
     if (strcmp(s->reason, "length") != 0 && strcmp(s->reason, "stop") != 0) {
         g_autofree gchar *stats = g_variant_print(s->stats, FALSE);
         fprintf(stderr, "image request: %s %s\n", s->reason, stats);
     }
-    CHECK(strcmp(s->reason, "length") == 0 || strcmp(s->reason, "stop") == 0);
+    ENSURE(strcmp(s->reason, "length") == 0 || strcmp(s->reason, "stop") == 0);
     stream_free(s);
 }
 
@@ -351,18 +344,18 @@ static gpointer write_all_thread(gpointer data)
     return NULL;
 }
 
-static int case_image_pipe(int argc, char **argv)
+static void case_image_pipe(void)
 {
-    CHECK(argc == 1);
+    ENSURE(nt_arg(0) != NULL);
     g_autoptr(GBytes) bytes = NULL;
-    g_autoptr(GFile) file = g_file_new_for_path(argv[0]);
+    g_autoptr(GFile) file = g_file_new_for_path(nt_arg(0));
     bytes = g_file_load_bytes(file, NULL, NULL, NULL);
-    CHECK(bytes != NULL);
+    ENSURE(bytes != NULL);
     g_autoptr(NpullmOptions) opts = vision_options();
 
     /* a pipe's read end, written by another thread */
     int fds[2];
-    CHECK(g_unix_open_pipe(fds, FD_CLOEXEC, NULL));
+    ENSURE(g_unix_open_pipe(fds, FD_CLOEXEC, NULL));
     g_object_set_data(G_OBJECT(client), "test-pipe-fd", GINT_TO_POINTER(fds[1]));
     GThread *writer = g_thread_new("writer", write_all_thread, bytes);
     GAsyncResult *res = NULL;
@@ -380,13 +373,12 @@ static int case_image_pipe(int argc, char **argv)
     r = npullm_client_describe_image_stream_finish(client, wait_result(&res), NULL);
     g_object_unref(res);
     check_image_stream(r);
-    return 0;
 }
 
-static int case_image_file(int argc, char **argv)
+static void case_image_file(void)
 {
-    CHECK(argc == 1);
-    g_autoptr(GFile) file = g_file_new_for_path(argv[0]);
+    ENSURE(nt_arg(0) != NULL);
+    g_autoptr(GFile) file = g_file_new_for_path(nt_arg(0));
     g_autoptr(NpullmOptions) opts = vision_options();
     GAsyncResult *res = NULL;
     npullm_client_describe_image_async(client, file, "What is this?", opts, NULL, store_result, &res);
@@ -398,15 +390,14 @@ static int case_image_file(int argc, char **argv)
     g_autoptr(GFile) missing = g_file_new_for_path("/nonexistent/image.png");
     res = NULL;
     npullm_client_describe_image_async(client, missing, NULL, opts, NULL, store_result, &res);
-    CHECK(npullm_client_describe_image_finish(client, wait_result(&res), &error) == NULL);
+    ENSURE(npullm_client_describe_image_finish(client, wait_result(&res), &error) == NULL);
     g_object_unref(res);
-    CHECK(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND));
-    return 0;
+    ENSURE(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND));
 }
 
 #define N_CONCURRENT 8 /* MaxPerClient of the test daemon */
 
-static int case_concurrent(int argc, char **argv)
+static void case_concurrent(void)
 {
     g_autoptr(NpullmOptions) opts = greedy(6);
     /* each prompt alone first */
@@ -429,20 +420,19 @@ static int case_concurrent(int argc, char **argv)
         NpullmRequest *r = npullm_client_generate_finish(client, wait_result(&res[i]), &error);
         if (r == NULL)
             fprintf(stderr, "request %d: %s\n", i, error->message);
-        CHECK(r != NULL);
+        ENSURE(r != NULL);
         g_object_unref(res[i]);
         streams[i] = stream_new(r);
     }
     for (int i = 0; i < N_CONCURRENT; i++) {
         stream_wait(streams[i]);
-        CHECK(strcmp(streams[i]->reason, "length") == 0);
+        ENSURE(strcmp(streams[i]->reason, "length") == 0);
         /* no token lost, none from another request */
-        CHECK(strcmp(streams[i]->tokens->str, expected[i]) == 0);
-        CHECK(strcmp(npullm_request_get_text(streams[i]->request), expected[i]) == 0);
+        ENSURE(strcmp(streams[i]->tokens->str, expected[i]) == 0);
+        ENSURE(strcmp(npullm_request_get_text(streams[i]->request), expected[i]) == 0);
         stream_free(streams[i]);
         g_free(expected[i]);
     }
-    return 0;
 }
 
 static void count_raw(GDBusConnection *bus, const char *sender, const char *path, const char *iface,
@@ -456,11 +446,11 @@ static void count_raw(GDBusConnection *bus, const char *sender, const char *path
         (*(int *)data)++;
 }
 
-static int case_forged(int argc, char **argv)
+static void case_forged(void)
 {
     g_autoptr(NpullmOptions) opts = greedy(40);
     NpullmRequest *r = generate("Tell a story", opts, NULL, NULL);
-    CHECK(r != NULL);
+    ENSURE(r != NULL);
     Stream *s = stream_new(r);
     GDBusConnection *bus = npullm_client_get_connection(client);
     const char *path = npullm_request_get_object_path(r);
@@ -472,24 +462,23 @@ static int case_forged(int argc, char **argv)
         g_getenv("DBUS_SYSTEM_BUS_ADDRESS"),
         G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT | G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION, NULL, NULL,
         NULL);
-    CHECK(forger != NULL);
+    ENSURE(forger != NULL);
     const char *me = g_dbus_connection_get_unique_name(bus);
-    CHECK(g_dbus_connection_emit_signal(forger, me, path, "org.npullm.Request", "Token",
+    ENSURE(g_dbus_connection_emit_signal(forger, me, path, "org.npullm.Request", "Token",
                                         g_variant_new("(s)", "FORGED"), NULL));
     GVariantBuilder stats;
     g_variant_builder_init(&stats, G_VARIANT_TYPE_VARDICT);
-    CHECK(g_dbus_connection_emit_signal(forger, me, path, "org.npullm.Request", "Finished",
+    ENSURE(g_dbus_connection_emit_signal(forger, me, path, "org.npullm.Request", "Finished",
                                         g_variant_new("(sa{sv})", "stop", &stats), NULL));
-    CHECK(g_dbus_connection_flush_sync(forger, NULL, NULL));
+    ENSURE(g_dbus_connection_flush_sync(forger, NULL, NULL));
     stream_wait(s);
     while (delivered == 0)
         g_main_context_iteration(NULL, TRUE);
     g_dbus_connection_signal_unsubscribe(bus, raw);
-    CHECK(strcmp(s->reason, "length") == 0); /* the real end, not the forged one */
-    CHECK(strstr(s->tokens->str, "FORGED") == NULL);
-    CHECK(strstr(npullm_request_get_text(r), "FORGED") == NULL);
+    ENSURE(strcmp(s->reason, "length") == 0); /* the real end, not the forged one */
+    ENSURE(strstr(s->tokens->str, "FORGED") == NULL);
+    ENSURE(strstr(npullm_request_get_text(r), "FORGED") == NULL);
     stream_free(s);
-    return 0;
 }
 
 static void on_owner_props(GObject *obj, GParamSpec *pspec, int *count)
@@ -497,18 +486,18 @@ static void on_owner_props(GObject *obj, GParamSpec *pspec, int *count)
     (*count)++;
 }
 
-static int case_restart(int argc, char **argv)
+static void case_restart(void)
 {
     g_autoptr(NpullmOptions) opts = greedy(4);
     Stream *s = run("Hello", opts);
-    CHECK(strcmp(s->reason, "length") == 0);
+    ENSURE(strcmp(s->reason, "length") == 0);
     g_autofree gchar *first = g_strdup(s->tokens->str);
     stream_free(s);
 
     /* a request running when the daemon dies */
     g_autoptr(NpullmOptions) long_opts = greedy(3000);
     NpullmRequest *r = generate("Tell a long story", long_opts, NULL, NULL);
-    CHECK(r != NULL);
+    ENSURE(r != NULL);
     Stream *running = stream_new(r);
     while (running->tokens->len == 0)
         g_main_context_iteration(NULL, TRUE);
@@ -518,25 +507,24 @@ static int case_restart(int argc, char **argv)
     printf("RESTART\n");
     fflush(stdout);
     char line[64];
-    CHECK(fgets(line, sizeof line, stdin) != NULL);
+    ENSURE(fgets(line, sizeof line, stdin) != NULL);
     /* the harness killed npullmd and started another (new unique name,
      * IdleTimeout 77): the running request ends with an error */
     stream_wait(running);
-    CHECK(strcmp(running->reason, "error") == 0);
+    ENSURE(strcmp(running->reason, "error") == 0);
     g_autoptr(GError) error = NULL;
-    CHECK(!npullm_request_propagate_error(r, &error));
-    CHECK(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INTERNAL));
+    ENSURE(!npullm_request_propagate_error(r, &error));
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INTERNAL));
     stream_free(running);
     /* and the next request goes to the new daemon */
     s = run("Hello", opts);
-    CHECK(strcmp(s->reason, "length") == 0);
-    CHECK(strcmp(s->tokens->str, first) == 0);
+    ENSURE(strcmp(s->reason, "length") == 0);
+    ENSURE(strcmp(s->tokens->str, first) == 0);
     stream_free(s);
     /* and the properties follow the new daemon */
     while (npullm_client_get_idle_timeout(client) != 77)
         g_main_context_iteration(NULL, TRUE);
-    CHECK(notified >= 1);
-    return 0;
+    ENSURE(notified >= 1);
 }
 
 static void count_changed(NpullmConversation *conv, guint index, guint *count)
@@ -545,49 +533,48 @@ static void count_changed(NpullmConversation *conv, guint index, guint *count)
 }
 
 /* The value objects, without the service. */
-static int case_objects(int argc, char **argv)
+static void case_objects(void)
 {
     g_autoptr(NpullmOptions) o = npullm_options_new();
-    CHECK(!npullm_options_is_set(o, "temperature"));
+    ENSURE(!npullm_options_is_set(o, "temperature"));
     g_object_set(o, "temperature", 0.5, "top-k", 7u, "stop", (const char *const[]){"x", NULL}, NULL);
-    CHECK(npullm_options_is_set(o, "temperature") && npullm_options_is_set(o, "top_k"));
+    ENSURE(npullm_options_is_set(o, "temperature") && npullm_options_is_set(o, "top_k"));
     double t = 0;
     g_auto(GStrv) stop = NULL;
     g_object_get(o, "temperature", &t, "stop", &stop, NULL);
-    CHECK(t == 0.5 && stop != NULL && g_strv_length(stop) == 1 && strcmp(stop[0], "x") == 0);
+    ENSURE(t == 0.5 && stop != NULL && g_strv_length(stop) == 1 && strcmp(stop[0], "x") == 0);
     npullm_options_unset(o, "temperature");
-    CHECK(!npullm_options_is_set(o, "temperature"));
+    ENSURE(!npullm_options_is_set(o, "temperature"));
     g_object_set(o, "stop", NULL, NULL); /* NULL unsets too */
-    CHECK(!npullm_options_is_set(o, "stop"));
+    ENSURE(!npullm_options_is_set(o, "stop"));
     /* handle_token is the library's, not an option for callers */
-    CHECK(g_object_class_find_property(G_OBJECT_GET_CLASS(o), "handle-token") == NULL);
+    ENSURE(g_object_class_find_property(G_OBJECT_GET_CLASS(o), "handle-token") == NULL);
 
     g_autoptr(NpullmConversation) conv = npullm_conversation_new();
     guint changed = 0;
     g_signal_connect(conv, "changed", G_CALLBACK(count_changed), &changed);
     npullm_conversation_add_message(conv, "system", "Be brief.");
     npullm_conversation_add_message(conv, "user", "Hi");
-    CHECK(changed == 2 && npullm_conversation_get_n_messages(conv) == 2);
-    CHECK(strcmp(npullm_conversation_get_role(conv, 0), "system") == 0);
-    CHECK(npullm_conversation_get_content(conv, 2) == NULL);
+    ENSURE(changed == 2 && npullm_conversation_get_n_messages(conv) == 2);
+    ENSURE(strcmp(npullm_conversation_get_role(conv, 0), "system") == 0);
+    ENSURE(npullm_conversation_get_content(conv, 2) == NULL);
     /* images go with the last message, a user message, 8 at most */
     int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     g_autoptr(GError) error = NULL;
-    CHECK(npullm_conversation_add_image_fd(conv, fd, &error) && changed == 3);
-    CHECK(npullm_conversation_get_n_images(conv, 1) == 1 && npullm_conversation_get_n_images(conv, 0) == 0);
+    ENSURE(npullm_conversation_add_image_fd(conv, fd, &error) && changed == 3);
+    ENSURE(npullm_conversation_get_n_images(conv, 1) == 1 && npullm_conversation_get_n_images(conv, 0) == 0);
     for (int i = 1; i < 8; i++)
-        CHECK(npullm_conversation_add_image_fd(conv, fd, NULL));
-    CHECK(!npullm_conversation_add_image_fd(conv, fd, &error));
-    CHECK(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT));
+        ENSURE(npullm_conversation_add_image_fd(conv, fd, NULL));
+    ENSURE(!npullm_conversation_add_image_fd(conv, fd, &error));
+    ENSURE(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT));
     g_clear_error(&error);
     npullm_conversation_add_message(conv, "assistant", "Hello");
-    CHECK(!npullm_conversation_add_image_fd(conv, fd, &error));
-    CHECK(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT));
+    ENSURE(!npullm_conversation_add_image_fd(conv, fd, &error));
+    ENSURE(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT));
     g_clear_error(&error);
     close(fd);
     npullm_conversation_clear(conv);
-    CHECK(npullm_conversation_get_n_messages(conv) == 0);
-    return 0;
+    ENSURE(npullm_conversation_get_n_messages(conv) == 0);
 }
 
 static void on_thinking(NpullmRequest *r, const char *text, GString *thinking)
@@ -597,34 +584,28 @@ static void on_thinking(NpullmRequest *r, const char *text, GString *thinking)
 
 /* The model "qwen" (tests/service/think-template.jinja) thinks unless told
  * not to: its thinking arrives on ::thinking, never in ::token or :text. */
-static int case_thinking(int argc, char **argv)
+static void case_thinking(void)
 {
     for (int think = 0; think < 2; think++) {
         g_autoptr(NpullmOptions) opts = greedy(8);
         g_object_set(opts, "model", "qwen", "think", (gboolean)think, NULL);
         g_autoptr(GError) error = NULL;
         NpullmRequest *r = generate("What is 2 + 2?", opts, NULL, &error);
-        CHECK(r != NULL);
-        if (r == NULL)
-            return 1;
+        ENSURE(r != NULL);
         GString *thinking = g_string_new(NULL);
         g_signal_connect(r, "thinking", G_CALLBACK(on_thinking), thinking);
         Stream *s = stream_new(r);
         stream_wait(s);
-        CHECK(g_strcmp0(s->reason, "length") == 0);
-        CHECK(think ? thinking->len > 0 && s->tokens->len == 0 : thinking->len == 0 && s->tokens->len > 0);
-        CHECK(g_strcmp0(npullm_request_get_text(r), s->tokens->str) == 0);
+        ENSURE(g_strcmp0(s->reason, "length") == 0);
+        ENSURE(think ? thinking->len > 0 && s->tokens->len == 0 : thinking->len == 0 && s->tokens->len > 0);
+        ENSURE(g_strcmp0(npullm_request_get_text(r), s->tokens->str) == 0);
         g_signal_handlers_disconnect_by_data(r, thinking);
         g_string_free(thinking, TRUE);
         stream_free(s);
     }
-    return 0;
 }
 
-static const struct {
-    const char *name;
-    int (*run)(int argc, char **argv);
-} cases[] = {
+static const nt_case cases[] = {
     {"thinking", case_thinking},
     {"objects", case_objects},
     {"stream", case_stream},       {"cancel", case_cancel},         {"dispose", case_dispose},
@@ -648,13 +629,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "client: %s\n", error->message);
         return 1;
     }
-    for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
-        if (strcmp(cases[i].name, argv[1]) == 0) {
-            int rc = cases[i].run(argc - 2, argv + 2);
-            g_object_unref(client);
-            return rc;
-        }
-    }
-    fprintf(stderr, "unknown case %s\n", argv[1]);
-    return 2;
+    int rc = nt_main(argc, argv, cases, G_N_ELEMENTS(cases));
+    g_object_unref(client);
+    return rc;
 }

@@ -18,12 +18,7 @@
 /* A prompt of n ids spread over the vocabulary (BOS first). */
 static void make_prompt(int32_t *ids, size_t n, uint32_t seed, uint32_t n_vocab)
 {
-    uint64_t s = seed * 2654435761u + 1;
-    ids[0] = 128000;
-    for (size_t i = 1; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)((s >> 33) % (n_vocab < 120000 ? n_vocab : 120000));
-    }
+    nt_make_prompt(ids, n, seed, 128000, 0, n_vocab < 120000 ? n_vocab : 120000);
 }
 
 enum { N_SEQ = 5, STEPS = 6 }; /* 5: a group of four vectors plus one */

@@ -8,28 +8,11 @@ cannot hold is refused at load (exit 2), and both formats run.
 
 import argparse
 import json
-import subprocess
+import os
 import sys
 
-FAILED = []
-
-
-def run(*args):
-    p = subprocess.run([str(a) for a in args], capture_output=True)
-    return p.returncode, p.stdout.decode("utf-8"), p.stderr.decode("utf-8")
-
-
-def expect(cond, what):
-    if not cond:
-        FAILED.append(what)
-        print("  check failed: " + what)
-
-
-def expect_error(args, rc, needles):
-    code, _, err = run(*args)
-    expect(code == rc, "%s: exit %d, wanted %d (stderr %r)" % (args[1:], code, rc, err))
-    for n in needles:
-        expect(n in err, "%s: %r not in %r" % (args[1:], n, err))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from npl_cli_test import FAILED, expect, expect_error, run  # noqa: E402
 
 
 def main():
@@ -49,12 +32,12 @@ def main():
     expect_error([a.npullm_run, a.model_hd16] + gen + ["--kv", "q8_0"], 2, ["multiple of 32", "is 16"])
 
     for kv in ["f16", "q8_0"]:
-        code, out, err = run(a.npullm_run, a.model, *gen, "--kv", kv, "--json")
+        code, out, err = run([a.npullm_run, a.model] + gen + ["--kv", kv, "--json"])
         expect(code == 0, "npullm-run --kv %s: exit %d (%r)" % (kv, code, err))
         if code == 0:
             expect(len(json.loads(out)["tokens"]) == 8, "--kv %s: %r" % (kv, out))
-        code, out, err = run(a.npullm_bench, a.model, "--kv", kv, "-t", "2", "-p", "16", "-n", "4", "-b", "2",
-                             "-r", "1", "--json")
+        code, out, err = run([a.npullm_bench, a.model, "--kv", kv, "-t", "2", "-p", "16", "-n", "4", "-b", "2",
+                              "-r", "1", "--json"])
         expect(code == 0, "npullm-bench --kv %s: exit %d (%r)" % (kv, code, err))
         if code == 0:
             expect(json.loads(out)["kv"] == kv, "npullm-bench --kv %s: %r" % (kv, out))

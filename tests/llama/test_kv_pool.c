@@ -22,11 +22,7 @@ enum { CHUNK = 16, N_CTX = 256, GEN = 6, PROMPT = 100 };
 /* n ids spread over the vocabulary, the same for the same seed. */
 static void make_prompt(int32_t *ids, size_t n, uint32_t seed, uint32_t n_vocab)
 {
-    uint64_t s = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)((s >> 33) % n_vocab);
-    }
+    nt_make_prompt(ids, n, seed, -1, 0, n_vocab);
 }
 
 /* What a request produces: the logits after its prompt and its greedy

@@ -13,7 +13,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "npl_test.h"
+#include "npl_test_model.h"
 #include "model_internal.h"
 #include "npullm.h"
 
@@ -42,27 +42,7 @@ static void make_prompt(const npl_model *m, int32_t *ids, size_t n, uint32_t see
 {
     const npl_model_info *info = npl_model_get_info(m);
     uint32_t range = info->n_vocab < 120000 ? info->n_vocab : 120000;
-    uint64_t s = seed * 2654435761u + 1;
-    ids[0] = strcmp(info->architecture, "gemma3") == 0 ? 2 : 128000;
-    for (size_t i = 1; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)(3 + (s >> 33) % (range - 3));
-    }
-}
-
-static int32_t argmax(const float *v, uint32_t n)
-{
-    int32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = (int32_t)i;
-    return best;
-}
-
-static bool same_logits(const npl_seq *a, const npl_seq *b, uint32_t nv)
-{
-    const float *la = npl_seq_logits(a), *lb = npl_seq_logits(b);
-    return la && lb && memcmp(la, lb, nv * sizeof(float)) == 0;
+    nt_make_prompt(ids, n, seed, strcmp(info->architecture, "gemma3") == 0 ? 2 : 128000, 3, range);
 }
 
 /* Largest logit difference relative to the spread (max - min) of the
@@ -119,8 +99,8 @@ static void test_close_to_f16(void)
         worst = fmax(worst, rel);
         sum += rel;
         identical = identical && rel == 0.0;
-        int32_t t = argmax(lf, nv);
-        agree += t == argmax(lq, nv);
+        int32_t t = nt_argmax(lf, nv);
+        agree += t == nt_argmax(lq, nv);
         steps++;
         if (step == GEN_STEPS)
             break;
@@ -156,9 +136,9 @@ static void test_chunked_prefill(void)
     CHECK(npl_prefill(m16, a, prompt, 300, 0, NULL, &err) == NPL_OK);
     CHECK(npl_prefill(m256, b, prompt, 300, 0, NULL, &err) == NPL_OK);
     for (int step = 0; step < 4; step++) {
-        CHECKF(same_logits(a, b, nv), "step %d: chunk 16 vs 256 differ", step);
+        CHECKF(nt_same_logits(a, b, nv), "step %d: chunk 16 vs 256 differ", step);
         REQUIRE(npl_seq_logits(a));
-        int32_t t = argmax(npl_seq_logits(a), nv);
+        int32_t t = nt_argmax(npl_seq_logits(a), nv);
         CHECK(npl_decode(m16, &a, &t, 1, &err) == NPL_OK);
         CHECK(npl_decode(m256, &b, &t, 1, &err) == NPL_OK);
     }
@@ -191,7 +171,7 @@ static void test_layout_and_default(void)
     REQUIRE(a && b);
     CHECK(npl_prefill(md, a, prompt, 30, 0, NULL, &err) == NPL_OK);
     CHECK(npl_prefill(mf, b, prompt, 30, 0, NULL, &err) == NPL_OK);
-    CHECK(same_logits(a, b, nv));
+    CHECK(nt_same_logits(a, b, nv));
     npl_seq_free(a);
     npl_seq_free(b);
     npl_model_free(md);

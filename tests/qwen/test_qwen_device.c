@@ -4,19 +4,11 @@
  * NPU's kernel groups do not have) is refused with an error that says why
  * and what to use instead, rather than run without its biases.
  *
- *   usage: test-qwen-device QWEN2.gguf QWEN3.gguf */
-#include <stdio.h>
+ *   usage: test-qwen-device device QWEN2.gguf QWEN3.gguf */
 #include <string.h>
 
+#include "npl_test.h"
 #include "npullm.h"
-
-static int failures;
-
-static void check(int ok, const char *what, const char *detail)
-{
-    printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what, detail[0] ? ": " : "", detail);
-    failures += !ok;
-}
 
 static npl_model *load(const char *path, const char *device, npl_error *err)
 {
@@ -29,25 +21,24 @@ static npl_model *load(const char *path, const char *device, npl_error *err)
     return npl_model_load(path, &p, err);
 }
 
-int main(int argc, char **argv)
+static void test_device(void)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s QWEN2.gguf QWEN3.gguf\n", argv[0]);
-        return 2;
-    }
+    const char *qwen2 = nt_arg(0), *qwen3 = nt_arg(1);
+    REQUIRE(qwen2 && qwen3);
     npl_error err;
-    npl_model *m = load(argv[1], "npu-emu", &err);
-    check(m == NULL && err.code == NPL_ERR_UNSUPPORTED && strstr(err.message, "device npu-emu") &&
-              strstr(err.message, "'qwen2'") && strstr(err.message, "biases") && strstr(err.message, "cpu"),
-          "qwen2 refused on npu-emu", err.message);
+    npl_model *m = load(qwen2, "npu-emu", &err);
+    CHECKF(m == NULL && err.code == NPL_ERR_UNSUPPORTED && strstr(err.message, "device npu-emu") &&
+               strstr(err.message, "'qwen2'") && strstr(err.message, "biases") && strstr(err.message, "cpu"),
+           "  qwen2 refused on npu-emu: %s", err.message);
     npl_model_free(m);
 
-    m = load(argv[1], "cpu", &err);
-    check(m != NULL && strcmp(npl_model_device(m), "cpu") == 0, "qwen2 on the cpu", err.message);
+    m = load(qwen2, "cpu", &err);
+    CHECKF(m != NULL && strcmp(npl_model_device(m), "cpu") == 0, "  qwen2 on the cpu: %s", err.message);
     npl_model_free(m);
 
-    m = load(argv[2], "npu-emu", &err);
-    check(m != NULL && strcmp(npl_model_device(m), "npu-emu") == 0, "qwen3 on npu-emu", err.message);
+    m = load(qwen3, "npu-emu", &err);
+    CHECKF(m != NULL && strcmp(npl_model_device(m), "npu-emu") == 0, "  qwen3 on npu-emu: %s", err.message);
     npl_model_free(m);
-    return failures ? 1 : 0;
 }
+
+NT_MAIN({"device", test_device})

@@ -222,7 +222,7 @@ DEFAULT_CONFIG = {
 class Npullmd:
     """npullmd as the current user on the private bus."""
 
-    def __init__(self, bus, npullmd, model_dirs, config=None, args=(), workdir=None):
+    def __init__(self, bus, npullmd, model_dirs, config=None, args=(), workdir=None, env=None):
         self.bus = bus
         cfg = {k: dict(v) for k, v in DEFAULT_CONFIG.items()}
         for group, values in (config or {}).items():
@@ -239,7 +239,7 @@ class Npullmd:
         cmd += list(args)
         self.log_path = os.path.join(workdir or bus.workdir, "npullmd-%d.log" % id(self))
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, env=bus.env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, env=dict(bus.env, **(env or {})), stdout=self.log, stderr=subprocess.STDOUT)
         self.conn = bus.connect()
         if not wait_for_name(self.conn, BUS_NAME):
             self.stop()
@@ -403,11 +403,15 @@ def make_model_dir(workdir):
 
 class ServiceTestCase(unittest.TestCase):
     """Private bus + polkit mock (allowing everything) + npullmd, shared
-    by the tests of a class. Subclasses may set CONFIG and ARGS."""
+    by the tests of a class. Subclasses may set CONFIG and ARGS, and
+    CACHE_DIRECTORY: the daemon then gets $CACHE_DIRECTORY (systemd's
+    CacheDirectory=), a fresh cls.cache_dir followed by the entries
+    CACHE_DIRECTORY names (a tuple; () for none)."""
 
     CONFIG = {}
     ARGS = ("--default-model", "tiny")
     POLKIT = "mock"
+    CACHE_DIRECTORY = None
 
     @classmethod
     def make_model_dirs(cls, workdir):
@@ -426,7 +430,12 @@ class ServiceTestCase(unittest.TestCase):
             cls.model_dir = dirs[0]
             cls.bus = PrivateBus(cls.workdir)
             cls.polkit = MockPolkit(cls.bus) if cls.POLKIT == "mock" else None
-            cls.daemon = Npullmd(cls.bus, cls.npullmd_path, dirs, cls.CONFIG, cls.ARGS)
+            env = {}
+            if cls.CACHE_DIRECTORY is not None:
+                cls.cache_dir = os.path.join(cls.workdir, "cache")
+                os.makedirs(cls.cache_dir)
+                env["CACHE_DIRECTORY"] = ":".join((cls.cache_dir,) + tuple(cls.CACHE_DIRECTORY))
+            cls.daemon = Npullmd(cls.bus, cls.npullmd_path, dirs, cls.CONFIG, cls.ARGS, env=env)
         except BaseException:
             # tearDownClass does not run when setUpClass fails
             for part in (cls.polkit, cls.bus):

@@ -9,6 +9,7 @@ Environment (tests/vision/meson.build): as test_vision.py, plus
 NPULLM_VISION_TOOL (to write a JPEG of many scans)."""
 
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -164,6 +165,9 @@ class AttackTest(VisionDaemonCase):
             writer = subprocess.Popen(
                 ["sh", "-c", "exec 4>%s; for i in 1 2 3 4 5; do printf '\\211PNG' > %s; sleep 0.1; done; "
                  "sleep 30" % (fifo, fifo)])
+            # the first bytes: the writer holds the FIFO open (before, a
+            # read would see no writer at all, an empty image)
+            select.select([r], [], [], 30)
             c = tb.Client(self.bus)
             try:
                 box = describe_async(c, r)

@@ -18,7 +18,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llama"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import gguf_patch  # noqa: E402
 import npullm_testbus as tb  # noqa: E402
 from npullm_testbus import Gio, GLib, ServiceTestCase, run_tap  # noqa: E402
@@ -140,6 +140,15 @@ class InstallTest(InstallTestBase):
             msg = self.assertDBusError("org.npullm.Error.InvalidArgument", c.call, "AddModel", "(hsa{sv})",
                                        (idx, "opt", {"color": GLib.Variant("s", "red")}), "(o)", fd_list=fds)
             self.assertIn("color", msg)
+            # a second descriptor no handle names is refused, not kept
+            fds = Gio.UnixFDList.new()
+            fd = os.open(model, os.O_RDONLY)
+            idx = fds.append(fd)
+            fds.append(fd)
+            os.close(fd)
+            msg = self.assertDBusError("org.npullm.Error.InvalidArgument", c.call, "AddModel", "(hsa{sv})",
+                                       (idx, "spare", {}), "(o)", fd_list=fds)
+            self.assertIn("AddModel: the handles do not name the descriptors passed", msg)
         finally:
             os.close(r)
             os.close(w)

@@ -9,7 +9,6 @@ import glob
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from npullm_testbus import (ServiceTestCase, env_path, run_tap, variant_dict)  # noqa: E402
@@ -67,20 +66,7 @@ class NpuEmuCacheDirectoryTest(ServiceTestCase):
     """With CACHE_DIRECTORY (systemd's CacheDirectory=) the repacked
     weights are kept there, named after the model file."""
     ARGS = ("--default-model", "tiny", "--device", "npu-emu")
-
-    @classmethod
-    def setUpClass(cls):
-        cls.cache_dir = tempfile.mkdtemp(prefix="npullm-cache-")
-        os.environ["CACHE_DIRECTORY"] = cls.cache_dir + ":/nonexistent/second"
-        try:
-            super().setUpClass()
-        finally:
-            del os.environ["CACHE_DIRECTORY"]
-
-    @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        subprocess.run(["rm", "-rf", cls.cache_dir])
+    CACHE_DIRECTORY = ("/nonexistent/second",)
 
     def test_weights_cached_in_cache_directory(self):
         c = self.client()

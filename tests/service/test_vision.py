@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llama"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import gguf_patch  # noqa: E402
 import npullm_testbus as tb  # noqa: E402
 from npullm_testbus import GLib, Gio, ServiceTestCase, run_tap, variant_dict  # noqa: E402

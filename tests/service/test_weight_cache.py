@@ -8,7 +8,6 @@ logs what became of the cache at each load. The model is the Q4_0
 fixture (f32 matrices are not repacked)."""
 
 import os
-import shutil
 import subprocess
 import sys
 import unittest
@@ -24,6 +23,7 @@ GREEDY = {"temperature": ("d", 0.0), "max_tokens": ("u", 6)}
 class CacheDirTestCase(ServiceTestCase):
     """A daemon with CACHE_DIRECTORY set to a fresh directory, serving the
     Q4_0 fixture as tiny.gguf."""
+    CACHE_DIRECTORY = ()
 
     @staticmethod
     def make_model_dir(workdir):
@@ -31,20 +31,6 @@ class CacheDirTestCase(ServiceTestCase):
         os.makedirs(d, exist_ok=True)
         place_model(env_path("NPULLM_TEST_Q4_MODEL"), os.path.join(d, "tiny.gguf"))
         return d
-
-    @classmethod
-    def setUpClass(cls):
-        cls.cache_dir = tempfile.mkdtemp(prefix="npullm-wcache-")
-        os.environ["CACHE_DIRECTORY"] = cls.cache_dir
-        try:
-            super().setUpClass()
-        finally:
-            del os.environ["CACHE_DIRECTORY"]
-
-    @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        shutil.rmtree(cls.cache_dir, ignore_errors=True)
 
     def cache_lines(self):
         return [line for line in self.daemon.read_log().splitlines() if "model tiny: weight cache" in line]

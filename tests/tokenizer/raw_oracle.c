@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "llama.h"
+#include "npl_test.h"
 
 typedef void (*backend_init_fn)(void);
 typedef struct llama_model_params (*default_params_fn)(void);
@@ -84,17 +85,6 @@ static void *need(void *lib, const char *name)
     return p;
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -142,16 +132,12 @@ int main(int argc, char **argv)
     while ((got = getline(&line, &cap, stdin)) >= 0) {
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
             line[--got] = 0;
-        size_t n = (size_t)got / 2;
-        char *text = malloc(n + 1);
-        for (size_t i = 0; i < n; i++) {
-            int hi = hexval(line[2 * i]), lo = hexval(line[2 * i + 1]);
-            if (hi < 0 || lo < 0) {
-                fprintf(stderr, "raw_oracle: bad hex input\n");
-                return 1;
-            }
-            text[i] = (char)(hi * 16 + lo);
+        long n = nt_unhex(line, (size_t)got);
+        if (n < 0) {
+            fprintf(stderr, "raw_oracle: bad hex input\n");
+            return 1;
         }
+        const char *text = line;
         int32_t max = (int32_t)n * 2 + 8;
         llama_token *ids = malloc((size_t)max * sizeof *ids);
         int32_t k = tokenize(vocab, text, (int32_t)n, ids, max, add_special, parse_special);
@@ -165,7 +151,6 @@ int main(int argc, char **argv)
         printf("\n");
         fflush(stdout);
         free(ids);
-        free(text);
     }
     free(line);
     model_free(model);

@@ -10,19 +10,10 @@
 #include <time.h>
 
 #include "gguf.h"
+#include "npl_test.h"
 #include "tokenizer.h"
 #include "tokenizer_internal.h"
 #include "unicode_utf8.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
 
 static double now_s(void)
 {
@@ -151,10 +142,7 @@ static const char *fmt(const char *f, ...)
         char g_[4096];                                                                                \
         snprintf(g_, sizeof g_, "%s", (got));                                                         \
         const char *w_ = (want);                                                                      \
-        if (strcmp(g_, w_) != 0) {                                                                    \
-            fprintf(stderr, "%s:%d: ids [%s], expected [%s]\n", __FILE__, __LINE__, g_, w_);          \
-            failures++;                                                                               \
-        }                                                                                             \
+        CHECKF(strcmp(g_, w_) == 0, "  ids [%s], expected [%s]", g_, w_);                            \
     } while (0)
 
 static int32_t find(const npl_tokenizer *tok, const char *text)
@@ -424,10 +412,7 @@ static void detok_steps(const npl_tokenizer *tok, bool render, const int32_t *v,
         const int32_t v_[] = {__VA_ARGS__};                                                            \
         npl_buf b_ = {0};                                                                              \
         detok_steps(tok, render, v_, sizeof v_ / sizeof *v_, &b_, flush);                              \
-        if (!b_.data || strcmp(b_.data, want) != 0) {                                                 \
-            fprintf(stderr, "%s:%d: detok gave %s, expected %s\n", __FILE__, __LINE__, b_.data, want); \
-            failures++;                                                                                \
-        }                                                                                              \
+        CHECKF(b_.data && strcmp(b_.data, want) == 0, "  detok gave %s, expected %s", b_.data, want);   \
         npl_buf_free(&b_);                                                                             \
     } while (0)
 
@@ -598,10 +583,7 @@ static int roundtrip(const npl_tokenizer *tok, const char *text, size_t len)
     for (size_t i = 0; i < t.n; i++) {
         npl_buf one = {0};
         CHECK(npl_detok_push(&d, t.ids[i], &one, &err) == NPL_OK);
-        if (!valid_utf8(one.data, one.len)) {
-            fprintf(stderr, "detok step %zu is not complete UTF-8\n", i);
-            failures++;
-        }
+        CHECKF(valid_utf8(one.data, one.len), "  detok step %zu is not complete UTF-8", i);
         if (npl_token_to_bytes(tok, t.ids[i], false, NULL, 0) > one.len)
             held++;
         if (one.len)
@@ -609,10 +591,8 @@ static int roundtrip(const npl_tokenizer *tok, const char *text, size_t len)
         npl_buf_free(&one);
     }
     CHECK(npl_detok_flush(&d, &all, &err) == NPL_OK);
-    if (all.len != len || (len && memcmp(all.data, text, len) != 0)) {
-        fprintf(stderr, "round trip differs for \"%.60s\" (%zu -> %zu bytes)\n", text, len, all.len);
-        failures++;
-    }
+    CHECKF(all.len == len && (!len || memcmp(all.data, text, len) == 0),
+           "  round trip differs for \"%.60s\" (%zu -> %zu bytes)", text, len, all.len);
     npl_buf_free(&all);
     npl_tokens_free(&t);
     return held;
@@ -668,10 +648,8 @@ static void detok_random(const npl_tokenizer *tok, uint32_t seed)
             int32_t id = (int32_t)((seed >> 8) % (seed & 0x10000 ? 600u : (uint32_t)n_vocab));
             size_t before = streamed.len;
             CHECK(npl_detok_push(&d, id, &streamed, &err) == NPL_OK);
-            if (streamed.len > before && !valid_utf8(streamed.data + before, streamed.len - before)) {
-                fprintf(stderr, "random detok step is not complete UTF-8\n");
-                failures++;
-            }
+            CHECKF(streamed.len == before || valid_utf8(streamed.data + before, streamed.len - before),
+                   "  random detok step is not complete UTF-8");
             char piece[512];
             size_t k = npl_token_to_bytes(tok, id, round % 2 == 1, piece, sizeof piece);
             if (k)
@@ -679,10 +657,8 @@ static void detok_random(const npl_tokenizer *tok, uint32_t seed)
         }
         CHECK(npl_detok_flush(&d, &streamed, &err) == NPL_OK);
         sanitize(raw.data, raw.len, &want);
-        if (streamed.len != want.len || (want.len && memcmp(streamed.data, want.data, want.len) != 0)) {
-            fprintf(stderr, "streamed detok differs from one-shot decoding (round %d)\n", round);
-            failures++;
-        }
+        CHECKF(streamed.len == want.len && (!want.len || memcmp(streamed.data, want.data, want.len) == 0),
+               "  streamed detok differs from one-shot decoding (round %d)", round);
         npl_buf_free(&streamed);
         npl_buf_free(&raw);
         npl_buf_free(&want);
@@ -699,10 +675,7 @@ static void case_vocab_detok(vocab *l3, vocab *g3)
         for (size_t i = 0; i < sizeof samples / sizeof *samples; i++)
             held += roundtrip(vs[k]->tok, samples[i], strlen(samples[i]));
         /* rare characters are split over several tokens somewhere */
-        if (held == 0) {
-            fprintf(stderr, "%s: no character was split over tokens\n", vs[k]->name);
-            failures++;
-        }
+        CHECKF(held > 0, "  %s: no character was split over tokens", vs[k]->name);
         printf("%s: %d detok steps held bytes back for a later token\n", vs[k]->name, held);
     }
     /* Gemma: a character outside the vocabulary becomes byte tokens */
@@ -883,56 +856,32 @@ static void case_vocab_perf(vocab *l3, vocab *g3)
     free(text);
 }
 
-int main(int argc, char **argv)
+/* The vocab_* cases run on both real vocabularies: test-tokenizer CASE
+ * LLAMA3.gguf GEMMA3.gguf. */
+static void with_vocabs(void (*check)(vocab *l3, vocab *g3))
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test-tokenizer CASE [LLAMA3.gguf GEMMA3.gguf]\n");
-        return 2;
-    }
-    const char *c = argv[1];
-    if (!strcmp(c, "bpe_merges"))
-        case_bpe_merges();
-    else if (!strcmp(c, "spm_merges"))
-        case_spm_merges();
-    else if (!strcmp(c, "special_tokens"))
-        case_special_tokens();
-    else if (!strcmp(c, "empty"))
-        case_empty();
-    else if (!strcmp(c, "utf8"))
-        case_utf8();
-    else if (!strcmp(c, "detok_stream"))
-        case_detok_stream();
-    else if (!strncmp(c, "vocab_", 6)) {
-        if (argc < 4) {
-            fprintf(stderr, "%s needs the Llama 3 and Gemma 3 vocabulary files\n", c);
-            return 2;
-        }
-        vocab l3 = {0}, g3 = {0};
-        if (!load_vocab(&l3, argv[2], "llama3") || !load_vocab(&g3, argv[3], "gemma3"))
-            return 1;
-        if (!strcmp(c, "vocab_bos_eog"))
-            case_vocab_bos_eog(&l3, &g3);
-        else if (!strcmp(c, "vocab_special"))
-            case_vocab_special(&l3, &g3);
-        else if (!strcmp(c, "vocab_detok"))
-            case_vocab_detok(&l3, &g3);
-        else if (!strcmp(c, "vocab_long"))
-            case_vocab_long(&l3, &g3);
-        else if (!strcmp(c, "vocab_threads"))
-            case_vocab_threads(&l3, &g3);
-        else if (!strcmp(c, "vocab_perf"))
-            case_vocab_perf(&l3, &g3);
-        else {
-            fprintf(stderr, "unknown case %s\n", c);
-            return 2;
-        }
-        free_vocab(&l3);
-        free_vocab(&g3);
-    } else {
-        fprintf(stderr, "unknown case %s\n", c);
-        return 2;
-    }
-    if (failures)
-        fprintf(stderr, "%s: %d check(s) failed\n", c, failures);
-    return failures ? 1 : 0;
+    vocab l3 = {0}, g3 = {0};
+    if (load_vocab(&l3, nt_arg(0), "llama3") && load_vocab(&g3, nt_arg(1), "gemma3"))
+        check(&l3, &g3);
+    else
+        nt_check_failed(__FILE__, __LINE__, "the Llama 3 and Gemma 3 vocabulary files load");
+    free_vocab(&l3);
+    free_vocab(&g3);
 }
+
+#define VOCAB_CASE(name)                        \
+    static void vocab_##name(void)              \
+    {                                           \
+        with_vocabs(case_vocab_##name);         \
+    }
+VOCAB_CASE(bos_eog)
+VOCAB_CASE(special)
+VOCAB_CASE(detok)
+VOCAB_CASE(long)
+VOCAB_CASE(threads)
+VOCAB_CASE(perf)
+
+NT_MAIN({"bpe_merges", case_bpe_merges}, {"spm_merges", case_spm_merges}, {"special_tokens", case_special_tokens},
+        {"empty", case_empty}, {"utf8", case_utf8}, {"detok_stream", case_detok_stream},
+        {"vocab_bos_eog", vocab_bos_eog}, {"vocab_special", vocab_special}, {"vocab_detok", vocab_detok},
+        {"vocab_long", vocab_long}, {"vocab_threads", vocab_threads}, {"vocab_perf", vocab_perf})

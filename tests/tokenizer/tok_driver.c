@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "gguf.h"
+#include "npl_test.h"
 #include "tokenizer.h"
 
 static double now_s(void)
@@ -50,17 +51,6 @@ static int print_pieces(const npl_tokenizer *tok)
         printf("%d\n", npl_tokenizer_is_eog(tok, id) ? 1 : 0);
     }
     return 0;
-}
-
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 int main(int argc, char **argv)
@@ -110,15 +100,12 @@ int main(int argc, char **argv)
     while ((got = getline(&line, &cap, stdin)) >= 0) {
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
             line[--got] = 0;
-        size_t n = (size_t)got / 2;
-        for (size_t i = 0; i < n; i++) {
-            int hi = hexval(line[2 * i]), lo = hexval(line[2 * i + 1]);
-            if (hi < 0 || lo < 0) {
-                fprintf(stderr, "tok_driver: bad hex input\n");
-                return 1;
-            }
-            line[i] = (char)(hi * 16 + lo); /* in place: i < 2i */
+        long decoded = nt_unhex(line, (size_t)got);
+        if (decoded < 0) {
+            fprintf(stderr, "tok_driver: bad hex input\n");
+            return 1;
         }
+        size_t n = (size_t)decoded;
         out.n = 0;
         double t1 = now_s();
         npl_status st = npl_tokenize(tok, line, n, flags, &out, &err);

@@ -8,47 +8,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "npl_test.h"
 #include "vision.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                                  \
-    do {                                                                                                  \
-        if (!(cond)) {                                                                                    \
-            failures++;                                                                                   \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                      \
-            fprintf(stderr, __VA_ARGS__);                                                                 \
-            fputc('\n', stderr);                                                                          \
-        }                                                                                                 \
-    } while (0)
-
-static const char *dir;
 
 typedef struct blob {
     unsigned char *data;
     size_t size;
 } blob;
 
+/* An image of the directory named after the case. */
 static blob load(const char *name)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    blob b = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "cannot open %s\n", path);
-        exit(2);
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    b.data = malloc(n > 0 ? (size_t)n : 1);
-    if (!b.data || fread(b.data, 1, (size_t)n, f) != (size_t)n) {
-        fprintf(stderr, "cannot read %s\n", path);
-        exit(2);
-    }
-    b.size = (size_t)n;
-    fclose(f);
+    snprintf(path, sizeof path, "%s/%s", nt_arg(0) ? nt_arg(0) : "(no images directory given)", name);
+    blob b;
+    b.data = nt_read_file(path, &b.size);
+    if (!b.data)
+        nt_fatal("test-image needs %s", path);
     return b;
 }
 
@@ -60,8 +36,7 @@ static npl_image load_pnm(const char *name)
     int w = 0, h = 0, maxv = 0, off = 0;
     char magic[3] = {0};
     if (sscanf((const char *)b.data, "%2s %d %d %d%n", magic, &w, &h, &maxv, &off) != 4 || maxv != 255) {
-        fprintf(stderr, "%s: not a simple PNM\n", name);
-        exit(2);
+        nt_fatal("%s: not a simple PNM", name);
     }
     off++; /* the single whitespace after maxval */
     bool grey = !strcmp(magic, "P5");
@@ -91,13 +66,13 @@ static void compare(const char *name, const char *ref_name, uint32_t crop_w, uin
     npl_image img, ref = load_pnm(ref_name);
     npl_error err;
     npl_status st = decode_file(name, &img, &err);
-    CHECK(st == NPL_OK, "%s: %s", name, err.message);
+    CHECKF(st == NPL_OK, "%s: %s", name, err.message);
     if (st) {
         npl_image_free(&ref);
         return;
     }
     uint32_t w = crop_w ? crop_w : ref.width, h = crop_h ? crop_h : ref.height;
-    CHECK(img.width == w && img.height == h, "%s: %ux%u, expected %ux%u", name, img.width, img.height, w, h);
+    CHECKF(img.width == w && img.height == h, "%s: %ux%u, expected %ux%u", name, img.width, img.height, w, h);
     if (img.width == w && img.height == h) {
         double sum = 0;
         int worst = 0;
@@ -109,7 +84,7 @@ static void compare(const char *name, const char *ref_name, uint32_t crop_w, uin
                     worst = d;
             }
         double mean = sum / ((double)w * h * 3);
-        CHECK(mean <= max_mean && worst <= max_abs, "%s vs %s: mean %.3f (limit %.3f), max %d (limit %d)", name,
+        CHECKF(mean <= max_mean && worst <= max_abs, "%s vs %s: mean %.3f (limit %.3f), max %d (limit %d)", name,
               ref_name, mean, max_mean, worst, max_abs);
         printf("%-22s vs %-18s mean %.3f max %d\n", name, ref_name, mean, worst);
     }
@@ -139,7 +114,7 @@ static void case_references(void)
     for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
         npl_image img;
         npl_error err;
-        CHECK(decode_file(others[i], &img, &err) == NPL_OK, "%s: %s", others[i], err.message);
+        CHECKF(decode_file(others[i], &img, &err) == NPL_OK, "%s: %s", others[i], err.message);
         npl_image_free(&img);
     }
 }
@@ -167,13 +142,13 @@ static void case_truncated(void)
                 accepted++;
                 npl_image_free(&img);
             } else {
-                CHECK(st == NPL_ERR_FORMAT || st == NPL_ERR_UNSUPPORTED, "%s[:%zu]: status %s (%s)",
+                CHECKF(st == NPL_ERR_FORMAT || st == NPL_ERR_UNSUPPORTED, "%s[:%zu]: status %s (%s)",
                       all_images[i], n, npl_status_name(st), err.message);
-                CHECK(img.rgb == NULL && img.width == 0, "%s[:%zu]: output not left empty", all_images[i], n);
+                CHECKF(img.rgb == NULL && img.width == 0, "%s[:%zu]: output not left empty", all_images[i], n);
             }
             free(copy);
         }
-        CHECK(accepted == 0, "%s: %zu truncated prefixes were accepted", all_images[i], accepted);
+        CHECKF(accepted == 0, "%s: %zu truncated prefixes were accepted", all_images[i], accepted);
         free(b.data);
     }
 }
@@ -199,16 +174,16 @@ static void case_corrupt(void)
             npl_status st = npl_image_decode(copy, b.size, NULL, &img, &err);
             outcomes[st == NPL_OK]++;
             if (st == NPL_OK)
-                CHECK(img.rgb && img.width > 0 && img.height > 0, "%s: ok without pixels", all_images[i]);
+                CHECKF(img.rgb && img.width > 0 && img.height > 0, "%s: ok without pixels", all_images[i]);
             else
-                CHECK(st != NPL_ERR_INTERNAL && err.message[0], "%s: status %s", all_images[i], npl_status_name(st));
+                CHECKF(st != NPL_ERR_INTERNAL && err.message[0], "%s: status %s", all_images[i], npl_status_name(st));
             npl_image_free(&img);
             free(copy);
         }
         free(b.data);
     }
     printf("corrupted inputs: %zu refused, %zu decoded\n", outcomes[0], outcomes[1]);
-    CHECK(outcomes[0] > 0, "some corruption must be detected");
+    CHECKF(outcomes[0] > 0, "some corruption must be detected");
 }
 
 static void expect_limit(const char *what, const unsigned char *data, size_t size, const npl_image_limits *lim,
@@ -217,9 +192,9 @@ static void expect_limit(const char *what, const unsigned char *data, size_t siz
     npl_image img;
     npl_error err;
     npl_status st = npl_image_decode(data, size, lim, &img, &err);
-    CHECK(st == NPL_ERR_INVALID_ARG, "%s: status %s (%s)", what, npl_status_name(st), err.message);
-    CHECK(strstr(err.message, needle) != NULL, "%s: '%s' not in '%s'", what, needle, err.message);
-    CHECK(img.rgb == NULL, "%s: output not empty", what);
+    CHECKF(st == NPL_ERR_INVALID_ARG, "%s: status %s (%s)", what, npl_status_name(st), err.message);
+    CHECKF(strstr(err.message, needle) != NULL, "%s: '%s' not in '%s'", what, needle, err.message);
+    CHECKF(img.rgb == NULL, "%s: output not empty", what);
 }
 
 static void put_be16(unsigned char *p, unsigned v)
@@ -238,7 +213,7 @@ static void case_limits(void)
 {
     npl_image_limits def;
     npl_image_limits_default(&def);
-    CHECK(def.max_bytes == 32u << 20 && def.max_width == 8192 && def.max_height == 8192 && def.max_pixels == 40000000u,
+    CHECKF(def.max_bytes == 32u << 20 && def.max_width == 8192 && def.max_height == 8192 && def.max_pixels == 40000000u,
           "defaults");
 
     /* A header announcing 60000 x 60000 (or 8192 x 8192 = 67 M pixels) is
@@ -262,7 +237,7 @@ static void case_limits(void)
             patched = true;
             break;
         }
-    CHECK(patched, "rose.jpg has a SOF marker");
+    CHECKF(patched, "rose.jpg has a SOF marker");
     expect_limit("jpeg 60000x60000", jpg.data, jpg.size, NULL, "exceeds the limit");
     free(jpg.data);
 
@@ -282,7 +257,7 @@ static void case_limits(void)
         npl_image img;
         npl_error err;
         lim.max_pixels = 3220;
-        CHECK(npl_image_decode(b.data, b.size, &lim, &img, &err) == NPL_OK, "%s at exactly the limit: %s", names[i],
+        CHECKF(npl_image_decode(b.data, b.size, &lim, &img, &err) == NPL_OK, "%s at exactly the limit: %s", names[i],
               err.message);
         lim.max_pixels = 3219;
         npl_image_free(&img);
@@ -295,16 +270,16 @@ static void case_formats(void)
     static const unsigned char gif[] = "GIF89a\x01\x00\x01\x00\x00\x00\x00;";
     npl_image img;
     npl_error err;
-    CHECK(npl_image_sniff(gif, sizeof gif - 1) == NPL_IMAGE_UNKNOWN, "gif is unknown");
-    CHECK(npl_image_decode(gif, sizeof gif - 1, NULL, &img, &err) == NPL_ERR_UNSUPPORTED, "gif refused");
-    CHECK(strstr(err.message, "not a PNG, JPEG or WebP") != NULL, "message: %s", err.message);
-    CHECK(npl_image_decode(gif, 0, NULL, &img, &err) == NPL_ERR_FORMAT, "empty input");
-    CHECK(npl_image_decode(NULL, 10, NULL, &img, &err) == NPL_ERR_FORMAT, "no data");
-    CHECK(npl_image_decode(gif, 4, NULL, NULL, &err) == NPL_ERR_INVALID_ARG, "no output");
+    CHECKF(npl_image_sniff(gif, sizeof gif - 1) == NPL_IMAGE_UNKNOWN, "gif is unknown");
+    CHECKF(npl_image_decode(gif, sizeof gif - 1, NULL, &img, &err) == NPL_ERR_UNSUPPORTED, "gif refused");
+    CHECKF(strstr(err.message, "not a PNG, JPEG or WebP") != NULL, "message: %s", err.message);
+    CHECKF(npl_image_decode(gif, 0, NULL, &img, &err) == NPL_ERR_FORMAT, "empty input");
+    CHECKF(npl_image_decode(NULL, 10, NULL, &img, &err) == NPL_ERR_FORMAT, "no data");
+    CHECKF(npl_image_decode(gif, 4, NULL, NULL, &err) == NPL_ERR_INVALID_ARG, "no output");
 
     blob anim = load("rose-animated.webp");
-    CHECK(npl_image_sniff(anim.data, anim.size) == NPL_IMAGE_WEBP, "animated webp sniffed");
-    CHECK(npl_image_decode(anim.data, anim.size, NULL, &img, &err) == NPL_ERR_UNSUPPORTED, "animation refused: %s",
+    CHECKF(npl_image_sniff(anim.data, anim.size) == NPL_IMAGE_WEBP, "animated webp sniffed");
+    CHECKF(npl_image_decode(anim.data, anim.size, NULL, &img, &err) == NPL_ERR_UNSUPPORTED, "animation refused: %s",
           err.message);
     free(anim.data);
 
@@ -313,18 +288,18 @@ static void case_formats(void)
     const char *fmt_names[] = {"png", "jpeg", "webp"};
     for (int i = 0; i < 3; i++) {
         blob b = load(names[i]);
-        CHECK(npl_image_sniff(b.data, b.size) == want[i], "%s sniffed", names[i]);
-        CHECK(!strcmp(npl_image_format_name(want[i]), fmt_names[i]), "format name");
+        CHECKF(npl_image_sniff(b.data, b.size) == want[i], "%s sniffed", names[i]);
+        CHECKF(!strcmp(npl_image_format_name(want[i]), fmt_names[i]), "format name");
         free(b.data);
     }
 
     /* A PNG whose first chunk is not IHDR, and one with a zero width. */
     blob png = load("rose.png");
     memcpy(png.data + 12, "IDAT", 4);
-    CHECK(npl_image_decode(png.data, png.size, NULL, &img, &err) == NPL_ERR_FORMAT, "no IHDR: %s", err.message);
+    CHECKF(npl_image_decode(png.data, png.size, NULL, &img, &err) == NPL_ERR_FORMAT, "no IHDR: %s", err.message);
     memcpy(png.data + 12, "IHDR", 4);
     put_be32(png.data + 16, 0);
-    CHECK(npl_image_decode(png.data, png.size, NULL, &img, &err) == NPL_ERR_FORMAT, "zero width: %s", err.message);
+    CHECKF(npl_image_decode(png.data, png.size, NULL, &img, &err) == NPL_ERR_FORMAT, "zero width: %s", err.message);
     free(png.data);
 
     /* A chunk declaring more bytes than the file holds is refused before
@@ -332,7 +307,7 @@ static void case_formats(void)
      * libpng allocate 233 MB). */
     png = load("rose.png");
     put_be32(png.data + 33, 0x6f6f6f6fu); /* the chunk after IHDR */
-    CHECK(npl_image_decode(png.data, png.size, NULL, &img, &err) == NPL_ERR_FORMAT &&
+    CHECKF(npl_image_decode(png.data, png.size, NULL, &img, &err) == NPL_ERR_FORMAT &&
               strstr(err.message, "truncated or damaged") != NULL,
           "oversized chunk: %s", err.message);
     free(png.data);
@@ -349,17 +324,17 @@ static void case_probe(void)
         npl_image img;
         npl_error err;
         npl_status st = npl_image_probe(b.data, b.size, NULL, &info, &err);
-        CHECK(st == NPL_OK, "%s: %s", all_images[i], err.message);
+        CHECKF(st == NPL_OK, "%s: %s", all_images[i], err.message);
         if (st == NPL_OK && npl_image_decode(b.data, b.size, NULL, &img, &err) == NPL_OK) {
-            CHECK(info.width == img.width && info.height == img.height, "%s: probe %ux%u, decode %ux%u",
+            CHECKF(info.width == img.width && info.height == img.height, "%s: probe %ux%u, decode %ux%u",
                   all_images[i], info.width, info.height, img.width, img.height);
-            CHECK(info.decode_bytes >= (uint64_t)img.width * img.height * 3, "%s: estimate %llu too small",
+            CHECKF(info.decode_bytes >= (uint64_t)img.width * img.height * 3, "%s: estimate %llu too small",
                   all_images[i], (unsigned long long)info.decode_bytes);
-            CHECK(info.format == npl_image_sniff(b.data, b.size), "%s: format", all_images[i]);
+            CHECKF(info.format == npl_image_sniff(b.data, b.size), "%s: format", all_images[i]);
             npl_image_limits lim;
             npl_image_limits_default(&lim);
             lim.max_pixels = (uint64_t)img.width * img.height - 1;
-            CHECK(npl_image_probe(b.data, b.size, &lim, &info, &err) == NPL_ERR_INVALID_ARG,
+            CHECKF(npl_image_probe(b.data, b.size, &lim, &info, &err) == NPL_ERR_INVALID_ARG,
                   "%s: pixel limit not applied", all_images[i]);
             npl_image_free(&img);
         }
@@ -367,7 +342,7 @@ static void case_probe(void)
             unsigned char *copy = malloc(n ? n : 1); /* exact size: ASan sees overreads */
             memcpy(copy, b.data, n);
             st = npl_image_probe(copy, n, NULL, &info, &err);
-            CHECK(st == NPL_OK || st == NPL_ERR_FORMAT || st == NPL_ERR_UNSUPPORTED, "%s[:%zu]: %s",
+            CHECKF(st == NPL_OK || st == NPL_ERR_FORMAT || st == NPL_ERR_UNSUPPORTED, "%s[:%zu]: %s",
                   all_images[i], n, npl_status_name(st));
             free(copy);
         }
@@ -375,31 +350,5 @@ static void case_probe(void)
     }
 }
 
-int main(int argc, char **argv)
-{
-    if (argc != 3) {
-        fprintf(stderr, "usage: test-image CASE IMAGES_DIR\n");
-        return 2;
-    }
-    dir = argv[2];
-    const char *c = argv[1];
-    if (!strcmp(c, "references"))
-        case_references();
-    else if (!strcmp(c, "truncated"))
-        case_truncated();
-    else if (!strcmp(c, "corrupt"))
-        case_corrupt();
-    else if (!strcmp(c, "limits"))
-        case_limits();
-    else if (!strcmp(c, "formats"))
-        case_formats();
-    else if (!strcmp(c, "probe"))
-        case_probe();
-    else {
-        fprintf(stderr, "unknown case %s\n", c);
-        return 2;
-    }
-    if (failures)
-        fprintf(stderr, "%d check(s) failed\n", failures);
-    return failures ? 1 : 0;
-}
+NT_MAIN({"references", case_references}, {"truncated", case_truncated}, {"corrupt", case_corrupt},
+        {"limits", case_limits}, {"formats", case_formats}, {"probe", case_probe})

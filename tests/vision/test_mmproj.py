@@ -16,9 +16,9 @@ import sys
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "llama"))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
 
-import gguf_patch  # noqa: E402
+from npl_cli_test import gguf_patch, gguf_variant  # noqa: E402
 
 RESULTS = [0, 0]
 A = None
@@ -42,11 +42,7 @@ def info(path):
 
 
 def variant(base, name, mutate):
-    g = gguf_patch.GGUF(base)
-    mutate(g)
-    path = os.path.join(A.workdir, name + ".gguf")
-    g.write(path)
-    return path
+    return gguf_variant(base, A.workdir, name, mutate)
 
 
 def refused(path, needle, status):
