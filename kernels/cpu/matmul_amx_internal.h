@@ -22,7 +22,8 @@ struct npl_amx_weights {
 
 /* Each activation row as three BF16 rows x1, x2, x3 (x = x1 + x2 + x3),
  * each element doubled (x_i[k], x_i[k]) to meet a weight pair (wh, wl):
- * part[i] is mp rows of 2 * kp BF16 values; rows past n_rows are zero. */
+ * part[i] holds mp rows of 2 * kp BF16 values, tile by tile: for each 16
+ * rows, for each K step, the 16 x 64-byte tile; rows past n_rows are zero. */
 struct npl_amx_acts {
     size_t max_rows, max_cols;
     size_t n_rows, n_cols, mp, kp;

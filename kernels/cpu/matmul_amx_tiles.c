@@ -27,10 +27,13 @@ void npl_amx_split_rows(const struct npl_amx_acts *a, const float *x, size_t x_s
     const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
     size_t row_elems = 2 * a->kp;
     for (size_t r = begin; r < end; r++) {
-        uint16_t *dst[3] = {a->part[0] + r * row_elems, a->part[1] + r * row_elems, a->part[2] + r * row_elems};
+        /* tile-major: [16-row tile][K step][row in tile][32 values] */
+        size_t at = (r / NPL_AMX_TILE) * row_elems * NPL_AMX_TILE + (r % NPL_AMX_TILE) * 32;
+        uint16_t *dst[3] = {a->part[0] + at, a->part[1] + at, a->part[2] + at};
         if (r >= a->n_rows) {
             for (int i = 0; i < 3; i++)
-                memset(dst[i], 0, row_elems * sizeof(uint16_t));
+                for (size_t k = 0; k < a->kp; k += 16)
+                    memset(dst[i] + k * 32, 0, 64);
             continue;
         }
         const float *src = x + r * x_stride;
@@ -47,7 +50,7 @@ void npl_amx_split_rows(const struct npl_amx_acts *a, const float *x, size_t x_s
             __m512i parts[3] = {b1, b2, b3};
             for (int i = 0; i < 3; i++) {
                 __m512i pair = _mm512_or_si512(parts[i], _mm512_srli_epi32(parts[i], 16));
-                _mm512_storeu_si512((void *)(dst[i] + 2 * k), pair);
+                _mm512_store_si512((void *)(dst[i] + k * 32), pair);
             }
         }
     }
@@ -66,7 +69,7 @@ void npl_amx_tiles_run(const struct npl_amx_acts *a, const struct npl_amx_weight
     _tile_loadconfig(&cfg);
 
     size_t steps = w->kp / NPL_AMX_TILE;
-    size_t a_stride = 2 * a->kp * sizeof(uint16_t);
+    size_t a_tiles = 2 * a->kp * sizeof(uint16_t) * NPL_AMX_TILE; /* bytes per 16 rows */
     const uint8_t *parts[3] = {(const uint8_t *)a->part[0], (const uint8_t *)a->part[1], (const uint8_t *)a->part[2]};
     _Alignas(64) float stage[NPL_AMX_TILE * 32];
     for (size_t s0 = 0; s0 < steps; s0 += KSLICE) {
@@ -101,10 +104,10 @@ void npl_amx_tiles_run(const struct npl_amx_acts *a, const struct npl_amx_weight
                         _tile_loadd(1, c + 16, c_stride);
                 }
                 for (size_t s = s0; s < s1; s++) {
-                    size_t at = m0 * a_stride + s * 64;
-                    _tile_loadd(2, parts[0] + at, a_stride);
-                    _tile_loadd(3, parts[1] + at, a_stride);
-                    _tile_loadd(4, parts[2] + at, a_stride);
+                    size_t at = m0 / NPL_AMX_TILE * a_tiles + s * NPL_AMX_TILE_BYTES;
+                    _tile_loadd(2, parts[0] + at, 64);
+                    _tile_loadd(3, parts[1] + at, 64);
+                    _tile_loadd(4, parts[2] + at, 64);
                     _tile_loadd(5, w0 + s * NPL_AMX_TILE_BYTES, 64);
                     _tile_dpbf16ps(0, 2, 5);
                     _tile_dpbf16ps(0, 3, 5);
