@@ -141,13 +141,14 @@ typedef struct tiles_job {
     const npl_amx_weights *w;
     float *y;
     size_t y_stride;
+    bool *failed; /* per thread */
 } tiles_job;
 
 static void tiles_task(void *ctx, size_t begin, size_t end, int thread)
 {
-    (void)thread;
     const tiles_job *j = ctx;
-    npl_amx_tiles_run(j->a, j->w, j->y, j->y_stride, begin, end);
+    if (!npl_amx_tiles_run(j->a, j->w, j->y, j->y_stride, begin, end))
+        j->failed[thread] = true;
 }
 #endif
 
@@ -176,9 +177,16 @@ bool npl_amx_matmul(npl_threadpool *pool, const npl_amx_acts *a, const npl_amx_w
 #ifdef NPL_HAVE_X86_KERNELS
     if (!a || !w || !y || a->n_rows == 0 || a->n_cols != w->n_cols || y_stride < w->n_rows)
         return false;
-    tiles_job j = {.a = a, .w = w, .y = y, .y_stride = y_stride};
+    bool *failed = calloc((size_t)npl_threadpool_size(pool), sizeof *failed);
+    if (!failed)
+        return false;
+    tiles_job j = {.a = a, .w = w, .y = y, .y_stride = y_stride, .failed = failed};
     npl_threadpool_run(pool, (w->n_groups + 1) / 2, tiles_task, &j);
-    return true;
+    bool ok = true;
+    for (int t = 0; t < npl_threadpool_size(pool); t++)
+        ok = ok && !failed[t];
+    free(failed);
+    return ok;
 #else
     (void)pool, (void)a, (void)w, (void)y, (void)y_stride;
     return false;

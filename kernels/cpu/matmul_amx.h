@@ -52,7 +52,9 @@ bool npl_amx_acts_load(npl_threadpool *pool, npl_amx_acts *a, const float *x, si
                        size_t n_cols);
 
 /* y[r] (r < the rows loaded, y_stride floats apart) = w times row r;
- * w->n_cols must equal the loaded n_cols (false, y untouched, when not). */
+ * w->n_cols must equal the loaded n_cols (false, y untouched, when not).
+ * Also false when scratch memory ran out: y may then be partly written
+ * and the caller computes it its other way. */
 bool npl_amx_matmul(npl_threadpool *pool, const npl_amx_acts *a, const npl_amx_weights *w, float *y,
                     size_t y_stride);
 

@@ -32,8 +32,9 @@ struct npl_amx_acts {
 
 /* matmul_amx_tiles.c */
 void npl_amx_split_rows(const struct npl_amx_acts *a, const float *x, size_t x_stride, size_t begin, size_t end);
-/* y for the 32-row blocks of W [begin, end) (the last may be 16 rows). */
-void npl_amx_tiles_run(const struct npl_amx_acts *a, const struct npl_amx_weights *w, float *y, size_t y_stride,
+/* y for the 32-row blocks of W [begin, end) (the last may be 16 rows);
+ * false, y untouched, when its scratch memory could not be had. */
+bool npl_amx_tiles_run(const struct npl_amx_acts *a, const struct npl_amx_weights *w, float *y, size_t y_stride,
                        size_t begin, size_t end);
 
 #endif

@@ -7,8 +7,10 @@
  * W. Each K step is six TDPBF16PS: y += x1 (wh + wl) + x2 (wh + wl) +
  * x3 (wh + wl). The K dimension is walked in slices of KSLICE steps so
  * that a slice of the activations (3 KiB per row) stays in L2 while every
- * block of W passes over it; y holds the partial sums between slices. */
+ * block of W passes over it; a compact copy of this thread's part of y
+ * holds the partial sums between slices. */
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "matmul_amx_internal.h"
@@ -56,9 +58,16 @@ void npl_amx_split_rows(const struct npl_amx_acts *a, const float *x, size_t x_s
     }
 }
 
-void npl_amx_tiles_run(const struct npl_amx_acts *a, const struct npl_amx_weights *w, float *y, size_t y_stride,
+bool npl_amx_tiles_run(const struct npl_amx_acts *a, const struct npl_amx_weights *w, float *y, size_t y_stride,
                        size_t begin, size_t end)
 {
+    /* y's blocks are summed in a compact copy, tile by tile ([block][16
+     * rows][32 floats], 2 KiB each): y's own rows are far apart (a tile
+     * there spans 16 pages), which makes reloading it between slices slow. */
+    size_t m_tiles = a->mp / NPL_AMX_TILE;
+    float *acc = aligned_alloc(64, (end - begin) * m_tiles * NPL_AMX_TILE * 32 * sizeof(float));
+    if (!acc)
+        return false;
     tile_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
@@ -71,7 +80,6 @@ void npl_amx_tiles_run(const struct npl_amx_acts *a, const struct npl_amx_weight
     size_t steps = w->kp / NPL_AMX_TILE;
     size_t a_tiles = 2 * a->kp * sizeof(uint16_t) * NPL_AMX_TILE; /* bytes per 16 rows */
     const uint8_t *parts[3] = {(const uint8_t *)a->part[0], (const uint8_t *)a->part[1], (const uint8_t *)a->part[2]};
-    _Alignas(64) float stage[NPL_AMX_TILE * 32];
     for (size_t s0 = 0; s0 < steps; s0 += KSLICE) {
         size_t s1 = s0 + KSLICE < steps ? s0 + KSLICE : steps;
         for (size_t b = begin; b < end; b++) {
@@ -79,32 +87,17 @@ void npl_amx_tiles_run(const struct npl_amx_acts *a, const struct npl_amx_weight
             bool two = g0 + 1 < w->n_groups;
             const uint8_t *w0 = (const uint8_t *)w->tiles + g0 * steps * NPL_AMX_TILE_BYTES;
             const uint8_t *w1 = w0 + steps * NPL_AMX_TILE_BYTES;
-            size_t width = two ? 32 : 16;
-            size_t cols = w->n_rows - g0 * NPL_AMX_TILE < width ? w->n_rows - g0 * NPL_AMX_TILE : width;
-            for (size_t m0 = 0; m0 < a->mp; m0 += NPL_AMX_TILE) {
-                size_t rows = a->n_rows - m0 < NPL_AMX_TILE ? a->n_rows - m0 : NPL_AMX_TILE;
-                float *yt = y + m0 * y_stride + g0 * NPL_AMX_TILE;
-                bool staged = rows < NPL_AMX_TILE || cols < width;
-                float *c = yt;
-                size_t c_stride = y_stride * sizeof(float);
-                if (staged) {
-                    memset(stage, 0, sizeof stage);
-                    if (s0 > 0)
-                        for (size_t r = 0; r < rows; r++)
-                            memcpy(stage + r * 32, yt + r * y_stride, cols * sizeof(float));
-                    c = stage;
-                    c_stride = 32 * sizeof(float);
-                }
+            for (size_t mt = 0; mt < m_tiles; mt++) {
+                float *c = acc + ((b - begin) * m_tiles + mt) * NPL_AMX_TILE * 32;
                 if (s0 == 0) {
                     _tile_zero(0);
                     _tile_zero(1);
                 } else {
-                    _tile_loadd(0, c, c_stride);
-                    if (two)
-                        _tile_loadd(1, c + 16, c_stride);
+                    _tile_loadd(0, c, 128);
+                    _tile_loadd(1, c + 16, 128);
                 }
                 for (size_t s = s0; s < s1; s++) {
-                    size_t at = m0 / NPL_AMX_TILE * a_tiles + s * NPL_AMX_TILE_BYTES;
+                    size_t at = mt * a_tiles + s * NPL_AMX_TILE_BYTES;
                     _tile_loadd(2, parts[0] + at, 64);
                     _tile_loadd(3, parts[1] + at, 64);
                     _tile_loadd(4, parts[2] + at, 64);
@@ -119,14 +112,21 @@ void npl_amx_tiles_run(const struct npl_amx_acts *a, const struct npl_amx_weight
                         _tile_dpbf16ps(1, 4, 6);
                     }
                 }
-                _tile_stored(0, c, c_stride);
-                if (two)
-                    _tile_stored(1, c + 16, c_stride);
-                if (staged)
-                    for (size_t r = 0; r < rows; r++)
-                        memcpy(yt + r * y_stride, stage + r * 32, cols * sizeof(float));
+                _tile_stored(0, c, 128);
+                _tile_stored(1, c + 16, 128);
             }
         }
     }
     _tile_release();
+
+    for (size_t b = begin; b < end; b++) {
+        size_t n0 = 2 * b * NPL_AMX_TILE;
+        size_t cols = w->n_rows - n0 < 32 ? w->n_rows - n0 : 32;
+        for (size_t r = 0; r < a->n_rows; r++)
+            memcpy(y + r * y_stride + n0,
+                   acc + (((b - begin) * m_tiles + r / NPL_AMX_TILE) * NPL_AMX_TILE + r % NPL_AMX_TILE) * 32,
+                   cols * sizeof(float));
+    }
+    free(acc);
+    return true;
 }

@@ -5,6 +5,7 @@
  * the comparison is skipped with a note. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ggml_types.h"
 #include "matmul_amx.h"
@@ -89,6 +90,15 @@ static void test_matches_f16(void)
                 for (size_t n = p.n; n < ys; n++)
                     CHECK(isnan(p.y[r * ys + n]));
             nt_note("%d threads, %zu x %zu x %zu: worst error %.3g of the bound", threads, p.m, p.n, p.k, worst);
+            /* the same bits whatever the thread count */
+            npl_threadpool *one = npl_threadpool_create(1);
+            float *again = malloc(p.m * ys * sizeof *again);
+            REQUIRE(one && again);
+            memcpy(again, p.y, p.m * ys * sizeof *again);
+            CHECK(npl_amx_acts_load(one, a, p.x, xs, p.m, p.k) && npl_amx_matmul(one, a, w, again, ys));
+            CHECK(memcmp(again, p.y, p.m * ys * sizeof *again) == 0);
+            free(again);
+            npl_threadpool_free(one);
             /* wrong shapes are refused, y untouched */
             CHECK(!npl_amx_acts_load(pool, a, p.x, xs, p.m + 2, p.k));
             CHECK(!npl_amx_acts_load(pool, a, p.x, xs, p.m, p.k + 1));
