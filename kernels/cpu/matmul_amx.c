@@ -9,6 +9,7 @@
 #include "cpu_features.h"
 #include "ggml_types.h"
 #include "matmul_amx_internal.h"
+#include "vec_ops.h"
 
 static size_t round_up(size_t n, size_t to)
 {
@@ -29,22 +30,29 @@ bool npl_amx_usable(void)
 typedef struct pack_job {
     const npl_matrix *m;
     npl_amx_weights *w;
+    npl_simd_level simd;
+    bool *failed; /* per thread: no memory for a row */
 } pack_job;
 
 /* Row groups [begin, end): each F16 weight as its BF16 head wh (the top
  * 16 bits of its f32 value) and the exact rest wl. */
 static void pack_task(void *ctx, size_t begin, size_t end, int thread)
 {
-    (void)thread;
     const pack_job *j = ctx;
     const npl_amx_weights *w = j->w;
     size_t steps = w->kp / NPL_AMX_TILE;
+    float *row = malloc(w->n_cols * sizeof *row);
+    if (!row) {
+        j->failed[thread] = true;
+        return;
+    }
     for (size_t g = begin; g < end; g++) {
         uint16_t *tiles = w->tiles + g * steps * (NPL_AMX_TILE_BYTES / 2);
         for (size_t n = 0; n < NPL_AMX_TILE && g * NPL_AMX_TILE + n < w->n_rows; n++) {
-            const uint16_t *row = (const uint16_t *)((const uint8_t *)j->m->data + (g * NPL_AMX_TILE + n) * j->m->row_bytes);
+            const void *src = (const uint8_t *)j->m->data + (g * NPL_AMX_TILE + n) * j->m->row_bytes;
+            npl_f16_to_f32_row(j->simd, src, row, w->n_cols);
             for (size_t k = 0; k < w->n_cols; k++) {
-                float v = npl_fp16_to_fp32(row[k]);
+                float v = row[k];
                 uint32_t bits;
                 memcpy(&bits, &v, sizeof bits);
                 uint32_t hb = bits & 0xffff0000u;
@@ -59,6 +67,7 @@ static void pack_task(void *ctx, size_t begin, size_t end, int thread)
             }
         }
     }
+    free(row);
 }
 
 npl_amx_weights *npl_amx_weights_pack(npl_threadpool *pool, const npl_matrix *m)
@@ -79,8 +88,21 @@ npl_amx_weights *npl_amx_weights_pack(npl_threadpool *pool, const npl_matrix *m)
         return NULL;
     }
     memset(w->tiles, 0, bytes);
-    pack_job j = {.m = m, .w = w};
+    bool *failed = calloc((size_t)npl_threadpool_size(pool), sizeof *failed);
+    if (!failed) {
+        npl_amx_weights_free(w);
+        return NULL;
+    }
+    pack_job j = {.m = m, .w = w, .simd = npl_simd_detect(), .failed = failed};
     npl_threadpool_run(pool, w->n_groups, pack_task, &j);
+    bool ok = true;
+    for (int t = 0; t < npl_threadpool_size(pool); t++)
+        ok = ok && !failed[t];
+    free(failed);
+    if (!ok) {
+        npl_amx_weights_free(w);
+        return NULL;
+    }
     return w;
 }
 
