@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "gguf.h"
+#include "matmul_amx.h"
 #include "matvec.h"
 #include "threadpool.h"
 #include "vision.h"
@@ -75,6 +76,12 @@ struct npl_vision {
     npl_simd_level simd;
     npl_threadpool *pool;
     npl_matmul_ws *mm_ws;
+
+    /* AMX tiles (vision_weights.c): the F16 matrices packed for them, and
+     * the activations of one product split for them; n_amx = 0 without. */
+    struct npl_vision_amx *amx;
+    size_t n_amx;
+    npl_amx_acts *amx_acts;
 };
 
 /* engine/vision/vision_mmproj.c */
@@ -84,6 +91,10 @@ npl_status npl_vision_load_weights(npl_vision *v, npl_error *err);
  * repacked now rather than on the first image; F16 as Q8_0 or BF16 when
  * asked). */
 npl_status npl_vision_prepare_weights(npl_vision *v, npl_error *err);
+void npl_vision_free_weights(npl_vision *v);
+
+/* The packed copy of m for the AMX tiles, or NULL. */
+const npl_amx_weights *npl_vision_amx_weights(const npl_vision *v, const npl_matrix *m);
 
 /* engine/vision/vision_attention.c: the fast path's attention buffers (per
  * encoding) and the attention of every patch over every patch: out

@@ -507,10 +507,10 @@ void npl_vision_free(npl_vision *v)
 {
     if (!v)
         return;
+    npl_vision_free_weights(v);
     npl_matmul_ws_free(v->mm_ws);
     npl_threadpool_free(v->pool);
     free(v->proj_t);
-    free(v->converted);
     free(v->blocks);
     free(v->vectors);
     npl_gguf_close(v->gguf);

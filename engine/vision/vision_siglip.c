@@ -11,7 +11,8 @@
  *                  -> projection to the text model's width
  *
  * Matrix products run over the patches in chunks of NPL_VISION_ROW_CHUNK
- * rows through the shared matrix kernel (Q, K and V in one call). On the
+ * rows through the shared matrix kernel (Q, K and V in one call), or on
+ * AMX tiles for the F16 matrices vision_weights.c packed for them. On the
  * fast path (the default) the attention is vision_attention.c's and the
  * activation act_gelu.h's; with npl_vision_params.exact the attention is
  * two matrix products per head and chunk (K times the queries gives the
@@ -181,13 +182,25 @@ static void rows(const npl_vision *v, row_op op, float *dst, const float *src, c
     npl_threadpool_run(v->pool, n_rows, row_task, &j);
 }
 
+/* y = W x for n <= NPL_VISION_ROW_CHUNK rows: on the AMX tiles when W
+ * was packed for them, else the shared matrix kernel. */
+static void product(const npl_vision *v, const npl_matrix *w, const float *x, size_t x_stride, size_t n, float *y,
+                    size_t y_stride)
+{
+    const npl_amx_weights *t = npl_vision_amx_weights(v, w);
+    if (t && npl_amx_acts_load(v->pool, v->amx_acts, x, x_stride, n, (size_t)w->n_cols) &&
+        npl_amx_matmul(v->pool, v->amx_acts, t, y, y_stride))
+        return;
+    npl_matmul_contig(v->pool, v->mm_ws, w, x, x_stride, n, y, y_stride);
+}
+
 /* y[r] = W x[r] for n_rows rows, in chunks the workspace holds. */
 static void matmul_rows(const npl_vision *v, const npl_matrix *w, const float *x, size_t n_rows, float *y)
 {
     size_t in = (size_t)w->n_cols, out = (size_t)w->n_rows;
     for (size_t r0 = 0; r0 < n_rows; r0 += NPL_VISION_ROW_CHUNK) {
         size_t n = n_rows - r0 < NPL_VISION_ROW_CHUNK ? n_rows - r0 : NPL_VISION_ROW_CHUNK;
-        npl_matmul_contig(v->pool, v->mm_ws, w, x + r0 * in, in, n, y + r0 * out, out);
+        product(v, w, x + r0 * in, in, n, y + r0 * out, out);
     }
 }
 
@@ -280,8 +293,7 @@ static void stage_embed(npl_vision_encoding *e)
         size_t n = N - r0 < NPL_VISION_ROW_CHUNK ? N - r0 : NPL_VISION_ROW_CHUNK;
         embed_job j = {.e = e, .r0 = r0};
         npl_threadpool_run(v->pool, n, gather_task, &j);
-        npl_matmul_contig(v->pool, v->mm_ws, &v->patch_embd, e->hidden, (size_t)v->patch_embd.n_cols, n,
-                          e->x + r0 * E, E);
+        product(v, &v->patch_embd, e->hidden, (size_t)v->patch_embd.n_cols, n, e->x + r0 * E, E);
     }
     embed_job j = {.e = e};
     npl_threadpool_run(v->pool, N, position_task, &j);
@@ -306,6 +318,13 @@ static void project_qkv(npl_vision_encoding *e, const npl_vision_block *B)
         size_t n = N - r0 < NPL_VISION_ROW_CHUNK ? N - r0 : NPL_VISION_ROW_CHUNK;
         float *y[3] = {dst[0] + r0 * E, dst[1] + r0 * E, dst[2] + r0 * E};
         size_t ys[3] = {E, E, E};
+        const npl_amx_weights *t[3] = {npl_vision_amx_weights(v, w[0]), npl_vision_amx_weights(v, w[1]),
+                                       npl_vision_amx_weights(v, w[2])};
+        /* on the tiles the activations are split once for all three */
+        if (t[0] && t[1] && t[2] && npl_amx_acts_load(v->pool, v->amx_acts, e->xn + r0 * E, E, n, E) &&
+            npl_amx_matmul(v->pool, v->amx_acts, t[0], y[0], E) && npl_amx_matmul(v->pool, v->amx_acts, t[1], y[1], E) &&
+            npl_amx_matmul(v->pool, v->amx_acts, t[2], y[2], E))
+            continue;
         npl_matmul_multi(v->pool, v->mm_ws, 3, w, e->xn + r0 * E, E, n, y, ys);
     }
     const float *bias[3] = {B->bq, B->bk, B->bv};
@@ -344,9 +363,9 @@ static npl_status stage_block(npl_vision_encoding *e, const npl_vision_block *B,
     rows(v, OP_LAYERNORM, e->xn, e->x, B->ln2_w, B->ln2_b, N, E);
     for (size_t r0 = 0; r0 < N; r0 += NPL_VISION_ROW_CHUNK) {
         size_t n = N - r0 < NPL_VISION_ROW_CHUNK ? N - r0 : NPL_VISION_ROW_CHUNK;
-        npl_matmul_contig(v->pool, v->mm_ws, &B->w_up, e->xn + r0 * E, E, n, e->hidden, F);
+        product(v, &B->w_up, e->xn + r0 * E, E, n, e->hidden, F);
         rows(v, v->exact ? OP_ACT : OP_ACT_FAST, e->hidden, NULL, NULL, B->b_up, n, F);
-        npl_matmul_contig(v->pool, v->mm_ws, &B->w_down, e->hidden, F, n, e->q + r0 * E, E);
+        product(v, &B->w_down, e->hidden, F, n, e->q + r0 * E, E);
     }
     rows(v, OP_ADD, e->x, e->q, NULL, B->b_down, N, E);
     lap(&t0, &e->times.mlp);

@@ -11,13 +11,21 @@
  *    bits and the activations are rounded to BF16 (llama.cpp rounds them
  *    to F16 only). Without VDPBF16PS, F16 stays F16 (the float kernel
  *    widens it exactly, which there is faster than emulated BF16).
- * docs/vision.md gives the accuracy cost of both options. */
+ *  - on CPUs with AMX-BF16 tiles (and without npl_vision_params.exact),
+ *    the F16 matrices left are packed for matmul_amx.h, whose products
+ *    equal the F16 float kernel's up to the order of the additions.
+ * docs/vision.md gives the accuracy cost of the first two options. */
 #include <stdlib.h>
 
 #include "cpu_features.h"
 #include "ggml_types.h"
 #include "matmul_bf16.h"
 #include "vision_internal.h"
+
+struct npl_vision_amx {
+    const npl_matrix *m;
+    npl_amx_weights *w;
+};
 
 typedef struct convert_job {
     const npl_matrix *m;
@@ -97,6 +105,20 @@ npl_status npl_vision_prepare_weights(npl_vision *v, npl_error *err)
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
     }
     list_matrices(v, ms);
+    if (npl_amx_usable()) {
+        size_t cols = (size_t)v->patch_embd.n_cols;
+        if (v->info.n_embd > cols)
+            cols = v->info.n_embd;
+        if (v->info.n_ff > cols)
+            cols = v->info.n_ff;
+        v->amx = calloc(n, sizeof *v->amx);
+        v->amx_acts = npl_amx_acts_create(NPL_VISION_ROW_CHUNK, cols);
+        if (!v->amx || !v->amx_acts) {
+            free(failed);
+            free(ms);
+            return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+        }
+    }
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t to = target_type(v, ms[i], have_bf16);
@@ -125,10 +147,39 @@ npl_status npl_vision_prepare_weights(npl_vision *v, npl_error *err)
             *m = c;
             at += (size_t)m->n_rows * j.dst_row_bytes;
         }
-        if (!npl_matmul_ws_prepack(v->mm_ws, v->pool, m))
+        if (v->amx && m->type == NPL_TYPE_F16) {
+            npl_amx_weights *w = npl_amx_weights_pack(v->pool, m);
+            if (!w) {
+                st = npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the vision weights' AMX copy");
+                break;
+            }
+            v->amx[v->n_amx++] = (struct npl_vision_amx){.m = m, .w = w};
+        } else if (!npl_matmul_ws_prepack(v->mm_ws, v->pool, m)) {
             st = npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the repacked vision weights");
+        }
     }
     free(failed);
     free(ms);
     return st;
+}
+
+void npl_vision_free_weights(npl_vision *v)
+{
+    for (size_t i = 0; i < v->n_amx; i++)
+        npl_amx_weights_free(v->amx[i].w);
+    free(v->amx);
+    v->amx = NULL;
+    v->n_amx = 0;
+    npl_amx_acts_free(v->amx_acts);
+    v->amx_acts = NULL;
+    free(v->converted);
+    v->converted = NULL;
+}
+
+const npl_amx_weights *npl_vision_amx_weights(const npl_vision *v, const npl_matrix *m)
+{
+    for (size_t i = 0; i < v->n_amx; i++)
+        if (v->amx[i].m == m)
+            return v->amx[i].w;
+    return NULL;
 }
