@@ -107,7 +107,8 @@ bool npl_matrix_init(npl_matrix *m, uint32_t type, const void *data, int64_t n_c
  * TLB miss (a page walk) every 4 KiB of every stream. Copies of at least
  * one huge page are mapped 2 MiB-aligned and offered to transparent huge
  * pages (madvise: the kernel's default policy only gives them where
- * asked); measured 1-vector rates rose 15-25% (Q4_K 50%) on 2026's Xeon.
+ * asked); measured 1-vector rates rose 15-25% (Q4_K 50%) on an Intel Xeon VM
+ * (docs/performance.md).
  * The tail past the last whole huge page stays on small pages, so the
  * resident size is the copy's. */
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -122,7 +123,9 @@ static uint8_t *packed_alloc(size_t bytes, size_t *map_bytes)
         if (raw != MAP_FAILED) {
             uintptr_t base = ((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
             size_t head = (size_t)(base - (uintptr_t)raw);
-            size_t len = (bytes + 4095) & ~(size_t)4095; /* whole pages: munmap needs them */
+            long ps = sysconf(_SC_PAGESIZE);
+            size_t page = ps > 0 ? (size_t)ps : 4096;
+            size_t len = (bytes + page - 1) & ~(page - 1); /* whole pages: munmap needs them */
             if (head)
                 munmap(raw, head);
             if (span - head > len)
