@@ -26,6 +26,7 @@
 
 #include "bench_image.h"
 #include "bench_matmul.h"
+#include "gguf.h"
 #include "npullm.h"
 #include "threadpool.h"
 
@@ -303,6 +304,25 @@ static int bench_barrier(const options *o)
     return 0;
 }
 
+/* Bytes of weights one decode step reads: every matrix of the file
+ * (tensors of 2 or more dimensions) except the token embeddings when the
+ * model has its own output matrix (then only a row of them is read).
+ * Times tokens/s, the rate to compare with npullm-bench --matmul. */
+static uint64_t decode_weight_bytes(const npl_model *m)
+{
+    const npl_gguf *g = npl_model_gguf(m);
+    if (!g)
+        return 0;
+    bool own_output = npl_gguf_find_tensor(g, "output.weight") != NULL;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < npl_gguf_n_tensors(g); i++) {
+        const npl_gguf_tensor *t = npl_gguf_tensor_at(g, i);
+        if (t->n_dims >= 2 && !(own_output && npl_str_eq(t->name, "token_embd.weight")))
+            bytes += t->size;
+    }
+    return bytes;
+}
+
 /* Per token and per chunk, from the device's counters over every run
  * above (warm-up included): what the NPU performance model needs. */
 static double per(uint64_t v, uint64_t n)
@@ -423,6 +443,7 @@ int main(int argc, char **argv)
         }
     }
     long peak = peak_rss_kb();
+    double step_gb = (double)decode_weight_bytes(m) * 1e-9; /* GB per decode step */
     npl_device_stats ds;
     bool on_device = npl_model_device_stats(m, &ds);
 
@@ -437,8 +458,9 @@ int main(int argc, char **argv)
             printf(", \"pp\": {\"tokens\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, \"tps_sd\": %.2f}", o.p,
                    pp.mean, pp.best, pp.sd);
         if (o.n > 0)
-            printf(", \"tg\": {\"tokens\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, \"tps_sd\": %.2f}", o.n,
-                   tg.mean, tg.best, tg.sd);
+            printf(", \"tg\": {\"tokens\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, \"tps_sd\": %.2f, "
+                   "\"weight_gb_per_step\": %.4f, \"weight_gbs_mean\": %.2f, \"weight_gbs_best\": %.2f}",
+                   o.n, tg.mean, tg.best, tg.sd, step_gb, step_gb * tg.mean, step_gb * tg.best);
         if (o.n > 0 && o.b > 1)
             printf(", \"batch\": {\"sequences\": %ld, \"tokens_each\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, "
                    "\"tps_sd\": %.2f, \"vs_tg\": %.2f}",
@@ -460,7 +482,9 @@ int main(int argc, char **argv)
         if (o.p > 0)
             printf("pp%-5ld      %8.2f tokens/s  (best %.2f, sd %.2f)\n", o.p, pp.mean, pp.best, pp.sd);
         if (o.n > 0)
-            printf("tg%-5ld      %8.2f tokens/s  (best %.2f, sd %.2f)\n", o.n, tg.mean, tg.best, tg.sd);
+            printf("tg%-5ld      %8.2f tokens/s  (best %.2f, sd %.2f); weights read: %.1f MiB per step, "
+                   "%.2f GB/s (best %.2f)\n",
+                   o.n, tg.mean, tg.best, tg.sd, step_gb * 1e9 / 1048576.0, step_gb * tg.mean, step_gb * tg.best);
         if (o.n > 0 && o.b > 1)
             printf("tg%ld x %-4ld %8.2f tokens/s aggregate (best %.2f, sd %.2f; %.2fx one sequence)\n", o.n, o.b,
                    bt.mean, bt.best, bt.sd, tg.mean > 0 ? bt.mean / tg.mean : 0.0);

@@ -22,7 +22,11 @@
 #define GROUPS_MAX 1
 #endif
 
-#define PREFETCH_BYTES 4096
+/* How far ahead of each weight stream the kernels prefetch: 2 KiB (a
+ * G = 2 tile has two streams). Measured on the 1B decode shapes (1 vector,
+ * huge pages): 2048-2560 bytes beat 1024 and 4096 by 4-7% for Q4_0 and
+ * Q8_0 and by 20% for Q4_K. */
+#define PREFETCH_BYTES 2048
 
 enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
 

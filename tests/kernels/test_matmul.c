@@ -204,6 +204,24 @@ static void test_matmul_exact(void)
     npl_threadpool_free(pool);
 }
 
+/* Packed copies of 2 MiB or more live in their own huge-page mapping
+ * (matvec.c): the same bits as the reference there too, with a last row
+ * group past the whole huge pages, only partly filled (4107 rows = 257
+ * groups, 2.4 MB of Q4_0 or Q4_K). */
+static void test_matmul_huge_copy(void)
+{
+    npl_threadpool *pool = npl_threadpool_create(2);
+    REQUIRE(pool);
+    nt_splitmix r = {9};
+    static const size_t types[] = {3, 10}; /* q4_0, q4_k */
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        REQUIRE(type_cases[types[t]].type == (t ? NPL_TYPE_Q4_K : NPL_TYPE_Q4_0));
+        check_type_exact(&type_cases[types[t]], 4107, 1024, 1, &r, pool);
+        check_type_exact(&type_cases[types[t]], 4107, 1024, 3, &r, pool);
+    }
+    npl_threadpool_free(pool);
+}
+
 /* ---- the reference against exact arithmetic ------------------------------------------- */
 
 /* |ref - exact| bound: float rounding, plus for the integer paths the
@@ -561,6 +579,7 @@ static void test_cpu_features(void)
 
 NT_MAIN({"cpu_features", test_cpu_features}, {"quantize_levels", test_quantize_levels},
         {"block_ints", test_block_ints}, {"matmul_exact", test_matmul_exact},
+        {"matmul_huge_copy", test_matmul_huge_copy},
         {"reference_accuracy", test_reference_accuracy}, {"batch_threads_packing", test_batch_threads_packing},
         {"multi_equals_single", test_multi_equals_single}, {"prepack", test_prepack},
         {"release_source", test_release_source})
