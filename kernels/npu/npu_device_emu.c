@@ -219,6 +219,17 @@ static npl_status emu_runlist_submit(void *impl, npl_npu_runlist *rl, npl_error 
     return NPL_OK;
 }
 
+static npl_status emu_buffer_copy(void *impl, npl_npu_buffer *dst, size_t dst_off,
+                                  npl_npu_buffer *src, size_t src_off, size_t size,
+                                  npl_error *err)
+{
+    (void)impl;
+    (void)err;
+    emu_buffer *d = dst->backend, *s = src->backend;
+    memcpy(d->device + dst_off, s->device + src_off, size);
+    return NPL_OK;
+}
+
 static const npl_npu_backend_ops emu_ops = {
     "emu",
     emu_destroy,
@@ -232,6 +243,7 @@ static const npl_npu_backend_ops emu_ops = {
     NULL,
     NULL,
     emu_runlist_submit,
+    emu_buffer_copy,
 };
 
 void *npl_npu_emu_arg(const npl_npu_emu_call *call, const char *name)
