@@ -149,6 +149,8 @@ npl_status npl_model_embed_tokens(const npl_model *m, const int32_t *tokens, siz
  * (counted against the budget) and a prefix is copied between device
  * buffers; the rest of the prompt runs in the device's prefill chunks
  * from the first new position.
+ * When a new sequence does not fit in memory (device memory on an NPU),
+ * acquire frees cached sequences, least recently used first, until it does.
  * Not thread-safe: one thread uses a pool, like the model's forward. */
 typedef struct npl_kv_pool npl_kv_pool;
 

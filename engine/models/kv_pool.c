@@ -156,26 +156,43 @@ npl_seq *npl_kv_pool_acquire(npl_kv_pool *p, uint64_t owner, const int32_t *toke
         npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_kv_pool_acquire: missing pool or tokens");
         return NULL;
     }
-    npl_seq *s = npl_seq_create(p->model, n_ctx, err);
-    if (!s || n < 2)
-        return s;
-
+    /* The owner's cached sequence sharing the longest usable prefix, of
+     * this model's backend with its device cache still attached. */
+    const npl_backend *be = npl_model_backend(p->model);
     pool_entry *best = NULL;
     uint32_t best_n = 0;
-    size_t limit = n - 1 < s->n_ctx ? n - 1 : s->n_ctx;
-    for (pool_entry *e = p->head; e; e = e->next) {
-        if (e->owner != owner || e->seq->backend != s->backend || !e->seq->npu != !s->npu)
+    for (pool_entry *e = p->head; n >= 2 && e; e = e->next) {
+        if (e->owner != owner || e->seq->backend != be || !e->seq->npu != !be->seq_attach)
             continue;
-        uint32_t c = common_prefix(e->seq, tokens, limit);
+        uint32_t c = common_prefix(e->seq, tokens, n - 1);
         if (c > best_n && prefix_usable(e->seq, c)) {
             best = e;
             best_n = c;
         }
     }
-    if (!best)
+    /* Cached sequences give way when the memory of a new one (on an NPU:
+     * device memory) runs out: least recently used first, the one to
+     * reuse last. */
+    npl_error sub;
+    npl_error_clear(&sub);
+    npl_seq *s;
+    while (!(s = npl_seq_create(p->model, n_ctx, &sub)) && sub.code == NPL_ERR_NOMEM && p->tail) {
+        pool_entry *victim = p->tail == best ? best->prev : p->tail;
+        if (!victim) {
+            victim = best;
+            best = NULL;
+        }
+        drop_entry(p, victim);
+    }
+    if (!s) {
+        if (err)
+            *err = sub;
+        return NULL;
+    }
+    if (!best || best_n >= s->n_ctx) /* a prompt that long overflows anyway */
         return s;
     if (s->backend->seq_copy_prefix) {
-        npl_error sub; /* a failed copy costs only the reuse: prefill all */
+        /* a failed copy costs only the reuse: prefill all */
         if (s->backend->seq_copy_prefix(s, best->seq, best_n, &sub) != NPL_OK) {
             s->pos = 0;
             return s;

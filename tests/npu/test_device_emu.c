@@ -44,7 +44,7 @@ static void axpy_open(axpy_env *e)
     npl_error err;
     memset(e, 0, sizeof *e);
     CHECK_OK(npl_npu_manifest_parse(axpy_manifest, strlen(axpy_manifest), "axpy", &e->manifest, &err), &err);
-    npl_npu_emu_config cfg = { e->manifest, axpy_def, 1 };
+    npl_npu_emu_config cfg = { e->manifest, axpy_def, 1, 0 };
     CHECK_OK(npl_npu_emu_open(&cfg, &e->dev, &err), &err);
     CHECK_OK(npl_npu_group_load(e->dev, "axpy", &e->group, &err), &err);
     CHECK_OK(npl_npu_buffer_alloc(e->dev, 64 * sizeof(float), NPL_NPU_BUF_IO, "x", &e->x, &err), &err);
@@ -314,7 +314,7 @@ static void builtin_manifest_matches_registry(void)
     const char *t = "npullm-npu-manifest 1\ndevice = xdna2\n[group g]\nxclbin = a\n# b\n"
                     "kernel = k\narg = x io f32 [1]\n";
     CHECK_OK(npl_npu_manifest_parse(t, strlen(t), "hw", &hw, &err), &err);
-    npl_npu_emu_config cfg = { hw, NULL, 0 };
+    npl_npu_emu_config cfg = { hw, NULL, 0, 0 };
     CHECK_FAILS(npl_npu_emu_open(&cfg, &dev, &err), NPL_ERR_INVALID_ARG, &err, "is for xdna2");
     npl_npu_manifest_free(hw);
     npl_npu_manifest_free(m);
@@ -364,7 +364,7 @@ static void stream_moves_exactly_its_transfers(void)
     npl_npu_manifest *m = NULL;
     CHECK_OK(npl_npu_manifest_parse(axpy_half_manifest, strlen(axpy_half_manifest), "half", &m,
                                     &err), &err);
-    npl_npu_emu_config cfg = { m, axpy_half_defs, 2 };
+    npl_npu_emu_config cfg = { m, axpy_half_defs, 2, 0 };
     npl_npu_device *dev = NULL;
     CHECK_OK(npl_npu_emu_open(&cfg, &dev, &err), &err);
     npl_npu_buffer *x, *y;
@@ -500,7 +500,7 @@ static void limits_are_enforced(void)
                            "[group axpy]\nparams = shape\narg = x io f32 [n_embd]\n"
                            "arg = y io f32 [n_embd]\n";
     CHECK_OK(npl_npu_manifest_parse(two_args, strlen(two_args), "m", &m, &err), &err);
-    npl_npu_emu_config cfg = { m, axpy_def, 1 };
+    npl_npu_emu_config cfg = { m, axpy_def, 1, 0 };
     npl_npu_device *dev = NULL;
     CHECK_OK(npl_npu_emu_open(&cfg, &dev, &err), &err);
     npl_npu_group *g = NULL;

@@ -10,10 +10,18 @@
  *                 the device, no byte through the host; the rest of the
  *                 prompt runs in full chunks from the first new position,
  *                 for prefixes ending mid-chunk and at a chunk boundary;
- *                 forgetting the owner frees the device buffers. */
+ *                 forgetting the owner frees the device buffers.
+ *   device_memory on a device with room for two and a half sequences'
+ *                 caches (an emulator with a memory size), a new sequence
+ *                 that does not fit evicts the least recently used cached
+ *                 ones, whoever owns them; one that does not fit an empty
+ *                 device fails with NPL_ERR_NOMEM. */
 #include <stdint.h>
 
+#include "backend.h"
+#include "backend_npu.h"
 #include "model_internal.h"
+#include "npu_emu.h"
 #include "npu_engine_test.h"
 #include "npullm.h"
 
@@ -104,4 +112,66 @@ static void test_device_cache(void)
     npl_model_free(m);
 }
 
-NT_MAIN({"device_cache", test_device_cache})
+/* One request of owner: acquire, prefill, release. */
+static bool turn(npl_model *m, npl_kv_pool *p, uint64_t owner, const int32_t *prompt, size_t n,
+                 uint32_t *reused)
+{
+    npl_error err;
+    npl_seq *s = npl_kv_pool_acquire(p, owner, prompt, n, N_CTX, reused, &err);
+    if (!s) {
+        fprintf(stderr, "acquire: %s\n", err.message);
+        return false;
+    }
+    bool ok = fill(m, s, prompt, n);
+    npl_kv_pool_release(p, owner, s);
+    return ok;
+}
+
+static void test_device_memory(void)
+{
+    /* what the runtime and one sequence take on the device */
+    npl_model *m = nt_load_model("npu-emu", 1, CHUNK);
+    REQUIRE(m);
+    npl_error err;
+    npl_device_stats st;
+    npl_seq *s = npl_seq_create(m, N_CTX, &err);
+    REQUIRE(s && npl_model_device_stats(m, &st));
+    uint64_t base = st.weight_bytes + st.activation_bytes, kv = st.kv_bytes;
+    npl_seq_free(s);
+    npl_model_free(m);
+
+    m = nt_load_model("cpu", 1, CHUNK);
+    REQUIRE(m);
+    npl_npu_emu_config cfg = {.memory_bytes = base + 2 * kv + kv / 2};
+    npl_npu_device *dev = NULL;
+    npl_backend_npu *b = NULL;
+    REQUIRE(npl_npu_emu_open(&cfg, &dev, &err) == NPL_OK);
+    REQUIRE(npl_backend_npu_create_in(m, dev, "", &b, &err) == NPL_OK);
+    npl_backend_attach_npu(m, b);
+    uint32_t nv = npl_model_get_info(m)->n_vocab, reused = 99;
+    int32_t x[30], y[30], z[30];
+    ne_make_prompt(x, 30, 1, nv);
+    ne_make_prompt(y, 30, 2, nv);
+    ne_make_prompt(z, 30, 3, nv);
+    npl_kv_pool *p = npl_kv_pool_create(m, UINT64_MAX, &err);
+    REQUIRE(p);
+    REQUIRE(turn(m, p, 1, x, 30, &reused));
+    REQUIRE(turn(m, p, 2, y, 30, &reused));
+    CHECK(npl_kv_pool_count(p) == 2);
+    /* a third does not fit beside them: owner 1's (least recent) goes */
+    REQUIRE(turn(m, p, 3, z, 30, &reused));
+    CHECK(npl_kv_pool_count(p) == 2);
+    REQUIRE(turn(m, p, 2, y, 30, &reused));
+    CHECK(reused == 29);
+    REQUIRE(turn(m, p, 1, x, 30, &reused));
+    CHECK(reused == 0);
+    /* larger than the whole device: every cached one goes, then a clear error */
+    CHECK(npl_kv_pool_acquire(p, 1, x, 30, 4 * N_CTX, &reused, &err) == NULL);
+    CHECK(err.code == NPL_ERR_NOMEM && strstr(err.message, "device memory full"));
+    CHECK(npl_kv_pool_count(p) == 0);
+    REQUIRE(turn(m, p, 1, x, 30, &reused));
+    npl_kv_pool_free(p);
+    npl_model_free(m); /* frees the runtime and the device */
+}
+
+NT_MAIN({"device_cache", test_device_cache}, {"device_memory", test_device_memory})
