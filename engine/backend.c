@@ -77,7 +77,9 @@ static bool npu_stats(const npl_model *m, npl_device_stats *out)
 #define NPU_RUNTIME_OPS                                                                                  \
     .supports = npu_supports, .open = npu_open, .close = npu_close, .prefill = npl_backend_npu_prefill, \
     .prefill_embeddings = npl_backend_npu_prefill_embeddings, .decode = npl_backend_npu_decode,         \
-    .seq_attach = npu_seq_attach, .seq_release = npl_backend_npu_seq_release, .stats = npu_stats
+    .seq_attach = npu_seq_attach, .seq_release = npl_backend_npu_seq_release,                          \
+    .seq_copy_prefix = npl_backend_npu_seq_copy_prefix, .seq_kv_bytes = npl_backend_npu_seq_kv_bytes,  \
+    .stats = npu_stats
 
 static const npl_backend backends[] = {
     /* engine/models/forward.c runs every architecture of the table; a sequence's

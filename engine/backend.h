@@ -46,6 +46,12 @@ typedef struct npl_backend {
      * sequence that never got it. */
     npl_status (*seq_attach)(npl_model *m, npl_seq *s, npl_error *err);
     void (*seq_release)(npl_seq *s);
+    /* The KV pool (engine/models/kv_pool.c) on a device: seq_copy_prefix
+     * gives dst (empty) src's first n positions on the device,
+     * seq_kv_bytes says what a sequence's cache holds there. NULL: the
+     * cache is the sequence's host arrays. */
+    npl_status (*seq_copy_prefix)(npl_seq *dst, const npl_seq *src, uint32_t n, npl_error *err);
+    size_t (*seq_kv_bytes)(const npl_seq *s);
     /* npl_model_device_stats: false when the device keeps no counters. */
     bool (*stats)(const npl_model *m, npl_device_stats *out);
 } npl_backend;

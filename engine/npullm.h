@@ -145,7 +145,12 @@ npl_status npl_model_embed_tokens(const npl_model *m, const int32_t *tokens, siz
  * independently). Sliding-window layers that a sequence keeps as a ring
  * (npl_seq) reuse a prefix only while the ring still holds the window
  * before its end; otherwise the prompt is prefilled from scratch.
- * Sequences on an NPU device are never reused (acquire reports 0).
+ * On an NPU device the cached sequences keep their device KV buffers
+ * (counted against the budget) and a prefix is copied between device
+ * buffers; the rest of the prompt runs in the device's prefill chunks
+ * from the first new position.
+ * When a new sequence does not fit in memory (device memory on an NPU),
+ * acquire frees cached sequences, least recently used first, until it does.
  * Not thread-safe: one thread uses a pool, like the model's forward. */
 typedef struct npl_kv_pool npl_kv_pool;
 
@@ -291,6 +296,8 @@ typedef struct npl_device_stats {
     uint64_t decode_tokens;        /* sequence-steps decoded */
     uint64_t weight_bytes;         /* resident on the device (read once per decoded token) */
     uint64_t kv_bytes;             /* KV caches of the live sequences */
+    uint64_t kv_reused_tokens;     /* positions sequences took from cached ones (npl_kv_pool) */
+    uint64_t kv_copy_bytes;        /* K and V bytes those copies moved on the device */
     uint64_t activation_bytes;     /* the other device buffers */
     uint32_t prefill_chunk;        /* rows per prefill chunk (fixed shape) */
     uint32_t groups_per_layer_decode; /* 2 with the fused attention + O/FFN group */

@@ -110,10 +110,15 @@ void npl_seq_free(npl_seq *s)
 size_t npl_seq_bytes(const npl_seq *s)
 {
     const npl_model *m = s->model;
-    size_t rows = 0;
-    for (uint32_t l = 0; l < m->hp.n_layer; l++)
-        rows += (size_t)npl_kv_rows(s, l) * m->hp.n_head_kv;
-    return 2 * rows * m->kv_row_bytes + (s->logits ? (size_t)m->hp.n_vocab * sizeof *s->logits : 0) +
+    size_t kv = 0;
+    if (s->backend && s->backend->seq_kv_bytes) {
+        kv = s->backend->seq_kv_bytes(s); /* the host arrays are never touched */
+    } else {
+        for (uint32_t l = 0; l < m->hp.n_layer; l++)
+            kv += (size_t)npl_kv_rows(s, l) * m->hp.n_head_kv;
+        kv *= 2 * m->kv_row_bytes;
+    }
+    return kv + (s->logits ? (size_t)m->hp.n_vocab * sizeof *s->logits : 0) +
            (size_t)s->n_ctx * sizeof *s->hist;
 }
 

@@ -4,10 +4,13 @@
  * A new request always gets a new sequence sized for it; the shared
  * prefix is copied into it row by row from the cached one. That keeps
  * every sequence's layout (n_ctx, sliding-window ring) its own, and a
- * copy of cached rows costs a small fraction of computing them. */
+ * copy of cached rows costs a small fraction of computing them. On an NPU
+ * the rows stay on the device: the backend copies them between the two
+ * sequences' device buffers (engine/backend.h seq_copy_prefix). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "model_internal.h"
 
 typedef struct pool_entry {
@@ -89,7 +92,7 @@ void npl_kv_pool_free(npl_kv_pool *p)
 static bool prefix_usable(const npl_seq *src, uint32_t n)
 {
     const npl_hparams *hp = &src->model->hp;
-    if (!src->kv_ring || !hp->n_swa)
+    if (src->npu || !src->kv_ring || !hp->n_swa) /* a device cache keeps every position */
         return true;
     uint32_t lo = n + 1 > hp->n_swa ? n + 1 - hp->n_swa : 0;
     return (uint64_t)lo + src->kv_ring >= src->pos;
@@ -153,25 +156,50 @@ npl_seq *npl_kv_pool_acquire(npl_kv_pool *p, uint64_t owner, const int32_t *toke
         npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_kv_pool_acquire: missing pool or tokens");
         return NULL;
     }
-    npl_seq *s = npl_seq_create(p->model, n_ctx, err);
-    if (!s || s->npu || n < 2)
-        return s;
-
+    /* The owner's cached sequence sharing the longest usable prefix, of
+     * this model's backend with its device cache still attached. */
+    const npl_backend *be = npl_model_backend(p->model);
     pool_entry *best = NULL;
     uint32_t best_n = 0;
-    size_t limit = n - 1 < s->n_ctx ? n - 1 : s->n_ctx;
-    for (pool_entry *e = p->head; e; e = e->next) {
-        if (e->owner != owner)
+    for (pool_entry *e = p->head; n >= 2 && e; e = e->next) {
+        if (e->owner != owner || e->seq->backend != be || !e->seq->npu != !be->seq_attach)
             continue;
-        uint32_t c = common_prefix(e->seq, tokens, limit);
+        uint32_t c = common_prefix(e->seq, tokens, n - 1);
         if (c > best_n && prefix_usable(e->seq, c)) {
             best = e;
             best_n = c;
         }
     }
-    if (!best)
+    /* Cached sequences give way when the memory of a new one (on an NPU:
+     * device memory) runs out: least recently used first, the one to
+     * reuse last. */
+    npl_error sub;
+    npl_error_clear(&sub);
+    npl_seq *s;
+    while (!(s = npl_seq_create(p->model, n_ctx, &sub)) && sub.code == NPL_ERR_NOMEM && p->tail) {
+        pool_entry *victim = p->tail == best ? best->prev : p->tail;
+        if (!victim) {
+            victim = best;
+            best = NULL;
+        }
+        drop_entry(p, victim);
+    }
+    if (!s) {
+        if (err)
+            *err = sub;
+        return NULL;
+    }
+    if (!best || best_n >= s->n_ctx) /* a prompt that long overflows anyway */
         return s;
-    copy_prefix(s, best->seq, best_n);
+    if (s->backend->seq_copy_prefix) {
+        /* a failed copy costs only the reuse: prefill all */
+        if (s->backend->seq_copy_prefix(s, best->seq, best_n, &sub) != NPL_OK) {
+            s->pos = 0;
+            return s;
+        }
+    } else {
+        copy_prefix(s, best->seq, best_n);
+    }
     unlink_entry(p, best);
     push_front(p, best);
     if (reused)
@@ -189,7 +217,7 @@ void npl_kv_pool_release(npl_kv_pool *p, uint64_t owner, npl_seq *s)
 {
     if (!s)
         return;
-    if (!p || s->npu || s->pos == 0 || s->model != p->model) {
+    if (!p || s->pos == 0 || s->model != p->model) {
         npl_seq_free(s);
         return;
     }
@@ -245,8 +273,6 @@ uint64_t npl_kv_pool_bytes(const npl_kv_pool *p)
 
 npl_status npl_seq_key_positions(npl_seq *s, uint32_t from, const int32_t *keys, size_t n, npl_error *err)
 {
-    if (s && s->npu) /* never pooled: nothing to match */
-        return NPL_OK;
     if (!s || (n > 0 && !keys) || from > s->pos || n > (size_t)(s->pos - from))
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_seq_key_positions: positions not filled or no keys");
     for (size_t i = 0; i < n; i++)

@@ -148,7 +148,7 @@ struct npl_seq {
     size_t *kv_layer_off;
     /* n_ctx: the token at each cached position, -1 for embedding rows
      * (images), so a pool can match a new prompt against it
-     * (engine/models/kv_pool.c). Kept on the CPU path only. */
+     * (engine/models/kv_pool.c). Kept by every backend. */
     int32_t *hist;
     struct npl_npu_seq *npu; /* engine/npu/backend_npu.c: the KV cache on the NPU device, or NULL */
     const struct npl_backend *backend; /* its model's (engine/backend.h): a sequence may outlive the model */
@@ -172,8 +172,8 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err);
 void npl_forward_ws_free(npl_forward_ws *fw);
 
 /* engine/models/kv_cache.c: bytes a sequence holds (its K and V arrays whole,
- * its logits when it has them, its tokens): what a pool counts, as an
- * allocator may have touched every page. */
+ * or its device buffers on an NPU; its logits when it has them, its
+ * tokens): what a pool counts, as an allocator may have touched every page. */
 size_t npl_seq_bytes(const npl_seq *s);
 
 /* engine/models/kv_cache.c: rows a layer keeps per KV head. */

@@ -747,6 +747,45 @@ void npl_backend_npu_seq_release(npl_seq *s)
     s->npu = NULL;
 }
 
+size_t npl_backend_npu_seq_kv_bytes(const npl_seq *s)
+{
+    const npl_npu_seq *ns = s->npu;
+    return ns ? npl_npu_buffer_size(ns->k_cache) + npl_npu_buffer_size(ns->v_cache) : 0;
+}
+
+npl_status npl_backend_npu_seq_copy_prefix(npl_seq *dst, const npl_seq *src, uint32_t n,
+                                           npl_error *err)
+{
+    npl_npu_seq *d = dst->npu;
+    const npl_npu_seq *s = src->npu;
+    if (!d || !s || d->b != s->b || dst->pos != 0 || n > src->pos || n > dst->n_ctx)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                             "npu: a prefix copy needs an empty sequence and a filled one on the "
+                             "same device");
+    const npl_model *m = d->b->m;
+    /* Every layer keeps n_ctx rows on the device, position p at row p. */
+    size_t row = kv_dim(&m->hp) * sizeof(uint16_t), copied = 0;
+    npl_status st = NPL_OK;
+    for (uint32_t l = 0; l < m->hp.n_layer && st == NPL_OK; l++) {
+        uint32_t lo = 0;
+        if (m->layers[l].local && n + 1 > m->hp.n_swa)
+            lo = n + 1 - m->hp.n_swa;
+        size_t so = (size_t)l * s->kv_layer_bytes + lo * row;
+        size_t d_o = (size_t)l * d->kv_layer_bytes + lo * row;
+        size_t bytes = (size_t)(n - lo) * row;
+        if (!(st = npl_npu_buffer_copy(d->k_cache, d_o, s->k_cache, so, bytes, err)))
+            st = npl_npu_buffer_copy(d->v_cache, d_o, s->v_cache, so, bytes, err);
+        copied += 2 * bytes;
+    }
+    if (st != NPL_OK)
+        return st;
+    d->b->stats.kv_reused_tokens += n;
+    d->b->stats.kv_copy_bytes += copied;
+    memcpy(dst->hist, src->hist, (size_t)n * sizeof *dst->hist);
+    dst->pos = n;
+    return NPL_OK;
+}
+
 /* ---- forward passes ---------------------------------------------------- */
 
 /* The first layer's input into x rows 0..n-1 on the host, as bf16 (the
@@ -834,7 +873,7 @@ static npl_status decode_one(npl_backend_npu *b, npl_seq *s, int32_t token, npl_
         (st = npl_npu_runlist_submit(ns->decode, err)) || (st = read_logits(b, s, &a, err)))
         return st;
     b->stats.decode_tokens++;
-    s->pos++;
+    s->hist[s->pos++] = token;
     return NPL_OK;
 }
 
@@ -885,7 +924,7 @@ static npl_status decode_batch(npl_backend_npu *b, npl_seq *const *seqs, const i
         if ((st = read_logits(b, seqs[i], &a, err)))
             return st;
         b->stats.decode_tokens++;
-        seqs[i]->pos++;
+        seqs[i]->hist[seqs[i]->pos++] = tokens[i];
     }
     return NPL_OK;
 }
@@ -926,6 +965,8 @@ static npl_status prefill_rows(npl_backend_npu *b, npl_seq *s, const int32_t *to
         st = prefill_chunk(b, s, tokens ? tokens + done : NULL, tokens ? NULL : embd + done * e, c,
                            done + c == n, causal, err);
         if (st == NPL_OK) {
+            for (uint32_t i = 0; i < c; i++) /* embedding rows: never matched by a pool */
+                s->hist[s->pos + i] = tokens ? tokens[done + i] : -1;
             s->pos += c;
             done += c;
         }

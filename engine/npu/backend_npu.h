@@ -67,6 +67,16 @@ void npl_backend_npu_stats(const npl_backend_npu *b, npl_device_stats *out);
 npl_status npl_backend_npu_seq_attach(npl_backend_npu *b, npl_seq *s, npl_error *err);
 void npl_backend_npu_seq_release(npl_seq *s);
 
+/* dst (empty, same model) takes src's first n positions: for every layer
+ * the K and V rows a later step reads (all n of a global layer, the
+ * window before n of a local one), copied from src's device buffers to
+ * dst's on the device, and src's tokens. */
+npl_status npl_backend_npu_seq_copy_prefix(npl_seq *dst, const npl_seq *src, uint32_t n,
+                                           npl_error *err);
+
+/* Device bytes of s's KV cache (K and V buffers). */
+size_t npl_backend_npu_seq_kv_bytes(const npl_seq *s);
+
 /* npl_prefill, npl_prefill_embeddings and npl_decode (same contracts,
  * npullm.h) on the device. */
 npl_status npl_backend_npu_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n,

@@ -246,6 +246,37 @@ npl_status npl_npu_buffer_sync(npl_npu_buffer *buf, npl_npu_sync_dir dir, size_t
     return st;
 }
 
+npl_status npl_npu_buffer_copy(npl_npu_buffer *dst, size_t dst_off, npl_npu_buffer *src,
+                               size_t src_off, size_t size, npl_error *err)
+{
+    if (!dst || !src || dst == src)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "npu: a copy needs two distinct buffers");
+    if (dst->dev != src->dev)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                             "npu: cannot copy %s to %s: they are on different devices",
+                             src->label, dst->label);
+    if (src_off > src->size || size > src->size - src_off || dst_off > dst->size ||
+        size > dst->size - dst_off)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                             "npu: copy of %zu bytes from %s at %zu to %s at %zu runs past a "
+                             "buffer (%zu and %zu bytes)", size, src->label, src_off, dst->label,
+                             dst_off, src->size, dst->size);
+    if (src->cls == NPL_NPU_BUF_STATIC || dst->cls == NPL_NPU_BUF_STATIC)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                             "npu: cannot copy %s to %s: weights are neither copied nor "
+                             "overwritten", src->label, dst->label);
+    npl_npu_device *dev = dst->dev;
+    if (!dev->ops->buffer_copy)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "npu: the %s backend cannot copy buffers",
+                             dev->ops->name);
+    if (size == 0)
+        return NPL_OK;
+    npl_status st = dev->ops->buffer_copy(dev->impl, dst, dst_off, src, src_off, size, err);
+    if (st == NPL_OK)
+        dev->stats.d2d_bytes += size;
+    return st;
+}
+
 npl_status npl_npu_buffer_write(npl_npu_buffer *buf, size_t offset, const void *data, size_t size,
                                 npl_error *err)
 {

@@ -54,6 +54,7 @@ typedef struct npl_npu_stats {
     uint64_t h2d_activation_bytes; /* io buffers and instruction words to the device */
     uint64_t d2h_weight_bytes;     /* always 0: the interface refuses it */
     uint64_t d2h_activation_bytes; /* output and io buffers read back */
+    uint64_t d2d_bytes;            /* copied between buffers on the device */
     uint64_t allocated_bytes[NPL_NPU_BUF_CLASS_COUNT]; /* live, by class */
 } npl_npu_stats;
 
@@ -89,6 +90,10 @@ typedef struct npl_npu_backend_ops {
     void (*runlist_release)(void *impl, npl_npu_runlist *rl);
     /* Runs every entry in order and waits for the last. */
     npl_status (*runlist_submit)(void *impl, npl_npu_runlist *rl, npl_error *err);
+    /* Copies size bytes of device memory from src at src_off to dst at
+     * dst_off (distinct buffers); may be NULL (no copies). */
+    npl_status (*buffer_copy)(void *impl, npl_npu_buffer *dst, size_t dst_off,
+                              npl_npu_buffer *src, size_t src_off, size_t size, npl_error *err);
 } npl_npu_backend_ops;
 
 /* Wraps a backend. The device takes impl (destroyed with it) and, when
@@ -125,6 +130,13 @@ npl_status npl_npu_buffer_write(npl_npu_buffer *buf, size_t offset, const void *
                                 npl_error *err);
 npl_status npl_npu_buffer_read(npl_npu_buffer *buf, size_t offset, void *data, size_t size,
                                npl_error *err);
+
+/* Copies [src_off, src_off+size) of src's device memory to dst at dst_off
+ * without crossing to the host: how a sequence takes a cached prefix of
+ * another's KV cache (intermediate buffers). Both buffers on the same
+ * device, neither static; counted in d2d_bytes. */
+npl_status npl_npu_buffer_copy(npl_npu_buffer *dst, size_t dst_off, npl_npu_buffer *src,
+                               size_t src_off, size_t size, npl_error *err);
 
 /* Ends model loading: from here on static buffers can be neither mapped
  * nor synced, so no weight byte moves after load. */

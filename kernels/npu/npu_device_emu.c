@@ -10,6 +10,8 @@
 typedef struct emu_device {
     const npl_npu_emu_group_def *extra;
     size_t n_extra;
+    uint64_t memory_bytes; /* 0: no limit */
+    uint64_t used_bytes;
 } emu_device;
 
 typedef struct emu_buffer {
@@ -24,7 +26,13 @@ static void emu_destroy(void *impl)
 
 static npl_status emu_buffer_alloc(void *impl, npl_npu_buffer *buf, npl_error *err)
 {
-    (void)impl;
+    emu_device *d = impl;
+    if (d->memory_bytes && buf->size > d->memory_bytes - d->used_bytes)
+        return npl_error_set(err, NPL_ERR_NOMEM,
+                             "npu-emu: device memory full: %zu bytes (%s) do not fit in the %llu "
+                             "of %llu bytes free", buf->size, buf->label,
+                             (unsigned long long)(d->memory_bytes - d->used_bytes),
+                             (unsigned long long)d->memory_bytes);
     emu_buffer *b = calloc(1, sizeof *b);
     if (!b)
         return npl_error_set(err, NPL_ERR_NOMEM, "npu-emu: no memory for a buffer");
@@ -39,15 +47,17 @@ static npl_status emu_buffer_alloc(void *impl, npl_npu_buffer *buf, npl_error *e
                              buf->size, buf->label);
     }
     buf->backend = b;
+    d->used_bytes += buf->size;
     return NPL_OK;
 }
 
 static void emu_buffer_free(void *impl, npl_npu_buffer *buf)
 {
-    (void)impl;
+    emu_device *d = impl;
     emu_buffer *b = buf->backend;
     if (!b)
         return;
+    d->used_bytes -= buf->size;
     free(b->host);
     free(b->device);
     free(b);
@@ -219,6 +229,17 @@ static npl_status emu_runlist_submit(void *impl, npl_npu_runlist *rl, npl_error 
     return NPL_OK;
 }
 
+static npl_status emu_buffer_copy(void *impl, npl_npu_buffer *dst, size_t dst_off,
+                                  npl_npu_buffer *src, size_t src_off, size_t size,
+                                  npl_error *err)
+{
+    (void)impl;
+    (void)err;
+    emu_buffer *d = dst->backend, *s = src->backend;
+    memcpy(d->device + dst_off, s->device + src_off, size);
+    return NPL_OK;
+}
+
 static const npl_npu_backend_ops emu_ops = {
     "emu",
     emu_destroy,
@@ -232,6 +253,7 @@ static const npl_npu_backend_ops emu_ops = {
     NULL,
     NULL,
     emu_runlist_submit,
+    emu_buffer_copy,
 };
 
 void *npl_npu_emu_arg(const npl_npu_emu_call *call, const char *name)
@@ -281,6 +303,7 @@ npl_status npl_npu_emu_open(const npl_npu_emu_config *config, npl_npu_device **o
     if (config) {
         d->extra = config->extra_groups;
         d->n_extra = config->n_extra_groups;
+        d->memory_bytes = config->memory_bytes;
     }
     npl_status st = npl_npu_device_create(&emu_ops, d, "npu-emu", manifest, owns, out, err);
     if (st != NPL_OK) {

@@ -49,6 +49,9 @@ typedef struct npl_npu_emu_config {
     /* Extra group implementations, searched before the built-in ones. */
     const npl_npu_emu_group_def *extra_groups;
     size_t n_extra_groups;
+    /* Device memory: an allocation past it fails with NPL_ERR_NOMEM, as
+     * on a device that is full. 0: as much as the host gives. */
+    uint64_t memory_bytes;
 } npl_npu_emu_config;
 
 /* Opens an emulated device named "npu-emu" (config may be NULL). */

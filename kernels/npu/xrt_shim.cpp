@@ -187,6 +187,25 @@ npl_status shim_buffer_sync(void *impl, npl_npu_buffer *buf, npl_npu_sync_dir di
     }
 }
 
+// Buffers are host_only: the host view is the memory the device reads, so
+// a copy is the source's range made current on the host, a memcpy, and
+// the destination's range handed back to the device.
+npl_status shim_buffer_copy(void *impl, npl_npu_buffer *dst, size_t dst_off, npl_npu_buffer *src,
+                            size_t src_off, size_t size, npl_error *err)
+{
+    (void)impl;
+    Buffer *d = static_cast<Buffer *>(dst->backend), *s = static_cast<Buffer *>(src->backend);
+    try {
+        s->bo.sync(XCL_BO_SYNC_BO_FROM_DEVICE, size, src_off);
+        std::memcpy(static_cast<char *>(d->host) + dst_off,
+                    static_cast<const char *>(s->host) + src_off, size);
+        d->bo.sync(XCL_BO_SYNC_BO_TO_DEVICE, size, dst_off);
+        return NPL_OK;
+    } catch (const std::exception &e) {
+        return fail(err, dst->label, e);
+    }
+}
+
 npl_status shim_group_load(void *impl, npl_npu_group *group, npl_error *err)
 {
     Device *d = static_cast<Device *>(impl);
@@ -308,6 +327,7 @@ const npl_npu_backend_ops shim_ops = {
     shim_runlist_prepare,
     shim_runlist_release,
     shim_runlist_submit,
+    shim_buffer_copy,
 };
 
 }  // namespace

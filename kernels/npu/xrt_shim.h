@@ -15,7 +15,7 @@ extern "C" {
 
 /* Bumped whenever the device interface structs or this surface change, so
  * a stale module is refused instead of misread. */
-#define NPL_NPU_XRT_SHIM_ABI 1u
+#define NPL_NPU_XRT_SHIM_ABI 2u
 #define NPL_NPU_XRT_SHIM_ENTRY "npl_npu_xrt_shim_open"
 #define NPL_NPU_XRT_SHIM_FILE "npullm-npu-xrt.so"
 #ifndef NPL_NPU_XRT_SHIM_DIR

@@ -11,13 +11,20 @@
  *  - owners: another owner's sequences are never reused; forget drops an
  *    owner's, and only theirs;
  *  - eviction: the budget holds, least recently used out first;
- *  - refusals: bad arguments. */
+ *  - refusals: bad arguments.
+ * NPULLM_TEST_DEVICE names the device (tests/npu_engine runs it on npu-emu,
+ * where the cached sequences keep their device KV buffers). */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "npl_test_model.h"
 
 enum { CHUNK = 16, N_CTX = 256, GEN = 6, PROMPT = 100 };
+
+static npl_model *load(void)
+{
+    return nt_load_model(getenv("NPULLM_TEST_DEVICE"), 2, CHUNK);
+}
 
 /* n ids spread over the vocabulary, the same for the same seed. */
 static void make_prompt(int32_t *ids, size_t n, uint32_t seed, uint32_t n_vocab)
@@ -84,7 +91,7 @@ static bool pooled(npl_model *m, npl_kv_pool *p, uint64_t owner, const int32_t *
 
 static void test_bit_identity(void)
 {
-    npl_model *m = nt_load_model(NULL, 2, CHUNK);
+    npl_model *m = load();
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     int32_t prompt[PROMPT], other[PROMPT + 80];
@@ -156,7 +163,7 @@ static void test_bit_identity(void)
 
 static void test_owners(void)
 {
-    npl_model *m = nt_load_model(NULL, 2, CHUNK);
+    npl_model *m = load();
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     int32_t prompt[40];
@@ -187,7 +194,7 @@ static void test_owners(void)
 
 static void test_eviction(void)
 {
-    npl_model *m = nt_load_model(NULL, 2, CHUNK);
+    npl_model *m = load();
     REQUIRE(m);
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     int32_t x[60], y[60];
@@ -240,7 +247,7 @@ static void test_refusals(void)
     CHECK(npl_kv_pool_create(NULL, 1, &err) == NULL && err.code == NPL_ERR_INVALID_ARG);
     CHECK(npl_kv_pool_acquire(NULL, 1, NULL, 0, 8, &reused, &err) == NULL && err.code == NPL_ERR_INVALID_ARG);
     CHECK(reused == 0);
-    npl_model *m = nt_load_model(NULL, 2, CHUNK);
+    npl_model *m = load();
     REQUIRE(m);
     npl_kv_pool *p = npl_kv_pool_create(m, 1 << 20, &err);
     REQUIRE(p);

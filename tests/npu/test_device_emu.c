@@ -44,7 +44,7 @@ static void axpy_open(axpy_env *e)
     npl_error err;
     memset(e, 0, sizeof *e);
     CHECK_OK(npl_npu_manifest_parse(axpy_manifest, strlen(axpy_manifest), "axpy", &e->manifest, &err), &err);
-    npl_npu_emu_config cfg = { e->manifest, axpy_def, 1 };
+    npl_npu_emu_config cfg = { e->manifest, axpy_def, 1, 0 };
     CHECK_OK(npl_npu_emu_open(&cfg, &e->dev, &err), &err);
     CHECK_OK(npl_npu_group_load(e->dev, "axpy", &e->group, &err), &err);
     CHECK_OK(npl_npu_buffer_alloc(e->dev, 64 * sizeof(float), NPL_NPU_BUF_IO, "x", &e->x, &err), &err);
@@ -314,7 +314,7 @@ static void builtin_manifest_matches_registry(void)
     const char *t = "npullm-npu-manifest 1\ndevice = xdna2\n[group g]\nxclbin = a\n# b\n"
                     "kernel = k\narg = x io f32 [1]\n";
     CHECK_OK(npl_npu_manifest_parse(t, strlen(t), "hw", &hw, &err), &err);
-    npl_npu_emu_config cfg = { hw, NULL, 0 };
+    npl_npu_emu_config cfg = { hw, NULL, 0, 0 };
     CHECK_FAILS(npl_npu_emu_open(&cfg, &dev, &err), NPL_ERR_INVALID_ARG, &err, "is for xdna2");
     npl_npu_manifest_free(hw);
     npl_npu_manifest_free(m);
@@ -364,7 +364,7 @@ static void stream_moves_exactly_its_transfers(void)
     npl_npu_manifest *m = NULL;
     CHECK_OK(npl_npu_manifest_parse(axpy_half_manifest, strlen(axpy_half_manifest), "half", &m,
                                     &err), &err);
-    npl_npu_emu_config cfg = { m, axpy_half_defs, 2 };
+    npl_npu_emu_config cfg = { m, axpy_half_defs, 2, 0 };
     npl_npu_device *dev = NULL;
     CHECK_OK(npl_npu_emu_open(&cfg, &dev, &err), &err);
     npl_npu_buffer *x, *y;
@@ -500,7 +500,7 @@ static void limits_are_enforced(void)
                            "[group axpy]\nparams = shape\narg = x io f32 [n_embd]\n"
                            "arg = y io f32 [n_embd]\n";
     CHECK_OK(npl_npu_manifest_parse(two_args, strlen(two_args), "m", &m, &err), &err);
-    npl_npu_emu_config cfg = { m, axpy_def, 1 };
+    npl_npu_emu_config cfg = { m, axpy_def, 1, 0 };
     npl_npu_device *dev = NULL;
     CHECK_OK(npl_npu_emu_open(&cfg, &dev, &err), &err);
     npl_npu_group *g = NULL;
@@ -565,7 +565,7 @@ static npl_status rec_submit(void *impl, npl_npu_runlist *rl, npl_error *err)
 }
 static const npl_npu_backend_ops rec_ops = {
     "recorder", rec_destroy, rec_alloc, rec_free, rec_map, rec_sync, NULL,
-    rec_group_load, rec_group_free, NULL, NULL, rec_submit,
+    rec_group_load, rec_group_free, NULL, NULL, rec_submit, NULL,
 };
 
 /* A kernel build's own runtime sequence: the host sends the file's words
@@ -604,6 +604,10 @@ static void instr_file_is_patched_per_run(void)
     CHECK_OK(npl_npu_group_load(dev, "g", &g, &err), &err);
     npl_npu_buffer *x = NULL;
     CHECK_OK(npl_npu_buffer_alloc(dev, 256, NPL_NPU_BUF_IO, "x", &x, &err), &err);
+    npl_npu_buffer *x2 = NULL; /* this backend has no copies */
+    CHECK_OK(npl_npu_buffer_alloc(dev, 256, NPL_NPU_BUF_IO, "x2", &x2, &err), &err);
+    CHECK_FAILS(npl_npu_buffer_copy(x2, 0, x, 0, 64, &err), NPL_ERR_UNSUPPORTED, &err,
+                "cannot copy buffers");
     npl_npu_runlist *rl = NULL;
     CHECK_OK(npl_npu_runlist_create(dev, &rl, &err), &err);
     npl_npu_arg a[1] = { { x, 0 } };
@@ -631,6 +635,53 @@ static void instr_file_is_patched_per_run(void)
     free(dir);
 }
 
+/* A copy between buffers stays on the device: intermediate buffers (a KV
+ * cache) take another's bytes without a host view, counted as d2d;
+ * weights, ranges past a buffer, one buffer onto itself, another device's
+ * buffer and a backend without copies are refused. */
+static void buffers_copy_on_device(void)
+{
+    npl_npu_device *dev = NULL, *other = NULL;
+    npl_error err;
+    CHECK_OK(npl_npu_emu_open(NULL, &dev, &err), &err);
+    CHECK_OK(npl_npu_emu_open(NULL, &other, &err), &err);
+    if (!dev || !other) {
+        npl_npu_device_destroy(dev);
+        npl_npu_device_destroy(other);
+        return;
+    }
+    npl_npu_buffer *io = NULL, *a = NULL, *b = NULL, *w = NULL, *far = NULL;
+    CHECK_OK(npl_npu_buffer_alloc(dev, 256, NPL_NPU_BUF_IO, "io", &io, &err), &err);
+    CHECK_OK(npl_npu_buffer_alloc(dev, 256, NPL_NPU_BUF_INTERMEDIATE, "a", &a, &err), &err);
+    CHECK_OK(npl_npu_buffer_alloc(dev, 128, NPL_NPU_BUF_INTERMEDIATE, "b", &b, &err), &err);
+    CHECK_OK(npl_npu_buffer_alloc(dev, 64, NPL_NPU_BUF_STATIC, "w", &w, &err), &err);
+    CHECK_OK(npl_npu_buffer_alloc(other, 64, NPL_NPU_BUF_INTERMEDIATE, "far", &far, &err), &err);
+    uint8_t bytes[256], got[128];
+    for (int i = 0; i < 256; i++)
+        bytes[i] = (uint8_t)i;
+    CHECK_OK(npl_npu_buffer_write(io, 0, bytes, sizeof bytes, &err), &err);
+    npl_npu_stats s0, s1;
+    npl_npu_device_stats(dev, &s0);
+    CHECK_OK(npl_npu_buffer_copy(a, 0, io, 0, 256, &err), &err);
+    CHECK_OK(npl_npu_buffer_copy(b, 64, a, 100, 64, &err), &err);
+    CHECK_OK(npl_npu_buffer_copy(b, 0, a, 0, 0, &err), &err);
+    npl_npu_device_stats(dev, &s1);
+    CHECK(s1.d2d_bytes - s0.d2d_bytes == 320);
+    CHECK(s1.h2d_activation_bytes == s0.h2d_activation_bytes &&
+          s1.d2h_activation_bytes == s0.d2h_activation_bytes);
+    CHECK_OK(npl_npu_emu_peek(b, 0, got, sizeof got, &err), &err);
+    CHECK(got[0] == 0 && got[63] == 0 && got[64] == 100 && got[127] == 163);
+    CHECK_FAILS(npl_npu_buffer_copy(b, 65, a, 0, 64, &err), NPL_ERR_INVALID_ARG, &err, "runs past");
+    CHECK_FAILS(npl_npu_buffer_copy(b, 0, a, 250, 8, &err), NPL_ERR_INVALID_ARG, &err, "runs past");
+    CHECK_FAILS(npl_npu_buffer_copy(a, 0, a, 64, 8, &err), NPL_ERR_INVALID_ARG, &err, "distinct");
+    CHECK_FAILS(npl_npu_buffer_copy(a, 0, w, 0, 8, &err), NPL_ERR_INVALID_ARG, &err, "weights");
+    CHECK_FAILS(npl_npu_buffer_copy(w, 0, a, 0, 8, &err), NPL_ERR_INVALID_ARG, &err, "weights");
+    CHECK_FAILS(npl_npu_buffer_copy(far, 0, a, 0, 8, &err), NPL_ERR_INVALID_ARG, &err,
+                "different devices");
+    npl_npu_device_destroy(other);
+    npl_npu_device_destroy(dev);
+}
+
 static const nt_case cases[] = {
     { "residency_rules", residency_rules },
     { "seal_stops_weight_traffic", seal_stops_weight_traffic },
@@ -643,6 +694,7 @@ static const nt_case cases[] = {
     { "stream_refusals", stream_refusals },
     { "limits_are_enforced", limits_are_enforced },
     { "instr_file_is_patched_per_run", instr_file_is_patched_per_run },
+    { "buffers_copy_on_device", buffers_copy_on_device },
 };
 
 int main(int argc, char **argv)

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """npullmd on the emulated NPU (--device npu-emu): whole requests run
 through the NPU runtime and report it (Device, DeviceStatus, the
-Finished stats, npullm-client status); --device auto on a machine
+Finished stats, npullm-client status); a conversation's next turn
+reuses the previous turn's KV cache kept on the device (cached_tokens)
+and gives the text a request without reuse gives; --device auto on a machine
 without an NPU picks the CPU and logs one line naming the reason; an
 explicit --device npu that cannot be used stops the daemon at start."""
 
@@ -46,6 +48,23 @@ class NpuEmuTest(ServiceTestCase):
         # a sequence decoded in a batch gets what it gets alone
         self.assertEqual("".join(c.tokens_of(paths[0])), alone)
         self.wait_idle(c)
+
+    def test_next_turn_reuses_the_device_cache(self):
+        c = self.client()
+        self.assertEqual(c.call("ForgetCache"), ())
+        first = "Once upon a time, in a land far away, there lived"
+        text1, _, stats1 = c.run(first, variant_dict(GREEDY))
+        self.assertEqual(stats1["cached_tokens"], 0)
+        second = first + text1 + " And then the story went on."
+        text2, _, stats2 = c.run(second, variant_dict(GREEDY))
+        self.assertEqual(stats2["device"], "npu-emu")
+        self.assertGreater(stats2["cached_tokens"], 0, stats2)
+        self.assertLess(stats2["cached_tokens"], stats2["prompt_tokens"])
+        # the same turn with nothing cached: the same text
+        self.assertEqual(c.call("ForgetCache"), ())
+        text2b, _, stats2b = c.run(second, variant_dict(GREEDY))
+        self.assertEqual(stats2b["cached_tokens"], 0)
+        self.assertEqual(text2b, text2)
 
     def test_no_weight_cache_beside_the_models(self):
         """Without systemd's CacheDirectory the daemon keeps no NPU weight
