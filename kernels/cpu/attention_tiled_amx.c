@@ -160,12 +160,15 @@ static __m512 tile_softmax(const npl_attn_tiled_job *job, const npl_attn_tiled_l
     __m512 scale = _mm512_set1_ps(job->scale), ninf = _mm512_set1_ps(-INFINITY);
     __mmask16 valid[K];
     __m512 mx = ninf;
+    /* a block every row sees whole (all but the last of a causal run)
+     * needs no mask: the same operations with every lane on */
+    bool whole = _mm512_cmp_epu32_mask(lo, _mm512_set1_epi32((int)b0), _MM_CMPINT_LE) == 0xFFFF &&
+                 _mm512_cmp_epu32_mask(hi, _mm512_set1_epi32((int)(b0 + K - 1)), _MM_CMPINT_NLT) == 0xFFFF;
     for (uint32_t j = 0; j < K; j++) {
         __m512i p = _mm512_set1_epi32((int)(b0 + j));
-        valid[j] = _mm512_cmp_epu32_mask(p, lo, _MM_CMPINT_NLT) & _mm512_cmp_epu32_mask(p, hi, _MM_CMPINT_LE);
-        __m512 s = _mm512_mul_ps(_mm512_loadu_ps(L->st + j * R), scale);
-        _mm512_storeu_ps(L->st + j * R, s);
-        mx = _mm512_mask_max_ps(mx, valid[j], s, mx);
+        valid[j] = whole ? 0xFFFF
+                         : _mm512_cmp_epu32_mask(p, lo, _MM_CMPINT_NLT) & _mm512_cmp_epu32_mask(p, hi, _MM_CMPINT_LE);
+        mx = _mm512_mask_max_ps(mx, valid[j], _mm512_mul_ps(_mm512_loadu_ps(L->st + j * R), scale), mx);
     }
     __m512 m_old = _mm512_loadu_ps(L->run_max + tile * R);
     __m512 m = _mm512_max_ps(m_old, mx);
@@ -174,7 +177,8 @@ static __m512 tile_softmax(const npl_attn_tiled_job *job, const npl_attn_tiled_l
     __m512 sum = _mm512_mul_ps(_mm512_loadu_ps(L->run_sum + tile * R), c);
     __m512i prev_h = _mm512_setzero_si512(), prev_l = _mm512_setzero_si512();
     for (uint32_t j = 0; j < K; j++) {
-        __m512 p = _mm512_maskz_mov_ps(valid[j], npl_exp_neg_avx512(_mm512_sub_ps(_mm512_loadu_ps(L->st + j * R), m)));
+        __m512 s = _mm512_mul_ps(_mm512_loadu_ps(L->st + j * R), scale);
+        __m512 p = _mm512_maskz_mov_ps(valid[j], npl_exp_neg_avx512(_mm512_sub_ps(s, m)));
         sum = _mm512_add_ps(sum, p);
         __m512 ph = _mm512_cvtph_ps(_mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
         __m512i h, l;
