@@ -437,7 +437,9 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
             npl_matmul_multi(pool, ws, 3, qkv, fw->xn, e, n, out, stride);
         }
         npl_threadpool_run(pool, n, rope_store_task, &c);
-        if (fw->attn_tiled_scratch)
+        /* a bidirectional image block keeps the per-query kernel's f32
+         * arithmetic (tests/gemma3 reference.image-block's tolerance) */
+        if (fw->attn_tiled_scratch && !(bidirectional && n > 1))
             npl_threadpool_run(pool, attention_blocks(m, n) * hp->n_head_kv, attention_tiled_task, &c);
         else
             npl_threadpool_run(pool, n * hp->n_head_kv, attention_task, &c);
