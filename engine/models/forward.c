@@ -14,6 +14,7 @@
 
 #include "act_fn.h"
 #include "attention.h"
+#include "attention_tiled.h"
 #include "backend.h"
 #include "model_internal.h"
 
@@ -25,6 +26,15 @@ static size_t q_dim(const npl_hparams *hp)
 static size_t kv_dim(const npl_hparams *hp)
 {
     return (size_t)hp->n_head_kv * hp->head_dim;
+}
+
+/* Query positions per block of the tiled attention: about 256 query rows
+ * (16 tiles) share each converted block of keys and values (a kernel
+ * microbenchmark: 25 GMAC/s at one tile, 56 at 4, 87 at 16). */
+static size_t attn_block_positions(const npl_hparams *hp)
+{
+    size_t group = hp->n_head / hp->n_head_kv;
+    return group >= 256 ? 1 : 256 / group;
 }
 
 npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
@@ -47,6 +57,16 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
     fw->rope_swa = m->rope_inv_freq_swa ? malloc(rows * hp->n_rot * sizeof(float)) : NULL;
     fw->attn_scratch_per_thread = npl_attention_scratch_floats(hp->n_head / hp->n_head_kv, hp->head_dim);
     fw->attn_scratch = malloc((size_t)n_threads * fw->attn_scratch_per_thread * sizeof(float));
+    if (npl_attention_tiled_available(m->simd, m->kv_format, hp->head_dim)) {
+        size_t block = attn_block_positions(hp);
+        fw->attn_tiled_scratch_per_thread =
+            (2 * block * sizeof(uint32_t) + npl_attention_tiled_scratch_bytes(block, hp->n_head / hp->n_head_kv,
+                                                                                hp->head_dim) + 63) & ~(size_t)63;
+        fw->attn_tiled_scratch = malloc((size_t)n_threads * fw->attn_tiled_scratch_per_thread);
+        fw->attn_block = malloc((rows + 1) * sizeof *fw->attn_block);
+        if (!fw->attn_tiled_scratch || !fw->attn_block)
+            return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the attention's scratch");
+    }
     fw->row_seq = malloc(rows * sizeof *fw->row_seq);
     fw->row_pos = malloc(rows * sizeof *fw->row_pos);
     fw->logit_out = malloc(rows * sizeof *fw->logit_out);
@@ -83,6 +103,8 @@ void npl_forward_ws_free(npl_forward_ws *fw)
     free(fw->rope);
     free(fw->rope_swa);
     free(fw->attn_scratch);
+    free(fw->attn_tiled_scratch);
+    free(fw->attn_block);
     free(fw->row_seq);
     free(fw->row_pos);
     free(fw->logit_out);
@@ -239,6 +261,17 @@ static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
     }
 }
 
+/* Row i of the step sees key positions [lo, hi] (its
+ * window's start in a local layer; its own position, or the step's last
+ * when bidirectional). */
+static void attention_key_range(const step_ctx *c, size_t i, uint32_t *lo, uint32_t *hi)
+{
+    const npl_hparams *hp = &c->m->hp;
+    uint32_t pos = c->m->fw.row_pos[i];
+    *hi = c->bidirectional ? c->m->fw.row_pos[c->n_rows - 1] : pos;
+    *lo = c->m->layers[c->layer].local && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
+}
+
 /* Task = (row, kv head): the query heads of that group against the row's
  * cache up to and including its own position (the step's last one when
  * bidirectional), from the start of its window in a local layer. */
@@ -250,20 +283,61 @@ static void attention_task(void *ctx, size_t begin, size_t end, int thread)
     npl_forward_ws *fw = &m->fw;
     size_t hd = hp->head_dim;
     size_t group = hp->n_head / hp->n_head_kv;
-    bool local = m->layers[c->layer].local;
     float *scratch = fw->attn_scratch + (size_t)thread * fw->attn_scratch_per_thread;
     for (size_t t = begin; t < end; t++) {
         size_t i = t / hp->n_head_kv;
         uint32_t g = (uint32_t)(t % hp->n_head_kv);
         npl_seq *s = fw->row_seq[i];
-        uint32_t pos = fw->row_pos[i];
-        uint32_t last = c->bidirectional ? fw->row_pos[c->n_rows - 1] : pos;
-        uint32_t first = local && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
+        uint32_t first, last;
+        attention_key_range(c, i, &first, &last);
         size_t off = npl_kv_head_offset(s, c->layer, g) + npl_kv_row(s, c->layer, first) * m->kv_row_bytes;
         size_t q_off = i * q_dim(hp) + (size_t)g * group * hd;
         npl_attention_kv(m->simd, m->kv_format, fw->q + q_off, hd, group, s->k_cache + off, s->v_cache + off,
                          m->kv_row_bytes, (size_t)(last - first) + 1, hd, m->attn_scale, fw->attn + q_off, hd,
                          scratch);
+    }
+}
+
+/* The step's rows in query blocks: runs of one sequence's consecutive
+ * positions, at most attn_block_positions long. Returns the count. */
+static size_t attention_blocks(npl_model *m, size_t n)
+{
+    npl_forward_ws *fw = &m->fw;
+    size_t cap = attn_block_positions(&m->hp), nb = 0;
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || fw->row_seq[i] != fw->row_seq[i - 1] || fw->row_pos[i] != fw->row_pos[i - 1] + 1 ||
+            i - fw->attn_block[nb - 1] == cap)
+            fw->attn_block[nb++] = i;
+    fw->attn_block[nb] = n;
+    return nb;
+}
+
+/* Task = (query block, kv head) on the tiled kernel: every query head of
+ * the group at every position of the block against the cache. */
+static void attention_tiled_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    step_ctx *c = ctx;
+    npl_model *m = c->m;
+    const npl_hparams *hp = &m->hp;
+    npl_forward_ws *fw = &m->fw;
+    size_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv, cap = attn_block_positions(hp);
+    uint8_t *scratch = fw->attn_tiled_scratch + (size_t)thread * fw->attn_tiled_scratch_per_thread;
+    uint32_t *lo = (uint32_t *)(void *)scratch, *hi = lo + cap;
+    for (size_t t = begin; t < end; t++) {
+        size_t b = t / hp->n_head_kv, i0 = fw->attn_block[b], np = fw->attn_block[b + 1] - i0;
+        uint32_t g = (uint32_t)(t % hp->n_head_kv);
+        npl_seq *s = fw->row_seq[i0];
+        for (size_t i = 0; i < np; i++)
+            attention_key_range(c, i0 + i, &lo[i], &hi[i]);
+        size_t head = npl_kv_head_offset(s, c->layer, g);
+        size_t q_off = i0 * q_dim(hp) + (size_t)g * group * hd;
+        npl_attn_tiled_job job = {
+            .q = fw->q + q_off, .q_stride = q_dim(hp), .out = fw->attn + q_off, .out_stride = q_dim(hp),
+            .n_pos = np, .group = group, .head_dim = hd, .key_lo = lo, .key_hi = hi,
+            .k = s->k_cache + head, .v = s->v_cache + head, .row_bytes = m->kv_row_bytes,
+            .ring = s->kv_ring && m->layers[c->layer].local ? s->kv_ring : 0, .scale = m->attn_scale,
+        };
+        npl_attention_tiled(&job, hi + cap);
     }
 }
 
@@ -363,7 +437,12 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
             npl_matmul_multi(pool, ws, 3, qkv, fw->xn, e, n, out, stride);
         }
         npl_threadpool_run(pool, n, rope_store_task, &c);
-        npl_threadpool_run(pool, n * hp->n_head_kv, attention_task, &c);
+        /* a bidirectional image block keeps the per-query kernel's f32
+         * arithmetic (tests/gemma3 reference.image-block's tolerance) */
+        if (fw->attn_tiled_scratch && !(bidirectional && n > 1))
+            npl_threadpool_run(pool, attention_blocks(m, n) * hp->n_head_kv, attention_tiled_task, &c);
+        else
+            npl_threadpool_run(pool, n * hp->n_head_kv, attention_task, &c);
         npl_matmul_contig(pool, ws, &L->wo, fw->attn, q_dim(hp), n, fw->xn, e);
 
         c.norm_w = L->ffn_norm;

@@ -75,6 +75,12 @@ typedef struct npl_forward_ws {
     float *rope;     /* rows * n_rot: cos, sin pairs per rotated pair */
     float *attn_scratch; /* n_threads * npl_attention_scratch_floats() */
     size_t attn_scratch_per_thread;
+    /* The tiled attention (attention_tiled.h), when it runs here: per
+     * thread, key ranges then the kernel's scratch; the step's query
+     * blocks (runs of one sequence's consecutive positions). NULL when not. */
+    uint8_t *attn_tiled_scratch;
+    size_t attn_tiled_scratch_per_thread;
+    size_t *attn_block; /* rows + 1 block starts */
     /* Row i of the step: which sequence, at which position. */
     npl_seq **row_seq;
     uint32_t *row_pos;
