@@ -127,7 +127,7 @@ npl_amx_acts *npl_amx_acts_create(size_t max_rows, size_t max_cols)
     a->max_rows = max_rows;
     a->max_cols = max_cols;
     size_t bytes = round_up(max_rows, NPL_AMX_TILE) * 2 * round_up(max_cols, NPL_AMX_TILE) * sizeof(uint16_t);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 2; i++)
         if (!(a->part[i] = aligned_alloc(64, bytes ? bytes : 64))) {
             npl_amx_acts_free(a);
             return NULL;
@@ -139,7 +139,7 @@ void npl_amx_acts_free(npl_amx_acts *a)
 {
     if (!a)
         return;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 2; i++)
         free(a->part[i]);
     free(a);
 }

@@ -2,12 +2,14 @@
  * vision tower where hundreds of patch rows meet each weight:
  * y[r][n] = sum_k W[n][k] * x[r][k].
  *
- * The products are exact, only the order of the float additions differs
- * from the F16 float kernel (matvec.h): an F16 weight is exactly wh + wl
- * with wh, wl in BF16 (8 + 3 significant bits), and an f32 activation is
- * exactly x1 + x2 + x3 in BF16 (8 + 8 + 8 bits). Every BF16 x BF16
- * product is exact in f32, so the six partial products add up to the F16
- * kernel's w * x with f32 accumulation. The weights are packed once
+ * The activations are rounded to F16 first, as llama.cpp's CPU F16 product
+ * does (its F16 weights meet F16 activations); from there the products
+ * are exact and only the order of the float additions differs: an F16
+ * weight is exactly wh + wl with wh, wl in BF16 (8 + 3 significant
+ * bits), and so is an F16 activation (x1 + x2). Every BF16 x BF16
+ * product is exact in f32, so the four partial products add up to w * x
+ * with f32 accumulation. The F16 float kernel (matvec.h), used where
+ * there is no AMX, keeps f32 activations. The weights are packed once
  * (npl_amx_weights_pack, 4 bytes per weight: the wh, wl pairs in the
  * tiles' VNNI layout); the activations once per call
  * (npl_amx_acts_load), then shared by several matrices.

@@ -20,14 +20,15 @@ struct npl_amx_weights {
     uint16_t *tiles; /* n_groups * (kp / 16) tiles */
 };
 
-/* Each activation row as three BF16 rows x1, x2, x3 (x = x1 + x2 + x3),
+/* Each activation row rounded to F16 and then as two BF16 rows x1, x2
+ * (x = x1 + x2 exactly),
  * each element doubled (x_i[k], x_i[k]) to meet a weight pair (wh, wl):
  * part[i] holds mp rows of 2 * kp BF16 values, tile by tile: for each 16
  * rows, for each K step, the 16 x 64-byte tile; rows past n_rows are zero. */
 struct npl_amx_acts {
     size_t max_rows, max_cols;
     size_t n_rows, n_cols, mp, kp;
-    uint16_t *part[3];
+    uint16_t *part[2];
 };
 
 /* matmul_amx_tiles.c */

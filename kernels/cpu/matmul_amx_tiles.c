@@ -2,11 +2,10 @@
  * and called only when the CPU has them (npl_amx_usable).
  *
  * Tiles: 0, 1 = two 16 x 16 f32 blocks of y (32 rows of W side by side);
- * 2, 3, 4 = the activation parts x1, x2, x3 of 16 rows over 16 columns
- * (as doubled pairs); 5, 6 = the (wh, wl) pairs of the two row groups of
- * W. Each K step is six TDPBF16PS: y += x1 (wh + wl) + x2 (wh + wl) +
- * x3 (wh + wl). The K dimension is walked in slices of KSLICE steps so
- * that a slice of the activations (3 KiB per row) stays in L2 while every
+ * 2, 3 = the activation parts x1, x2 of 16 rows over 16 columns (as
+ * doubled pairs); 5, 6 = the (wh, wl) pairs of the two row groups of W.
+ * Each K step is four TDPBF16PS: y += x1 (wh + wl) + x2 (wh + wl). The K dimension is walked in slices of KSLICE steps so
+ * that a slice of the activations (2 KiB per row) stays in L2 while every
  * block of W passes over it; a compact copy of this thread's part of y
  * holds the partial sums between slices. */
 #include <immintrin.h>
@@ -31,9 +30,9 @@ void npl_amx_split_rows(const struct npl_amx_acts *a, const float *x, size_t x_s
     for (size_t r = begin; r < end; r++) {
         /* tile-major: [16-row tile][K step][row in tile][32 values] */
         size_t at = (r / NPL_AMX_TILE) * row_elems * NPL_AMX_TILE + (r % NPL_AMX_TILE) * 32;
-        uint16_t *dst[3] = {a->part[0] + at, a->part[1] + at, a->part[2] + at};
+        uint16_t *dst[2] = {a->part[0] + at, a->part[1] + at};
         if (r >= a->n_rows) {
-            for (int i = 0; i < 3; i++)
+            for (int i = 0; i < 2; i++)
                 for (size_t k = 0; k < a->kp; k += 16)
                     memset(dst[i] + k * 32, 0, 64);
             continue;
@@ -42,15 +41,16 @@ void npl_amx_split_rows(const struct npl_amx_acts *a, const float *x, size_t x_s
         for (size_t k = 0; k < a->kp; k += 16) {
             size_t left = a->n_cols > k ? a->n_cols - k : 0;
             __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
-            __m512 v = _mm512_maskz_loadu_ps(m, src + k);
+            /* rounded to F16 as llama.cpp's F16 product does (round to
+             * nearest even; out of range becomes infinity as there) */
+            __m512 v = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + k), _MM_FROUND_TO_NEAREST_INT));
             __m512i b1 = _mm512_and_si512(_mm512_castps_si512(v), hi);
             __m512 r1 = _mm512_sub_ps(v, _mm512_castsi512_ps(b1));
-            __m512i b2 = _mm512_and_si512(_mm512_castps_si512(r1), hi);
-            __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(b2));
-            /* r2 has at most 8 significant bits: its top half is exact */
-            __m512i b3 = _mm512_and_si512(_mm512_castps_si512(r2), hi);
-            __m512i parts[3] = {b1, b2, b3};
-            for (int i = 0; i < 3; i++) {
+            /* an F16 value has 11 significant bits: the rest r1 has at
+             * most 3 and is exact in BF16 */
+            __m512i b2 = _mm512_castps_si512(r1);
+            __m512i parts[2] = {b1, b2};
+            for (int i = 0; i < 2; i++) {
                 __m512i pair = _mm512_or_si512(parts[i], _mm512_srli_epi32(parts[i], 16));
                 _mm512_store_si512((void *)(dst[i] + k * 32), pair);
             }
@@ -79,7 +79,7 @@ bool npl_amx_tiles_run(const struct npl_amx_acts *a, const struct npl_amx_weight
 
     size_t steps = w->kp / NPL_AMX_TILE;
     size_t a_tiles = 2 * a->kp * sizeof(uint16_t) * NPL_AMX_TILE; /* bytes per 16 rows */
-    const uint8_t *parts[3] = {(const uint8_t *)a->part[0], (const uint8_t *)a->part[1], (const uint8_t *)a->part[2]};
+    const uint8_t *parts[2] = {(const uint8_t *)a->part[0], (const uint8_t *)a->part[1]};
     for (size_t s0 = 0; s0 < steps; s0 += KSLICE) {
         size_t s1 = s0 + KSLICE < steps ? s0 + KSLICE : steps;
         for (size_t b = begin; b < end; b++) {
@@ -100,16 +100,13 @@ bool npl_amx_tiles_run(const struct npl_amx_acts *a, const struct npl_amx_weight
                     size_t at = mt * a_tiles + s * NPL_AMX_TILE_BYTES;
                     _tile_loadd(2, parts[0] + at, 64);
                     _tile_loadd(3, parts[1] + at, 64);
-                    _tile_loadd(4, parts[2] + at, 64);
                     _tile_loadd(5, w0 + s * NPL_AMX_TILE_BYTES, 64);
                     _tile_dpbf16ps(0, 2, 5);
                     _tile_dpbf16ps(0, 3, 5);
-                    _tile_dpbf16ps(0, 4, 5);
                     if (two) {
                         _tile_loadd(6, w1 + s * NPL_AMX_TILE_BYTES, 64);
                         _tile_dpbf16ps(1, 2, 6);
                         _tile_dpbf16ps(1, 3, 6);
-                        _tile_dpbf16ps(1, 4, 6);
                     }
                 }
                 _tile_stored(0, c, 128);

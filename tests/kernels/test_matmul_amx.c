@@ -1,5 +1,6 @@
 /* matmul_amx.h: the AMX products of F16 weights against the F16 float
- * kernel (matvec.h) and a double-precision sum, on odd sizes and several
+ * kernel (matvec.h) and double-precision sums (the tiles' of activations
+ * rounded to F16), on odd sizes and several
  * thread counts; with NPULLM_NO_AMX=1 (the no_amx case) nothing is
  * packed and the callers keep their other kernels. On a CPU without AMX
  * the comparison is skipped with a note. */
@@ -70,17 +71,21 @@ static void test_matches_f16(void)
             double worst = 0.0;
             for (size_t r = 0; r < p.m; r++)
                 for (size_t n = 0; n < p.n; n++) {
-                    double exact = 0.0, mag = 0.0;
+                    /* exact: of f32 activations (the float kernel); exact16:
+                     * of activations rounded to F16 (the tiles) */
+                    double exact = 0.0, exact16 = 0.0, mag = 0.0;
                     for (size_t k = 0; k < p.k; k++) {
-                        double t = (double)npl_fp16_to_fp32(p.w[n * p.k + k]) * p.x[r * xs + k];
+                        double wk = npl_fp16_to_fp32(p.w[n * p.k + k]);
+                        double t = wk * p.x[r * xs + k];
                         exact += t;
+                        exact16 += wk * npl_fp16_to_fp32(npl_fp32_to_fp16(p.x[r * xs + k]));
                         mag += fabs(t);
                     }
                     double got = p.y[r * ys + n], ref = p.y_ref[r * p.n + n];
-                    /* both are f32 sums of the exact products: each within
-                     * a few f32 roundings of the magnitude's sum */
+                    /* both are f32 sums of exact products: each within a
+                     * few f32 roundings of the magnitude's sum */
                     double bound = 1e-6 * mag * (1.0 + sqrt((double)p.k) / 8.0) + 1e-30;
-                    double err = fabs(got - exact) / bound;
+                    double err = fabs(got - exact16) / bound;
                     CHECKF(err <= 1.0 && fabs(ref - exact) <= bound, "size %zu, row %zu, out %zu: %g vs %g (exact %g)",
                            c, r, n, got, ref, exact);
                     if (err > worst)
