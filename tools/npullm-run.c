@@ -53,7 +53,7 @@ static const char usage_text[] =
     "  --prefill-chunk N     prompt tokens per forward pass (default 256)\n"
     "  --kv f16|q8_0         KV cache format (default f16; q8_0: about half the memory)\n"
     "  --device D            cpu (default), npu-emu, npu or auto (see docs/npu.md)\n"
-    "  --weight-cache DIR    keep the CPU's repacked weights in DIR and read them on\n"
+    "  --weight-cache DIR    keep the CPU's repacked weights in DIR and map them on\n"
     "                        the next run (the file's fate is said on stderr)\n"
     "  --json                print one JSON object instead of streaming text\n"
     "  --help                this text\n";

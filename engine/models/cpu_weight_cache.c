@@ -8,10 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "huge_pages.h"
 #include "le_bytes.h"
 #include "model_internal.h"
 #include "q4nx_cache.h" /* npl_q4nx_checksum, npl_q4nx_cache_key_from_file */
@@ -32,8 +32,8 @@ typedef struct write_job {
 } write_job;
 
 struct npl_cpu_weight_cache {
-    void *map; /* the cache file's contents the kernels read, or NULL */
-    size_t map_bytes; /* npl_huge_alloc's length for npl_huge_free */
+    void *map; /* the mapped cache file the kernels read, or NULL */
+    size_t bytes;
     write_job *job; /* a cache file being written, or NULL */
     pthread_t thread;
 };
@@ -53,7 +53,7 @@ void npl_cpu_weight_cache_free(npl_cpu_weight_cache *c)
         return;
     npl_cpu_weight_cache_wait(c, NULL);
     if (c->map)
-        npl_huge_free(c->map, c->map_bytes);
+        munmap(c->map, c->bytes);
     free(c);
 }
 
@@ -255,52 +255,43 @@ static npl_cpu_weight_cache *open_cache(const char *path, const npl_q4nx_cache_k
         e[i].checksum = npl_get_le64(p + 48);
     }
     free(table);
-    /* Read into anonymous memory on huge pages rather than mapped from the
-     * page cache: a decode step streams these bytes end to end, and file
-     * pages are 4 KiB, a TLB miss every 4 KiB (huge_pages.h). The copy
-     * costs about a tenth of a second per GB from the page cache. */
-    void *map = NULL;
-    size_t map_bytes = 0;
+    void *map = MAP_FAILED;
     if (!why && want_bytes <= SIZE_MAX) {
-        map = npl_huge_alloc((size_t)want_bytes, &map_bytes);
-        errno = 0;
-        if (!map)
-            note_add(report, "weight cache: no memory to read %s", path);
-        else if (!read_exact(fd, map, (size_t)want_bytes, 0)) {
-            note_add(report, "weight cache: cannot read %s: %s", path, errno ? strerror(errno) : "short file");
-            npl_huge_free(map, map_bytes);
-            map = NULL;
-        }
+        /* Populated now: the first token reads every page anyway, and
+         * faulting them in one call is cheaper than one fault at a time. */
+        map = mmap(NULL, (size_t)want_bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+        if (map == MAP_FAILED)
+            note_add(report, "weight cache: cannot map %s: %s", path, strerror(errno));
     }
     close(fd);
     if (why)
         note_add(report, "weight cache: %s is %s", path, why);
-    if (!map)
+    if (map == MAP_FAILED)
         return NULL;
     for (size_t i = 0; i < n; i++)
         if (sample_checksum((const uint8_t *)map + e[i].offset, e[i].bytes) != e[i].checksum) {
             note_add(report, "weight cache: %s is damaged (checksum of matrix %zu)", path, i);
-            npl_huge_free(map, map_bytes);
+            munmap(map, (size_t)want_bytes);
             return NULL;
         }
     if (!same_packing(map, e, mats, n)) {
         note_add(report, "weight cache: %s is stale (its packed bytes are not this build's)", path);
-        npl_huge_free(map, map_bytes);
+        munmap(map, (size_t)want_bytes);
         return NULL;
     }
     npl_cpu_weight_cache *c = malloc(sizeof *c);
     if (!c) {
-        npl_huge_free(map, map_bytes);
+        munmap(map, (size_t)want_bytes);
         note_add(report, "weight cache: no memory");
         return NULL;
     }
     c->map = map;
-    c->map_bytes = map_bytes;
+    c->bytes = (size_t)want_bytes;
     c->job = NULL;
     for (size_t i = 0; i < n; i++)
         if (npl_matmul_ws_adopt_packed(ws, mats[i], (const uint8_t *)map + e[i].offset))
             report->matrices_cached++;
-    note_add(report, "weight cache: read %u matrices from %s", report->matrices_cached, path);
+    note_add(report, "weight cache: mapped %u matrices from %s", report->matrices_cached, path);
     return c;
 }
 

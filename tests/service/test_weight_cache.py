@@ -55,7 +55,7 @@ class WeightCacheTest(CacheDirTestCase):
         self.assertIn("; wrote " + path, self.cache_lines()[-1])
         self.assertEqual(sorted(os.listdir(self.cache_dir)), ["tiny.gguf.cpuw"])
         c.call("LoadModel", "(s)", ("tiny",))
-        self.assertIn("read ", self.cache_lines()[-1])
+        self.assertIn("mapped", self.cache_lines()[-1])
         second, _, _ = c.run("Hello there", variant_dict(GREEDY))
         self.assertEqual(second, first)
         self.assertEqual(len(self.cache_lines()), 3)
@@ -75,7 +75,7 @@ class WeightCacheIdleTest(CacheDirTestCase):
         self.assertEqual(len(lines), 3, lines)
         self.assertIn("in the background", lines[0])  # first load
         self.assertIn("; wrote", lines[1])  # its unload
-        self.assertIn("read ", lines[2])  # the second load
+        self.assertIn("mapped", lines[2])  # the second load
 
 
 class WeightCacheOffTest(CacheDirTestCase):
