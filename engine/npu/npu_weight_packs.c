@@ -69,6 +69,16 @@ static const struct {
 #undef W
 };
 
+/* The parts outside that table: the rope factors (one copy in every
+ * layer's w_attn) and the head's. */
+static const struct {
+    npl_npu_pack pack;
+    const char *part;
+} other_weights[] = {
+    { NPL_NPU_PACK_ATTN, "rope_freqs" }, { NPL_NPU_PACK_HEAD, "out_norm" },
+    { NPL_NPU_PACK_HEAD, "w_out" },
+};
+
 /* The source of part `part` of a pack (layer l's, or the head's), or
  * false when this runtime knows no weight of that name. */
 static bool part_source(const npl_model *m, npl_npu_pack pack, uint32_t l, const char *part,
@@ -212,6 +222,31 @@ npl_status npl_npu_pack_bytes(const npl_npu_group_spec *const *specs, size_t n,
     return npl_npu_group_arg_bytes(specs[0], (uint32_t)a, shape, bytes, err);
 }
 
+/* Every weight of the model that belongs in the pack must be one of its
+ * parts: a contract without it (a kernel build older than the weight, or
+ * made for other models) would run the layer without it. */
+static npl_status check_pack_takes_all(const npl_model *m, const npl_npu_group_spec *spec,
+                                       npl_npu_pack pack, uint32_t l, int a, npl_error *err)
+{
+    size_t n_layer = sizeof layer_weights / sizeof layer_weights[0];
+    size_t n_other = sizeof other_weights / sizeof other_weights[0];
+    for (size_t i = 0; i < n_layer + n_other; i++) {
+        bool in_layer = i < n_layer;
+        npl_npu_pack pk = in_layer ? layer_weights[i].pack : other_weights[i - n_layer].pack;
+        const char *part = in_layer ? layer_weights[i].part : other_weights[i - n_layer].part;
+        weight_src src;
+        if (pk != pack || !part_source(m, pack, l, part, &src) || src.ones || !src_present(&src))
+            continue;
+        int p = npl_npu_group_part_index(spec, part);
+        if (p < 0 || spec->parts[p].arg != (uint32_t)a)
+            return npl_error_set(err, NPL_ERR_UNSUPPORTED,
+                                 "npu: kernel group %s has no part '%s' in '%s' for the model's "
+                                 "%s, and would run without it",
+                                 spec->name, part, pack_arg[pack], src.name);
+    }
+    return NPL_OK;
+}
+
 npl_status npl_npu_pack_fill(const npl_model *m, const npl_npu_group_spec *spec,
                              npl_npu_pack pack, uint32_t l, const npl_npu_shape *shape,
                              uint8_t *host, npl_npu_cache_matrix *mats, char (*names)[64],
@@ -254,5 +289,5 @@ npl_status npl_npu_pack_fill(const npl_model *m, const npl_npu_group_spec *spec,
                                                .dst = host + off, .dst_bytes = bytes};
         (*n_mats)++;
     }
-    return NPL_OK;
+    return check_pack_takes_all(m, spec, pack, l, a, err);
 }
