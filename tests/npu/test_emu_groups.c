@@ -895,6 +895,58 @@ static void groups_reject_bad_shapes(void)
     layer_close(&L);
 }
 
+/* A kernel build whose contract has no bias parts (made before them):
+ * the group runs models without biases and refuses the flag rather than
+ * run without the biases. */
+static void qkv_bias_needs_the_parts(void)
+{
+    static const char text[] =
+        "npullm-npu-manifest 1\ndevice = emu\n[group rms_qkv_rope_mv]\n"
+        "fixed = n_tokens=1\nparams = shape\n"
+        "arg = x io bf16 [n_embd]\n"
+        "arg = w_attn static pack\n"
+        "part = w_attn attn_norm bf16 [n_embd]\n"
+        "part = w_attn wq q4nx [n_head*head_dim, n_embd]\n"
+        "part = w_attn wk q4nx [n_head_kv*head_dim, n_embd]\n"
+        "part = w_attn wv q4nx [n_head_kv*head_dim, n_embd]\n"
+        "arg = q intermediate bf16 [n_head*head_dim]\n"
+        "arg = k_cache intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
+        "arg = v_cache intermediate bf16 [n_ctx, n_head_kv*head_dim]\n";
+    npl_error err;
+    npl_npu_manifest *m = NULL;
+    CHECK_OK(npl_npu_manifest_parse(text, strlen(text), "no biases", &m, &err), &err);
+    REQUIRE(m);
+    npl_npu_emu_config cfg = { m, NULL, 0, 0 };
+    npl_npu_device *dev = NULL;
+    CHECK_OK(npl_npu_emu_open(&cfg, &dev, &err), &err);
+    REQUIRE(dev);
+    npl_npu_group *g = NULL;
+    CHECK_OK(npl_npu_group_load(dev, "rms_qkv_rope_mv", &g, &err), &err);
+    REQUIRE(g);
+    npl_npu_shape s = base_shape();
+    size_t w_bytes = 0;
+    CHECK_OK(npl_npu_group_arg_bytes(npl_npu_group_spec_get(g), 1, &s, &w_bytes, &err), &err);
+    const struct { const char *name; npl_npu_buf_class cls; size_t bytes; } bufs[] = {
+        { "x", NPL_NPU_BUF_IO, E * 2 }, { "w_attn", NPL_NPU_BUF_STATIC, w_bytes },
+        { "q", NPL_NPU_BUF_INTERMEDIATE, QD * 2 },
+        { "k_cache", NPL_NPU_BUF_INTERMEDIATE, CTX * KD * 2 },
+        { "v_cache", NPL_NPU_BUF_INTERMEDIATE, CTX * KD * 2 },
+    };
+    npl_npu_arg a[NPL_NPU_MAX_ARGS];
+    memset(a, 0, sizeof a);
+    for (size_t i = 0; i < 5; i++) {
+        npl_npu_buffer *b = NULL;
+        CHECK_OK(npl_npu_buffer_alloc(dev, bufs[i].bytes, bufs[i].cls, bufs[i].name, &b, &err), &err);
+        CHECK_OK(npl_npu_args_set(a, g, bufs[i].name, b, 0, &err), &err);
+    }
+    CHECK_OK(npl_npu_run(dev, g, a, &s, &err), &err);
+    s.qkv_bias = 1;
+    CHECK_FAILS(npl_npu_run(dev, g, a, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                "qkv_bias is set, but the contract has no q_bias, k_bias and v_bias parts");
+    npl_npu_device_destroy(dev);
+    npl_npu_manifest_free(m);
+}
+
 static const nt_case cases[] = {
     { "rms_qkv_rope_mv_llama", rms_qkv_rope_mv_llama },
     { "rms_qkv_rope_mv_neox_with_norms", rms_qkv_rope_mv_neox_with_norms },
@@ -910,6 +962,7 @@ static const nt_case cases[] = {
     { "noncausal_attention", noncausal_attention },
     { "decode_dispatch_and_traffic_budget", decode_dispatch_and_traffic_budget },
     { "groups_reject_bad_shapes", groups_reject_bad_shapes },
+    { "qkv_bias_needs_the_parts", qkv_bias_needs_the_parts },
 };
 
 int main(int argc, char **argv)
