@@ -286,14 +286,16 @@ static npl_status init_base_shape(npl_backend_npu *b, npl_error *err)
     /* The kernels' variants are flags of the shape, model-wide. */
     const npl_layer *L0 = &m->layers[0];
     bool qk_norm = L0->attn_q_norm != NULL, post_norms = L0->post_attn_norm != NULL;
+    bool qkv_bias = L0->bq != NULL;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const npl_layer *L = &m->layers[l];
         if ((L->attn_q_norm != NULL) != qk_norm || (L->attn_k_norm != NULL) != qk_norm ||
-            (L->post_attn_norm != NULL) != post_norms || (L->post_ffn_norm != NULL) != post_norms)
+            (L->post_attn_norm != NULL) != post_norms || (L->post_ffn_norm != NULL) != post_norms ||
+            (L->bq != NULL) != qkv_bias || (L->bk != NULL) != qkv_bias || (L->bv != NULL) != qkv_bias)
             return npl_error_set(err, NPL_ERR_UNSUPPORTED,
-                                 "npu: layer %u has a different set of norms (Q/K norms, post "
-                                 "norms) than layer 0: the kernels take them for every layer "
-                                 "or none", l);
+                                 "npu: layer %u has a different set of norms and biases (Q/K "
+                                 "norms, post norms, Q/K/V biases) than layer 0: the kernels "
+                                 "take them for every layer or none", l);
     }
     npl_npu_shape *s = &b->base;
     memset(s, 0, sizeof *s);
@@ -311,6 +313,7 @@ static npl_status init_base_shape(npl_backend_npu *b, npl_error *err)
     s->causal = 1;
     s->qk_norm = qk_norm;
     s->post_norms = post_norms;
+    s->qkv_bias = qkv_bias;
     s->rms_eps = hp->rms_eps;
     s->rope_theta = hp->rope_base;
     s->rope_freq_scale = 1.0f;

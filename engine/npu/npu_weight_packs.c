@@ -14,8 +14,10 @@
 static const char *const pack_arg[NPL_NPU_PACK_COUNT] = {"w_attn", "w_ffn", "w_head"};
 
 /* Where a device weight comes from: a matrix of the model (repacked to
- * Q4NX) or a vector (norms to bf16, rope factors kept f32), or ones (the
- * rope factors of a model without them: dividing by 1 changes nothing). */
+ * Q4NX) or a vector (norms to bf16; rope factors and the Q/K/V biases
+ * kept f32: the biases are added to f32 sums, so f32 adds them exactly as
+ * the CPU engine does), or ones (the rope factors of a model without
+ * them: dividing by 1 changes nothing). */
 typedef struct weight_src {
     char name[64];          /* GGUF tensor name: the cache's key, and for messages */
     const npl_matrix *mat;
@@ -38,6 +40,45 @@ static void src_vector(weight_src *s, const float *vec, uint32_t n, const char *
     s->n = vec ? n : 0;
 }
 
+/* The weights of a layer's packs. kind: a matrix, a bf16 vector of
+ * n_embd or head_dim, or an f32 one of the Q or KV width. */
+enum { MAT, EMBD, HEAD, Q_F32, KV_F32 };
+static const struct {
+    npl_npu_pack pack;
+    const char *part, *gguf;
+    int kind;
+    size_t field;
+} layer_weights[] = {
+#define W(pk, p, g, kind, f) { pk, p, g, kind, offsetof(npl_layer, f) }
+    W(NPL_NPU_PACK_ATTN, "attn_norm", "blk.%u.attn_norm.weight", EMBD, attn_norm),
+    W(NPL_NPU_PACK_ATTN, "wq", "blk.%u.attn_q.weight", MAT, wq),
+    W(NPL_NPU_PACK_ATTN, "wk", "blk.%u.attn_k.weight", MAT, wk),
+    W(NPL_NPU_PACK_ATTN, "wv", "blk.%u.attn_v.weight", MAT, wv),
+    W(NPL_NPU_PACK_ATTN, "q_bias", "blk.%u.attn_q.bias", Q_F32, bq),
+    W(NPL_NPU_PACK_ATTN, "k_bias", "blk.%u.attn_k.bias", KV_F32, bk),
+    W(NPL_NPU_PACK_ATTN, "v_bias", "blk.%u.attn_v.bias", KV_F32, bv),
+    W(NPL_NPU_PACK_ATTN, "q_norm", "blk.%u.attn_q_norm.weight", HEAD, attn_q_norm),
+    W(NPL_NPU_PACK_ATTN, "k_norm", "blk.%u.attn_k_norm.weight", HEAD, attn_k_norm),
+    W(NPL_NPU_PACK_FFN, "wo", "blk.%u.attn_output.weight", MAT, wo),
+    W(NPL_NPU_PACK_FFN, "post_attn_norm", "blk.%u.post_attention_norm.weight", EMBD, post_attn_norm),
+    W(NPL_NPU_PACK_FFN, "ffn_norm", "blk.%u.ffn_norm.weight", EMBD, ffn_norm),
+    W(NPL_NPU_PACK_FFN, "w_gate", "blk.%u.ffn_gate.weight", MAT, w_gate),
+    W(NPL_NPU_PACK_FFN, "w_up", "blk.%u.ffn_up.weight", MAT, w_up),
+    W(NPL_NPU_PACK_FFN, "w_down", "blk.%u.ffn_down.weight", MAT, w_down),
+    W(NPL_NPU_PACK_FFN, "post_ffn_norm", "blk.%u.post_ffw_norm.weight", EMBD, post_ffn_norm),
+#undef W
+};
+
+/* The parts outside that table: the rope factors (one copy in every
+ * layer's w_attn) and the head's. */
+static const struct {
+    npl_npu_pack pack;
+    const char *part;
+} other_weights[] = {
+    { NPL_NPU_PACK_ATTN, "rope_freqs" }, { NPL_NPU_PACK_HEAD, "out_norm" },
+    { NPL_NPU_PACK_HEAD, "w_out" },
+};
+
 /* The source of part `part` of a pack (layer l's, or the head's), or
  * false when this runtime knows no weight of that name. */
 static bool part_source(const npl_model *m, npl_npu_pack pack, uint32_t l, const char *part,
@@ -56,30 +97,6 @@ static bool part_source(const npl_model *m, npl_npu_pack pack, uint32_t l, const
         return true;
     }
     const npl_layer *L = &m->layers[l];
-    /* kind: a matrix, or a vector of n_embd or head_dim */
-    enum { MAT, EMBD, HEAD };
-    static const struct {
-        npl_npu_pack pack;
-        const char *part, *gguf;
-        int kind;
-        size_t field;
-    } table[] = {
-#define W(pk, p, g, kind, f) { pk, p, g, kind, offsetof(npl_layer, f) }
-        W(NPL_NPU_PACK_ATTN, "attn_norm", "blk.%u.attn_norm.weight", EMBD, attn_norm),
-        W(NPL_NPU_PACK_ATTN, "wq", "blk.%u.attn_q.weight", MAT, wq),
-        W(NPL_NPU_PACK_ATTN, "wk", "blk.%u.attn_k.weight", MAT, wk),
-        W(NPL_NPU_PACK_ATTN, "wv", "blk.%u.attn_v.weight", MAT, wv),
-        W(NPL_NPU_PACK_ATTN, "q_norm", "blk.%u.attn_q_norm.weight", HEAD, attn_q_norm),
-        W(NPL_NPU_PACK_ATTN, "k_norm", "blk.%u.attn_k_norm.weight", HEAD, attn_k_norm),
-        W(NPL_NPU_PACK_FFN, "wo", "blk.%u.attn_output.weight", MAT, wo),
-        W(NPL_NPU_PACK_FFN, "post_attn_norm", "blk.%u.post_attention_norm.weight", EMBD, post_attn_norm),
-        W(NPL_NPU_PACK_FFN, "ffn_norm", "blk.%u.ffn_norm.weight", EMBD, ffn_norm),
-        W(NPL_NPU_PACK_FFN, "w_gate", "blk.%u.ffn_gate.weight", MAT, w_gate),
-        W(NPL_NPU_PACK_FFN, "w_up", "blk.%u.ffn_up.weight", MAT, w_up),
-        W(NPL_NPU_PACK_FFN, "w_down", "blk.%u.ffn_down.weight", MAT, w_down),
-        W(NPL_NPU_PACK_FFN, "post_ffn_norm", "blk.%u.post_ffw_norm.weight", EMBD, post_ffn_norm),
-#undef W
-    };
     if (pack == NPL_NPU_PACK_ATTN && !strcmp(part, "rope_freqs")) {
         /* Shared by every layer; one copy in each layer's pack. */
         src_vector(s, m->rope_freqs, hp->n_rot / 2, "rope_freqs.weight", 0);
@@ -88,15 +105,21 @@ static bool part_source(const npl_model *m, npl_npu_pack pack, uint32_t l, const
         s->n = hp->n_rot / 2;
         return true;
     }
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        if (table[i].pack != pack || strcmp(table[i].part, part))
+    for (size_t i = 0; i < sizeof layer_weights / sizeof layer_weights[0]; i++) {
+        int kind = layer_weights[i].kind;
+        if (layer_weights[i].pack != pack || strcmp(layer_weights[i].part, part))
             continue;
-        const char *field = (const char *)L + table[i].field;
-        if (table[i].kind == MAT)
-            src_matrix(s, (const npl_matrix *)field, table[i].gguf, l);
-        else
-            src_vector(s, *(const float *const *)field,
-                       table[i].kind == EMBD ? hp->n_embd : hp->head_dim, table[i].gguf, l);
+        const char *field = (const char *)L + layer_weights[i].field;
+        if (kind == MAT) {
+            src_matrix(s, (const npl_matrix *)field, layer_weights[i].gguf, l);
+            return true;
+        }
+        uint32_t n = kind == EMBD    ? hp->n_embd
+                     : kind == HEAD  ? hp->head_dim
+                     : kind == Q_F32 ? hp->n_head * hp->head_dim
+                                     : hp->n_head_kv * hp->head_dim;
+        src_vector(s, *(const float *const *)field, n, layer_weights[i].gguf, l);
+        s->keep_f32 = kind == Q_F32 || kind == KV_F32;
         return true;
     }
     return false;
@@ -199,6 +222,31 @@ npl_status npl_npu_pack_bytes(const npl_npu_group_spec *const *specs, size_t n,
     return npl_npu_group_arg_bytes(specs[0], (uint32_t)a, shape, bytes, err);
 }
 
+/* Every weight of the model that belongs in the pack must be one of its
+ * parts: a contract without it (a kernel build older than the weight, or
+ * made for other models) would run the layer without it. */
+static npl_status check_pack_takes_all(const npl_model *m, const npl_npu_group_spec *spec,
+                                       npl_npu_pack pack, uint32_t l, int a, npl_error *err)
+{
+    size_t n_layer = sizeof layer_weights / sizeof layer_weights[0];
+    size_t n_other = sizeof other_weights / sizeof other_weights[0];
+    for (size_t i = 0; i < n_layer + n_other; i++) {
+        bool in_layer = i < n_layer;
+        npl_npu_pack pk = in_layer ? layer_weights[i].pack : other_weights[i - n_layer].pack;
+        const char *part = in_layer ? layer_weights[i].part : other_weights[i - n_layer].part;
+        weight_src src;
+        if (pk != pack || !part_source(m, pack, l, part, &src) || src.ones || !src_present(&src))
+            continue;
+        int p = npl_npu_group_part_index(spec, part);
+        if (p < 0 || spec->parts[p].arg != (uint32_t)a)
+            return npl_error_set(err, NPL_ERR_UNSUPPORTED,
+                                 "npu: kernel group %s has no part '%s' in '%s' for the model's "
+                                 "%s, and would run without it",
+                                 spec->name, part, pack_arg[pack], src.name);
+    }
+    return NPL_OK;
+}
+
 npl_status npl_npu_pack_fill(const npl_model *m, const npl_npu_group_spec *spec,
                              npl_npu_pack pack, uint32_t l, const npl_npu_shape *shape,
                              uint8_t *host, npl_npu_cache_matrix *mats, char (*names)[64],
@@ -241,5 +289,5 @@ npl_status npl_npu_pack_fill(const npl_model *m, const npl_npu_group_spec *spec,
                                                .dst = host + off, .dst_bytes = bytes};
         (*n_mats)++;
     }
-    return NPL_OK;
+    return check_pack_takes_all(m, spec, pack, l, a, err);
 }

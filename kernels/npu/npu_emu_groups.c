@@ -108,6 +108,13 @@ static npl_status matmul(const void *w, uint32_t rows, uint32_t cols, const uint
     return npl_q4nx_matmul_ref(w, &l, x, cols, T, y, rows, err);
 }
 
+/* x += bias in f32, when there is one. */
+static void add_bias(float *x, const float *bias, uint32_t n)
+{
+    for (uint32_t i = 0; bias && i < n; i++)
+        x[i] += bias[i];
+}
+
 static void rope(float *v, uint32_t n_heads, const npl_npu_shape *s, uint32_t position,
                  const float *freqs)
 {
@@ -155,6 +162,14 @@ static npl_status group_rms_qkv_rope(const npl_npu_emu_call *c, npl_error *err)
         || (st = need(kc, c, "k_cache", err)) || (st = need(vc, c, "v_cache", err)))
         return st;
     const uint16_t *q_norm = arg_or_null(c, "q_norm"), *k_norm = arg_or_null(c, "k_norm");
+    /* Biases (f32, present when the shape says qkv_bias) go onto the f32
+     * sums before the norms and RoPE, as the CPU engine adds them. */
+    const float *q_bias = arg_or_null(c, "q_bias"), *k_bias = arg_or_null(c, "k_bias"),
+                *v_bias = arg_or_null(c, "v_bias");
+    if (s->qkv_bias && (!q_bias || !k_bias || !v_bias))
+        return npl_error_set(err, NPL_ERR_INVALID_ARG,
+                             "%s: qkv_bias is set, but the contract has no q_bias, k_bias and "
+                             "v_bias parts", c->spec->name);
     const float *freqs = arg_or_null(c, "rope_freqs");
 
     uint16_t *xn = malloc((size_t)d.T * d.E * sizeof *xn);
@@ -175,6 +190,9 @@ static npl_status group_rms_qkv_rope(const npl_npu_emu_call *c, npl_error *err)
         goto out;
     for (uint32_t t = 0; t < d.T; t++) {
         float *qt = q + (size_t)t * d.QD, *kt = k + (size_t)t * d.KD, *vt = v + (size_t)t * d.KD;
+        add_bias(qt, q_bias, d.QD);
+        add_bias(kt, k_bias, d.KD);
+        add_bias(vt, v_bias, d.KD);
         for (uint32_t h = 0; q_norm && h < s->n_head; h++)
             rms_norm(qt + (size_t)h * s->head_dim, s->head_dim, s->rms_eps, q_norm,
                      qt + (size_t)h * s->head_dim);

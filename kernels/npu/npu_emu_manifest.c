@@ -14,7 +14,10 @@
  * (Q4NX blocks are 32 rows and 5120 bytes, a multiple of the part
  * alignment), and w_gate + w_up one [2*n_ff, n_embd]: the packed q/k/v
  * and gate/up of real designs. Empty parts (qk_norm = 0, post_norms =
- * 0) take no bytes. rope_freqs is all ones for models without factors. */
+ * 0, qkv_bias = 0) take no bytes. The Q/K/V biases are f32, as the
+ * projections' sums they are added to, and come after wv, so they leave
+ * the q/k/v matrix whole. rope_freqs is all ones for models without
+ * factors. */
 #define FFN_WEIGHT_ARGS \
     "arg  = w_ffn          static       pack\n" \
     "part = w_ffn wo             q4nx [n_embd, n_head*head_dim]\n" \
@@ -32,6 +35,9 @@
     "part = w_attn wq            q4nx [n_head*head_dim, n_embd]\n" \
     "part = w_attn wk            q4nx [n_head_kv*head_dim, n_embd]\n" \
     "part = w_attn wv            q4nx [n_head_kv*head_dim, n_embd]\n" \
+    "part = w_attn q_bias        f32  [qkv_bias*n_head*head_dim]\n" \
+    "part = w_attn k_bias        f32  [qkv_bias*n_head_kv*head_dim]\n" \
+    "part = w_attn v_bias        f32  [qkv_bias*n_head_kv*head_dim]\n" \
     "part = w_attn q_norm        bf16 [qk_norm*head_dim]\n" \
     "part = w_attn k_norm        bf16 [qk_norm*head_dim]\n" \
     "part = w_attn rope_freqs    f32  [rope_dims/2]\n"
@@ -50,9 +56,9 @@ static const char emu_manifest[] =
     "# Every group fits the 5 buffer arguments stock aiecc kernels declare\n"
     "# (max_args defaults to 5). The residual stream x is bf16 between groups.\n"
     "\n"
-    "# Decode: one token. RMSNorm, Q/K/V matvecs, optional per-head Q/K\n"
-    "# norms, RoPE; K and V go to row `pos` of the caches, and only that row\n"
-    "# moves back.\n"
+    "# Decode: one token. RMSNorm, Q/K/V matvecs, optional Q/K/V biases,\n"
+    "# optional per-head Q/K norms, RoPE; K and V go to row `pos` of the\n"
+    "# caches, and only that row moves back.\n"
     "[group rms_qkv_rope_mv]\n"
     "fixed = n_tokens=1\n"
     "params = shape\n"

@@ -45,7 +45,7 @@ void npl_npu_shape_pack(const npl_npu_shape *s, uint32_t w[NPL_NPU_SHAPE_WORDS])
     const uint32_t v[NPL_NPU_SHAPE_WORDS] = {
         s->n_embd, s->n_head, s->n_head_kv, s->head_dim, s->n_ff, s->n_vocab,
         s->n_tokens, s->pos, s->n_ctx, s->window, s->rope_dims, s->chunk,
-        s->rope_style, s->act, s->causal, s->qk_norm, s->post_norms,
+        s->rope_style, s->act, s->causal, s->qk_norm, s->post_norms, s->qkv_bias,
         float_word(s->rms_eps), float_word(s->rope_theta),
         float_word(s->rope_freq_scale), float_word(s->attn_scale),
     };
@@ -71,15 +71,17 @@ void npl_npu_shape_unpack(const uint32_t w[NPL_NPU_SHAPE_WORDS], npl_npu_shape *
     s->causal = w[14];
     s->qk_norm = w[15];
     s->post_norms = w[16];
-    s->rms_eps = word_float(w[17]);
-    s->rope_theta = word_float(w[18]);
-    s->rope_freq_scale = word_float(w[19]);
-    s->attn_scale = word_float(w[20]);
+    s->qkv_bias = w[17];
+    s->rms_eps = word_float(w[18]);
+    s->rope_theta = word_float(w[19]);
+    s->rope_freq_scale = word_float(w[20]);
+    s->attn_scale = word_float(w[21]);
 }
 
 const char *const npl_npu_shape_symbol_names[] = {
     "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_tokens",
-    "pos", "n_ctx", "window", "rope_dims", "chunk", "qk_norm", "post_norms", NULL,
+    "pos", "n_ctx", "window", "rope_dims", "chunk", "qk_norm", "post_norms", "qkv_bias",
+    NULL,
 };
 
 bool npl_npu_shape_symbol(const npl_npu_shape *s, const char *name, uint32_t *value)
@@ -87,7 +89,7 @@ bool npl_npu_shape_symbol(const npl_npu_shape *s, const char *name, uint32_t *va
     const uint32_t v[] = {
         s->n_embd, s->n_head, s->n_head_kv, s->head_dim, s->n_ff, s->n_vocab,
         s->n_tokens, s->pos, s->n_ctx, s->window, s->rope_dims, s->chunk,
-        s->qk_norm, s->post_norms,
+        s->qk_norm, s->post_norms, s->qkv_bias,
     };
     for (size_t i = 0; npl_npu_shape_symbol_names[i]; i++)
         if (strcmp(npl_npu_shape_symbol_names[i], name) == 0) {

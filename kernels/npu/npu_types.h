@@ -69,6 +69,7 @@ typedef struct npl_npu_shape {
     uint32_t causal;     /* 1: causal attention; 0: every row sees all rows */
     uint32_t qk_norm;    /* 1: per-head RMSNorm of Q and K (Gemma 3, Qwen 3) */
     uint32_t post_norms; /* 1: RMSNorm of the attention and FFN outputs (Gemma 3) */
+    uint32_t qkv_bias;   /* 1: biases added to the Q, K and V projections (Qwen 2) */
     float rms_eps;
     float rope_theta;
     float rope_freq_scale; /* positions are multiplied by this (linear scaling) */
@@ -76,8 +77,8 @@ typedef struct npl_npu_shape {
 } npl_npu_shape;
 
 /* The shape as kernels receive it (runtime parameters, see docs/npu.md):
- * 21 little-endian 32-bit words in field order, floats as IEEE bits. */
-#define NPL_NPU_SHAPE_WORDS 21
+ * 22 little-endian 32-bit words in field order, floats as IEEE bits. */
+#define NPL_NPU_SHAPE_WORDS 22
 void npl_npu_shape_pack(const npl_npu_shape *shape, uint32_t words[NPL_NPU_SHAPE_WORDS]);
 void npl_npu_shape_unpack(const uint32_t words[NPL_NPU_SHAPE_WORDS], npl_npu_shape *shape);
 

@@ -27,9 +27,11 @@ typedef struct layer {
     weight wq, wk, wv, wo, wg, wu, wd, wout;
     uint16_t attn_norm[E], ffn_norm[E], post_attn[E], post_ffn[E], out_norm[E], q_norm[HD], k_norm[HD];
     float freqs[HD / 2], ones[HD / 2];
+    float q_bias[QD], k_bias[KD], v_bias[KD]; /* f32, as in the pack */
     /* The packed weight arguments, laid out by the built-in contracts:
-     * w_attn [qk_norm][rope factors], w_ffn [post_norms], w_head. */
-    npl_npu_buffer *w_attn[2][2], *w_ffn[2], *w_head;
+     * w_attn [qk_norm][rope factors][Q/K/V biases], w_ffn [post_norms],
+     * w_head. */
+    npl_npu_buffer *w_attn[2][2][2], *w_ffn[2], *w_head;
     npl_npu_buffer *x, *q, *kc, *vc, *attn, *logits;
 } layer;
 
@@ -65,6 +67,7 @@ static const void *part_data(const layer *L, const char *name, bool freqs)
 {
     const struct { const char *name; const void *data; } t[] = {
         { "attn_norm", L->attn_norm }, { "wq", L->wq.q }, { "wk", L->wk.q }, { "wv", L->wv.q },
+        { "q_bias", L->q_bias }, { "k_bias", L->k_bias }, { "v_bias", L->v_bias },
         { "q_norm", L->q_norm }, { "k_norm", L->k_norm },
         { "rope_freqs", freqs ? L->freqs : L->ones }, { "wo", L->wo.q },
         { "post_attn_norm", L->post_attn }, { "ffn_norm", L->ffn_norm }, { "w_gate", L->wg.q },
@@ -80,7 +83,7 @@ static const void *part_data(const layer *L, const char *name, bool freqs)
 /* A packed argument of group `group` as its contract lays it out for the
  * variant's flags, uploaded into a static buffer of its own. */
 static npl_npu_buffer *upload_pack(layer *L, const char *group, const char *arg, bool qk_norm,
-                                   bool post_norms, bool freqs)
+                                   bool post_norms, bool freqs, bool bias)
 {
     npl_error err;
     const npl_npu_group_spec *g = npl_npu_manifest_find(npl_npu_device_manifest(L->dev), group);
@@ -88,6 +91,7 @@ static npl_npu_buffer *upload_pack(layer *L, const char *group, const char *arg,
     npl_npu_shape s = base_shape();
     s.qk_norm = qk_norm;
     s.post_norms = post_norms;
+    s.qkv_bias = bias;
     int a = npl_npu_group_arg_index(g, arg);
     CHECK(a >= 0);
     size_t bytes = 0;
@@ -163,12 +167,20 @@ static void layer_open(layer *L, uint64_t seed)
         L->freqs[i] = i < HD / 4 ? 1.0f : 8.0f;
         L->ones[i] = 1.0f;
     }
+    /* Biases as large as the projections (as in Qwen 2.5's files). */
+    for (int i = 0; i < QD; i++)
+        L->q_bias[i] = nt_rng_uniform(&rng, -1.0f, 1.0f);
+    for (int i = 0; i < KD; i++) {
+        L->k_bias[i] = nt_rng_uniform(&rng, -1.0f, 1.0f);
+        L->v_bias[i] = nt_rng_uniform(&rng, -1.0f, 1.0f);
+    }
     for (int qk = 0; qk < 2; qk++)
         for (int f = 0; f < 2; f++)
-            L->w_attn[qk][f] = upload_pack(L, "rms_qkv_rope_mv", "w_attn", qk, false, f);
+            for (int b = 0; b < 2; b++)
+                L->w_attn[qk][f][b] = upload_pack(L, "rms_qkv_rope_mv", "w_attn", qk, false, f, b);
     for (int post = 0; post < 2; post++)
-        L->w_ffn[post] = upload_pack(L, "o_ffn_mv", "w_ffn", false, post, false);
-    L->w_head = upload_pack(L, "lm_head", "w_head", false, false, false);
+        L->w_ffn[post] = upload_pack(L, "o_ffn_mv", "w_ffn", false, post, false, false);
+    L->w_head = upload_pack(L, "lm_head", "w_head", false, false, false, false);
     CHECK_OK(npl_npu_buffer_alloc(L->dev, 2 * E * 8, NPL_NPU_BUF_IO, "x", &L->x, &err), &err);
     CHECK_OK(npl_npu_buffer_alloc(L->dev, 2 * QD * 8, NPL_NPU_BUF_INTERMEDIATE, "q", &L->q, &err), &err);
     CHECK_OK(npl_npu_buffer_alloc(L->dev, 2 * KD * CTX, NPL_NPU_BUF_INTERMEDIATE, "k_cache", &L->kc, &err), &err);
@@ -249,8 +261,14 @@ static void ref_rope(float *v, int heads, const npl_npu_shape *s, uint32_t pos, 
 }
 
 typedef struct qkv_opts {
-    bool qk_norm, freqs;
+    bool qk_norm, freqs, bias;
 } qkv_opts;
+
+static void ref_add(float *x, const float *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        x[i] += b[i];
+}
 
 static void ref_qkv(const layer *L, const float *x, const npl_npu_shape *s, uint32_t pos,
                     qkv_opts o, float *q, float *k, float *v)
@@ -260,6 +278,11 @@ static void ref_qkv(const layer *L, const float *x, const npl_npu_shape *s, uint
     ref_matvec(&L->wq, xn, q);
     ref_matvec(&L->wk, xn, k);
     ref_matvec(&L->wv, xn, v);
+    if (o.bias) {
+        ref_add(q, L->q_bias, QD);
+        ref_add(k, L->k_bias, KD);
+        ref_add(v, L->v_bias, KD);
+    }
     for (int h = 0; o.qk_norm && h < NH; h++)
         ref_rmsnorm(q + h * HD, L->q_norm, HD, s->rms_eps, q + h * HD);
     for (int h = 0; o.qk_norm && h < NKV; h++)
@@ -361,12 +384,13 @@ static npl_status run_qkv(layer *L, const char *group, const npl_npu_shape *s, q
     npl_npu_arg a[NPL_NPU_MAX_ARGS];
     memset(a, 0, sizeof a);
     npl_npu_args_set(a, g, "x", L->x, 0, err);
-    npl_npu_args_set(a, g, "w_attn", L->w_attn[o.qk_norm][o.freqs], 0, err);
+    npl_npu_args_set(a, g, "w_attn", L->w_attn[o.qk_norm][o.freqs][o.bias], 0, err);
     npl_npu_args_set(a, g, "q", L->q, 0, err);
     npl_npu_args_set(a, g, "k_cache", L->kc, 0, err);
     npl_npu_args_set(a, g, "v_cache", L->vc, 0, err);
     npl_npu_shape shape = *s;
     shape.qk_norm = o.qk_norm;
+    shape.qkv_bias = o.bias;
     return npl_npu_run(L->dev, g, a, &shape, err);
 }
 
@@ -445,6 +469,34 @@ static void check_qkv_variant(npl_npu_shape s, qkv_opts o, uint64_t seed)
     ref_qkv(&L, x, &other, 13, o, q, k, v);
     peek_bf16(L.q, 0, got, QD);
     CHECK(rel_diff(got, q, QD) > 0.2);
+    /* So does leaving the biases out, or adding them after the Q/K norms
+     * instead of before. */
+    if (o.bias) {
+        qkv_opts none = o;
+        none.bias = false;
+        ref_qkv(&L, x, &s, 13, none, q, k, v);
+        peek_bf16(L.vc, (size_t)13 * KD * 2, got, KD);
+        CHECK(rel_diff(got, v, KD) > 0.2);
+        peek_bf16(L.kc, (size_t)13 * KD * 2, got, KD);
+        CHECK(rel_diff(got, k, KD) > 0.2);
+        peek_bf16(L.q, 0, got, QD);
+        CHECK(rel_diff(got, q, QD) > 0.2);
+    }
+    if (o.bias && o.qk_norm) {
+        qkv_opts late = o;
+        late.bias = false;
+        ref_qkv(&L, x, &s, 13, late, q, k, v);
+        /* Undo the reference's RoPE, add the biases, rotate again: the
+         * biases after the norms. */
+        npl_npu_shape back = s;
+        back.rope_freq_scale = -s.rope_freq_scale;
+        const float *f = o.freqs ? L.freqs : NULL;
+        ref_rope(q, NH, &back, 13, f);
+        ref_add(q, L.q_bias, QD);
+        ref_rope(q, NH, &s, 13, f);
+        peek_bf16(L.q, 0, got, QD);
+        CHECK(rel_diff(got, q, QD) > 0.2);
+    }
     if (nt_failures())
         nt_note("  q differs by %.4f of its RMS", dq);
     layer_close(&L);
@@ -452,7 +504,7 @@ static void check_qkv_variant(npl_npu_shape s, qkv_opts o, uint64_t seed)
 
 static void rms_qkv_rope_mv_llama(void)
 {
-    qkv_opts o = { false, true };
+    qkv_opts o = { false, true, false };
     check_qkv_variant(base_shape(), o, 101);
 }
 
@@ -462,15 +514,34 @@ static void rms_qkv_rope_mv_neox_with_norms(void)
     s.rope_style = NPL_NPU_ROPE_NEOX;
     s.rope_theta = 1e6f;
     s.rope_freq_scale = 0.5f;
-    qkv_opts o = { true, false };
+    qkv_opts o = { true, false, false };
     check_qkv_variant(s, o, 202);
+}
+
+/* Qwen 2: biases on Q, K and V, NEOX RoPE, no norms. */
+static void rms_qkv_rope_mv_qwen2_biases(void)
+{
+    npl_npu_shape s = base_shape();
+    s.rope_style = NPL_NPU_ROPE_NEOX;
+    s.rope_theta = 1e6f;
+    qkv_opts o = { false, false, true };
+    check_qkv_variant(s, o, 212);
+}
+
+/* Biases and Q/K norms together: the biases go first. */
+static void rms_qkv_rope_mv_biases_with_norms(void)
+{
+    npl_npu_shape s = base_shape();
+    s.rope_style = NPL_NPU_ROPE_NEOX;
+    qkv_opts o = { true, true, true };
+    check_qkv_variant(s, o, 222);
 }
 
 /* Fills the caches for positions 0..n-1 through the decode group. */
 static void fill_cache(layer *L, const npl_npu_shape *base, uint32_t n, nt_rng *rng)
 {
     npl_error err;
-    qkv_opts o = { false, false };
+    qkv_opts o = { false, false, false };
     for (uint32_t p = 0; p < n; p++) {
         float x[E];
         random_x(x, E, rng);
@@ -603,8 +674,9 @@ static void lm_head_matches_reference(void)
     layer_close(&L);
 }
 
-/* A prefill chunk computes what the decode groups compute row by row. */
-static void prefill_groups_match_decode(void)
+/* A prefill chunk computes what the decode groups compute row by row,
+ * bit for bit. */
+static void check_prefill_matches_decode(qkv_opts o)
 {
     enum { T = 5, P0 = 3 };
     layer A, B;
@@ -623,7 +695,6 @@ static void prefill_groups_match_decode(void)
     c.chunk = 8;
     c.n_tokens = T;
     c.pos = P0;
-    qkv_opts o = { true, false };
     write_x(A.x, 0, x, (int)(sizeof x / sizeof x[0]));
     CHECK_OK(run_qkv(&A, "rms_qkv_rope", &c, o, &err), &err);
     CHECK_OK(run_attention(&A, "attention", &c, &err), &err);
@@ -643,6 +714,9 @@ static void prefill_groups_match_decode(void)
     CHECK_OK(npl_npu_emu_peek(A.kc, 0, ka, sizeof ka, &err), &err);
     CHECK_OK(npl_npu_emu_peek(B.kc, 0, kb, sizeof kb, &err), &err);
     CHECK(memcmp(ka, kb, sizeof ka) == 0);
+    CHECK_OK(npl_npu_emu_peek(A.vc, 0, ka, sizeof ka, &err), &err);
+    CHECK_OK(npl_npu_emu_peek(B.vc, 0, kb, sizeof kb, &err), &err);
+    CHECK(memcmp(ka, kb, sizeof ka) == 0);
     float xa[T * E];
     read_x(A.x, 0, xa, (int)(sizeof xa / sizeof xa[0]));
     CHECK(memcmp(xa, xb, sizeof xa) == 0);
@@ -653,6 +727,18 @@ static void prefill_groups_match_decode(void)
         CHECK(tail[i] == 0.0f);
     layer_close(&A);
     layer_close(&B);
+}
+
+static void prefill_groups_match_decode(void)
+{
+    qkv_opts o = { true, false, false };
+    check_prefill_matches_decode(o);
+}
+
+static void prefill_groups_match_decode_biases(void)
+{
+    qkv_opts o = { false, true, true };
+    check_prefill_matches_decode(o);
 }
 
 /* Non-causal prefill attention: every row sees the whole chunk. */
@@ -670,7 +756,7 @@ static void noncausal_attention(void)
     s.chunk = 8;
     s.n_tokens = T;
     s.causal = 0;
-    qkv_opts o = { false, false };
+    qkv_opts o = { false, false, false };
     CHECK_OK(run_qkv(&L, "rms_qkv_rope", &s, o, &err), &err);
     CHECK_OK(run_attention(&L, "attention", &s, &err), &err);
     static uint16_t kc[CTX * KD], vc[CTX * KD];
@@ -719,7 +805,7 @@ static void decode_dispatch_and_traffic_budget(void)
         npl_npu_arg a[NPL_NPU_MAX_ARGS];
         memset(a, 0, sizeof a);
         npl_npu_args_set(a, qkv, "x", L.x, 0, &err);
-        npl_npu_args_set(a, qkv, "w_attn", L.w_attn[0][0], 0, &err);
+        npl_npu_args_set(a, qkv, "w_attn", L.w_attn[0][0][0], 0, &err);
         npl_npu_args_set(a, qkv, "q", L.q, 0, &err);
         npl_npu_args_set(a, qkv, "k_cache", kc[l], 0, &err);
         npl_npu_args_set(a, qkv, "v_cache", vc[l], 0, &err);
@@ -761,7 +847,7 @@ static void groups_reject_bad_shapes(void)
     layer L;
     layer_open(&L, 1212);
     npl_error err;
-    qkv_opts o = { false, false };
+    qkv_opts o = { false, false, false };
     npl_npu_shape s = base_shape();
     /* A row past the cache: the device refuses the transfer. */
     s.pos = CTX;
@@ -776,6 +862,23 @@ static void groups_reject_bad_shapes(void)
     s.n_head = 2; /* w_attn the same size as with 16 rotated dims of 4 heads */
     CHECK_FAILS(run_qkv(&L, "rms_qkv_rope_mv", &s, o, &err), NPL_ERR_INVALID_ARG, &err,
                 "rope_dims 32 must be even and <= 16");
+    /* The bias flag with a pack that has no biases: the pack the
+     * contract describes is larger than the buffer bound. */
+    {
+        npl_npu_group *g = NULL;
+        CHECK_OK(npl_npu_group_load(L.dev, "rms_qkv_rope_mv", &g, &err), &err);
+        npl_npu_arg a[NPL_NPU_MAX_ARGS];
+        memset(a, 0, sizeof a);
+        npl_npu_args_set(a, g, "x", L.x, 0, &err);
+        npl_npu_args_set(a, g, "w_attn", L.w_attn[0][0][0], 0, &err);
+        npl_npu_args_set(a, g, "q", L.q, 0, &err);
+        npl_npu_args_set(a, g, "k_cache", L.kc, 0, &err);
+        npl_npu_args_set(a, g, "v_cache", L.vc, 0, &err);
+        s = base_shape();
+        s.qkv_bias = 1;
+        CHECK_FAILS(npl_npu_run(L.dev, g, a, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                    "rms_qkv_rope_mv: 'w_attn' needs");
+    }
     s = base_shape();
     s.n_head = 3;
     CHECK_FAILS(run_attention(&L, "attention_decode", &s, &err), NPL_ERR_INVALID_ARG, &err,
@@ -792,18 +895,74 @@ static void groups_reject_bad_shapes(void)
     layer_close(&L);
 }
 
+/* A kernel build whose contract has no bias parts (made before them):
+ * the group runs models without biases and refuses the flag rather than
+ * run without the biases. */
+static void qkv_bias_needs_the_parts(void)
+{
+    static const char text[] =
+        "npullm-npu-manifest 1\ndevice = emu\n[group rms_qkv_rope_mv]\n"
+        "fixed = n_tokens=1\nparams = shape\n"
+        "arg = x io bf16 [n_embd]\n"
+        "arg = w_attn static pack\n"
+        "part = w_attn attn_norm bf16 [n_embd]\n"
+        "part = w_attn wq q4nx [n_head*head_dim, n_embd]\n"
+        "part = w_attn wk q4nx [n_head_kv*head_dim, n_embd]\n"
+        "part = w_attn wv q4nx [n_head_kv*head_dim, n_embd]\n"
+        "arg = q intermediate bf16 [n_head*head_dim]\n"
+        "arg = k_cache intermediate bf16 [n_ctx, n_head_kv*head_dim]\n"
+        "arg = v_cache intermediate bf16 [n_ctx, n_head_kv*head_dim]\n";
+    npl_error err;
+    npl_npu_manifest *m = NULL;
+    CHECK_OK(npl_npu_manifest_parse(text, strlen(text), "no biases", &m, &err), &err);
+    REQUIRE(m);
+    npl_npu_emu_config cfg = { m, NULL, 0, 0 };
+    npl_npu_device *dev = NULL;
+    CHECK_OK(npl_npu_emu_open(&cfg, &dev, &err), &err);
+    REQUIRE(dev);
+    npl_npu_group *g = NULL;
+    CHECK_OK(npl_npu_group_load(dev, "rms_qkv_rope_mv", &g, &err), &err);
+    REQUIRE(g);
+    npl_npu_shape s = base_shape();
+    size_t w_bytes = 0;
+    CHECK_OK(npl_npu_group_arg_bytes(npl_npu_group_spec_get(g), 1, &s, &w_bytes, &err), &err);
+    const struct { const char *name; npl_npu_buf_class cls; size_t bytes; } bufs[] = {
+        { "x", NPL_NPU_BUF_IO, E * 2 }, { "w_attn", NPL_NPU_BUF_STATIC, w_bytes },
+        { "q", NPL_NPU_BUF_INTERMEDIATE, QD * 2 },
+        { "k_cache", NPL_NPU_BUF_INTERMEDIATE, CTX * KD * 2 },
+        { "v_cache", NPL_NPU_BUF_INTERMEDIATE, CTX * KD * 2 },
+    };
+    npl_npu_arg a[NPL_NPU_MAX_ARGS];
+    memset(a, 0, sizeof a);
+    for (size_t i = 0; i < 5; i++) {
+        npl_npu_buffer *b = NULL;
+        CHECK_OK(npl_npu_buffer_alloc(dev, bufs[i].bytes, bufs[i].cls, bufs[i].name, &b, &err), &err);
+        CHECK_OK(npl_npu_args_set(a, g, bufs[i].name, b, 0, &err), &err);
+    }
+    CHECK_OK(npl_npu_run(dev, g, a, &s, &err), &err);
+    s.qkv_bias = 1;
+    CHECK_FAILS(npl_npu_run(dev, g, a, &s, &err), NPL_ERR_INVALID_ARG, &err,
+                "qkv_bias is set, but the contract has no q_bias, k_bias and v_bias parts");
+    npl_npu_device_destroy(dev);
+    npl_npu_manifest_free(m);
+}
+
 static const nt_case cases[] = {
     { "rms_qkv_rope_mv_llama", rms_qkv_rope_mv_llama },
     { "rms_qkv_rope_mv_neox_with_norms", rms_qkv_rope_mv_neox_with_norms },
+    { "rms_qkv_rope_mv_qwen2_biases", rms_qkv_rope_mv_qwen2_biases },
+    { "rms_qkv_rope_mv_biases_with_norms", rms_qkv_rope_mv_biases_with_norms },
     { "attention_decode_matches_reference", attention_decode_matches_reference },
     { "o_ffn_mv_silu", o_ffn_mv_silu },
     { "o_ffn_mv_gelu_post_norms", o_ffn_mv_gelu_post_norms },
     { "attn_o_ffn_mv_equals_split_groups", attn_o_ffn_mv_equals_split_groups },
     { "lm_head_matches_reference", lm_head_matches_reference },
     { "prefill_groups_match_decode", prefill_groups_match_decode },
+    { "prefill_groups_match_decode_biases", prefill_groups_match_decode_biases },
     { "noncausal_attention", noncausal_attention },
     { "decode_dispatch_and_traffic_budget", decode_dispatch_and_traffic_budget },
     { "groups_reject_bad_shapes", groups_reject_bad_shapes },
+    { "qkv_bias_needs_the_parts", qkv_bias_needs_the_parts },
 };
 
 int main(int argc, char **argv)

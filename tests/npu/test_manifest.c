@@ -253,19 +253,23 @@ static void shape_symbols_and_packing(void)
     s.attn_scale = 0.0625f;
     s.qk_norm = 1;
     s.post_norms = 1;
+    s.qkv_bias = 1;
     uint32_t w[NPL_NPU_SHAPE_WORDS];
     npl_npu_shape_pack(&s, w);
     CHECK(w[0] == 2048 && w[7] == 77 && w[11] == 64 && w[12] == 1);
+    float attn_scale;
+    memcpy(&attn_scale, &w[NPL_NPU_SHAPE_WORDS - 1], sizeof attn_scale);
+    CHECK(NPL_NPU_SHAPE_WORDS == 22 && attn_scale == 0.0625f); /* the floats last */
     npl_npu_shape back;
     npl_npu_shape_unpack(w, &back);
     CHECK(memcmp(&back, &s, sizeof s) == 0);
     uint32_t v = 0;
-    /* Symbols 0-11 are words 0-11; the flags qk_norm and post_norms are
-     * words 15 and 16 (after rope_style, act and causal). */
+    /* Symbols 0-11 are words 0-11; the flags qk_norm, post_norms and
+     * qkv_bias are words 15, 16 and 17 (after rope_style, act and causal). */
     for (size_t i = 0; npl_npu_shape_symbol_names[i]; i++)
         CHECK(npl_npu_shape_symbol(&s, npl_npu_shape_symbol_names[i], &v)
               && v == w[i < 12 ? i : i + 3]);
-    CHECK(w[15] == 1 && w[16] == 1);
+    CHECK(w[15] == 1 && w[16] == 1 && w[17] == 1);
     CHECK(!npl_npu_shape_symbol(&s, "rms_eps", &v));
 }
 
@@ -287,13 +291,15 @@ static void packed_layout(void)
     const npl_npu_group_spec *g = npl_npu_manifest_find(m, "rms_qkv_rope_mv");
     npl_npu_shape s = llama_shape();
     size_t off = 0, n = 0, total = 0;
-    const char *names[] = { "attn_norm", "wq", "wk", "wv", "q_norm", "k_norm", "rope_freqs" };
-    /* Llama: wq 2048x2048 = 64x8 blocks, wk/wv 512 rows = 16x8 blocks. */
+    const char *names[] = { "attn_norm", "wq", "wk", "wv", "q_norm", "k_norm", "rope_freqs",
+                            "q_bias", "k_bias", "v_bias" };
+    /* Llama: wq 2048x2048 = 64x8 blocks, wk/wv 512 rows = 16x8 blocks;
+     * no Q/K norms, no biases: those parts are empty. */
+    const size_t end_v = 4096 + 2621440 + 2 * 655360;
     const size_t want_off[] = { 0, 4096, 4096 + 2621440, 4096 + 2621440 + 655360,
-                                4096 + 2621440 + 2 * 655360, 4096 + 2621440 + 2 * 655360,
-                                4096 + 2621440 + 2 * 655360 };
-    const size_t want_n[] = { 4096, 2621440, 655360, 655360, 0, 0, 128 };
-    for (size_t i = 0; i < 7; i++) {
+                                end_v, end_v, end_v, end_v, end_v, end_v };
+    const size_t want_n[] = { 4096, 2621440, 655360, 655360, 0, 0, 128, 0, 0, 0 };
+    for (size_t i = 0; i < 10; i++) {
         int p = npl_npu_group_part_index(g, names[i]);
         CHECK(p >= 0);
         CHECK_OK(npl_npu_part_place(g, (uint32_t)p, &s, &off, &n, &err), &err);
@@ -310,6 +316,21 @@ static void packed_layout(void)
     CHECK_OK(npl_npu_part_place(g, (uint32_t)npl_npu_group_part_index(g, "k_norm"), &s, &off, &n,
                                 &err), &err);
     CHECK(off == want_off[4] + 128 && n == 128);
+    /* Q/K/V biases (f32) follow wv, leaving the q/k/v matrix whole, and
+     * move the norms and the rope factors behind them. */
+    s.qk_norm = 0;
+    s.qkv_bias = 1;
+    const char *biased[] = { "wv", "q_bias", "k_bias", "v_bias", "q_norm", "rope_freqs" };
+    const size_t biased_off[] = { want_off[3], end_v, end_v + 8192, end_v + 8192 + 2048,
+                                  end_v + 8192 + 4096, end_v + 8192 + 4096 };
+    const size_t biased_n[] = { 655360, 8192, 2048, 2048, 0, 128 };
+    for (size_t i = 0; i < 6; i++) {
+        CHECK_OK(npl_npu_part_place(g, (uint32_t)npl_npu_group_part_index(g, biased[i]), &s,
+                                    &off, &n, &err), &err);
+        CHECK(off == biased_off[i] && n == biased_n[i]);
+    }
+    CHECK_OK(npl_npu_group_arg_bytes(g, (uint32_t)a, &s, &total, &err), &err);
+    CHECK(total == end_v + 8192 + 4096 + 128);
     /* A packed argument's size comes only from its group. */
     CHECK_FAILS(npl_npu_arg_bytes(&g->args[a], &s, &total, &err), NPL_ERR_INTERNAL, &err,
                 "its size comes from its group's parts");

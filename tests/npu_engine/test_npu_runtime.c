@@ -20,7 +20,13 @@
  *                       logits.
  *   errors              the CPU engine's contracts: bad tokens, full
  *                       context, foreign or repeated sequences, and a model
- *                       freed before its sequences. */
+ *                       freed before its sequences.
+ *   pack_refusals       packs the runtime cannot fill exactly are refused;
+ *                       a kernel build without the Q/K/V bias parts still
+ *                       runs a model without biases.
+ *   bias_refusals       (a model with Q/K/V biases, qwen2) a kernel build
+ *                       without the bias parts, or with bf16 ones, and
+ *                       layers that differ in having biases are refused. */
 #include <math.h>
 #include <stdint.h>
 
@@ -307,10 +313,9 @@ static void test_errors(void)
     npl_model_free(m);
 }
 
-/* The built-in manifest with every `from` replaced by `to`. */
-static char *manifest_replacing(const char *from, const char *to)
+/* text with every `from` (not empty) replaced by `to`. */
+static char *text_replacing(const char *text, const char *from, const char *to)
 {
-    const char *text = npl_npu_emu_builtin_manifest();
     size_t n = 0, fl = strlen(from), tl = strlen(to);
     for (const char *p = strstr(text, from); p; p = strstr(p + fl, from))
         n++;
@@ -331,6 +336,48 @@ static char *manifest_replacing(const char *from, const char *to)
     }
     *o = '\0';
     return out;
+}
+
+/* The built-in manifest with every `from` replaced by `to`. */
+static char *manifest_replacing(const char *from, const char *to)
+{
+    return text_replacing(npl_npu_emu_builtin_manifest(), from, to);
+}
+
+/* The built-in manifest without the Q/K/V bias parts: a kernel build
+ * made before them. */
+static char *manifest_without_biases(void)
+{
+    static const char *const parts[] = {
+        "part = w_attn q_bias        f32  [qkv_bias*n_head*head_dim]\n",
+        "part = w_attn k_bias        f32  [qkv_bias*n_head_kv*head_dim]\n",
+        "part = w_attn v_bias        f32  [qkv_bias*n_head_kv*head_dim]\n",
+    };
+    char *text = NULL;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        char *next = text_replacing(text ? text : npl_npu_emu_builtin_manifest(), parts[i], "");
+        free(text);
+        text = next;
+        if (!text)
+            return NULL;
+    }
+    return text;
+}
+
+/* The case's model, loaded on the CPU, given a runtime on an emulated
+ * device with the manifest text: refused with want in the message. */
+static void check_refused(const char *text, const char *want)
+{
+    npl_model *m = nt_load_model("cpu", 1, CHUNK);
+    REQUIRE(m && text && strcmp(text, npl_npu_emu_builtin_manifest()) != 0);
+    npl_error err;
+    npl_npu_manifest *man = NULL;
+    npl_backend_npu *b = NULL;
+    CHECKF(ne_emu_runtime(m, text, &man, &b, &err) == NPL_ERR_UNSUPPORTED && !b &&
+               strstr(err.message, want),
+           "want '%s', got: %s", want, err.message);
+    npl_model_free(m);
+    npl_npu_manifest_free(man);
 }
 
 /* The runtime fills the packed weight arguments from the kernels'
@@ -354,21 +401,54 @@ static void test_pack_refusals(void)
          "kernel groups attn_o_ffn_mv and o_ffn lay out 'w_ffn' differently"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        npl_model *m = nt_load_model("cpu", 1, CHUNK);
         char *text = manifest_replacing(cases[i].from, cases[i].to);
-        REQUIRE(m && text && strcmp(text, npl_npu_emu_builtin_manifest()) != 0);
-        npl_error err;
-        npl_npu_manifest *man = NULL;
-        npl_backend_npu *b = NULL;
-        CHECKF(ne_emu_runtime(m, text, &man, &b, &err) == NPL_ERR_UNSUPPORTED && !b &&
-                   strstr(err.message, cases[i].want),
-               "case %zu: %s", i, err.message);
-        npl_model_free(m);
-        npl_npu_manifest_free(man);
+        check_refused(text, cases[i].want);
         free(text);
     }
+    /* The bias parts are empty for a model without biases: a kernel build
+     * that lacks them runs it. */
+    npl_model *m = nt_load_model("cpu", 1, CHUNK);
+    char *text = manifest_without_biases();
+    REQUIRE(m && text);
+    npl_error err;
+    npl_npu_manifest *man = NULL;
+    npl_backend_npu *b = NULL;
+    CHECK_OK(ne_emu_runtime(m, text, &man, &b, &err), &err);
+    npl_backend_attach_npu(m, b);
+    npl_model_free(m); /* frees the runtime and the device */
+    npl_npu_manifest_free(man);
+    free(text);
 }
 
-NT_MAIN({"budget", test_budget}, {"pack_refusals", test_pack_refusals}, {"prefill_equals_decode", test_prefill_equals_decode},
-        {"batch_equals_alone", test_batch_equals_alone}, {"embeddings", test_embeddings},
-        {"unfused_decode", test_unfused_decode}, {"errors", test_errors})
+/* A model with Q/K/V biases (qwen2) on kernels that cannot take them, or
+ * whose layers differ in having them, is refused rather than run without
+ * them. */
+static void test_bias_refusals(void)
+{
+    char *text = manifest_without_biases();
+    check_refused(text, "kernel group rms_qkv_rope_mv has no part 'q_bias' in 'w_attn' for the "
+                        "model's blk.0.attn_q.bias, and would run without it");
+    free(text);
+    /* bf16 biases are refused too: the contract's biases are f32. */
+    text = manifest_replacing("part = w_attn q_bias        f32 ", "part = w_attn q_bias        bf16");
+    check_refused(text, "bytes for blk.0.attn_q.bias, which needs");
+    free(text);
+    npl_model *m = nt_load_model("cpu", 1, CHUNK);
+    REQUIRE(m && m->hp.n_layer > 1 && m->layers[1].bk);
+    const float *bk = m->layers[1].bk;
+    m->layers[1].bk = NULL;
+    npl_error err;
+    npl_npu_manifest *man = NULL;
+    npl_backend_npu *b = NULL;
+    const char *builtin = npl_npu_emu_builtin_manifest();
+    CHECKF(ne_emu_runtime(m, builtin, &man, &b, &err) == NPL_ERR_UNSUPPORTED && !b &&
+               strstr(err.message, "layer 1 has a different set of norms and biases"),
+           "%s", err.message);
+    m->layers[1].bk = bk;
+    npl_npu_manifest_free(man);
+    npl_model_free(m);
+}
+
+NT_MAIN({"budget", test_budget}, {"pack_refusals", test_pack_refusals}, {"bias_refusals", test_bias_refusals},
+        {"prefill_equals_decode", test_prefill_equals_decode}, {"batch_equals_alone", test_batch_equals_alone},
+        {"embeddings", test_embeddings}, {"unfused_decode", test_unfused_decode}, {"errors", test_errors})
