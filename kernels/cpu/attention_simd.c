@@ -121,12 +121,48 @@ static void softmax_step(float *s, size_t nj, float *run_max, float *run_sum, fl
 /* acc += p_j * v_j for the heads [h0, h0 + nh) over the block: up to
  * HEADS_AT_ONCE heads x DIM_REGS x 16 dimensions of accumulators in
  * registers, j in order for each. */
+/* The whole tile (HEADS_AT_ONCE heads x DIM_REGS vectors from d0): fixed
+ * bounds, so the accumulators stay in registers. */
+NPL_V_AI void accumulate_tile(float *acc, const float *scores, const float *vals, size_t h0, size_t nj,
+                              size_t head_dim, size_t d0)
+{
+    vf a[HEADS_AT_ONCE][DIM_REGS];
+#pragma GCC unroll 8
+    for (size_t h = 0; h < HEADS_AT_ONCE; h++)
+#pragma GCC unroll 8
+        for (size_t c = 0; c < DIM_REGS; c++)
+            a[h][c] = vf_loadu(acc + (h0 + h) * head_dim + d0 + 16 * c);
+    for (size_t j = 0; j < nj; j++) {
+        const float *vr = vals + j * head_dim + d0;
+        vf vv[DIM_REGS];
+#pragma GCC unroll 8
+        for (size_t c = 0; c < DIM_REGS; c++)
+            vv[c] = vf_loadu(vr + 16 * c);
+#pragma GCC unroll 8
+        for (size_t h = 0; h < HEADS_AT_ONCE; h++) {
+            vf p = vf_set1(scores[(h0 + h) * NPL_ATTN_BLOCK + j]);
+#pragma GCC unroll 8
+            for (size_t c = 0; c < DIM_REGS; c++)
+                a[h][c] = vf_fmadd(p, vv[c], a[h][c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (size_t h = 0; h < HEADS_AT_ONCE; h++)
+#pragma GCC unroll 8
+        for (size_t c = 0; c < DIM_REGS; c++)
+            vf_storeu(acc + (h0 + h) * head_dim + d0 + 16 * c, a[h][c]);
+}
+
 static void accumulate_values(float *acc, const float *scores, const float *vals, size_t h0, size_t nh, size_t nj,
                               size_t head_dim)
 {
     size_t hd16 = head_dim & ~(size_t)15;
     for (size_t d0 = 0; d0 < hd16; d0 += 16 * DIM_REGS) {
         size_t nc = (hd16 - d0) / 16 < DIM_REGS ? (hd16 - d0) / 16 : DIM_REGS;
+        if (nh == HEADS_AT_ONCE && nc == DIM_REGS) {
+            accumulate_tile(acc, scores, vals, h0, nj, head_dim, d0);
+            continue;
+        }
         vf a[HEADS_AT_ONCE][DIM_REGS];
         for (size_t h = 0; h < nh; h++)
             for (size_t c = 0; c < nc; c++)
