@@ -29,6 +29,7 @@ typedef struct attn_bench {
     float *scratch;    /* per thread */
     size_t scratch_floats;
     uint32_t *hi;      /* [NEW] */
+    npl_simd_level lv; /* detected once, as a model does */
 } attn_bench;
 
 static double clock_s(clockid_t id)
@@ -46,7 +47,7 @@ static void per_query_task(void *ctx, size_t begin, size_t end, int thread)
     for (size_t t = begin; t < end; t++) {
         size_t i = t / N_KV, g = t % N_KV;
         size_t off = g * N_POS * HD, q_off = i * Q_DIM + g * GROUP * HD;
-        npl_attention(npl_simd_detect(), b->q + q_off, HD, GROUP, b->k + off, b->v + off, HD,
+        npl_attention(b->lv, b->q + q_off, HD, GROUP, b->k + off, b->v + off, HD,
                       (size_t)b->hi[i] + 1, HD, 0.125f, b->out + q_off, HD, scratch);
     }
 }
@@ -65,7 +66,7 @@ static void rows_task(void *ctx, size_t begin, size_t end, int thread)
             .n_pos = np, .group = GROUP, .head_dim = HD, .key_hi = b->hi + i0, .k = b->k + off, .v = b->v + off,
             .row_bytes = HD * sizeof(uint16_t), .scale = 0.125f,
         };
-        npl_attention_rows(npl_simd_detect(), &job, scratch);
+        npl_attention_rows(b->lv, &job, scratch);
     }
 }
 
@@ -75,7 +76,7 @@ int bench_attention(int n_threads, long reps, bool json)
     if (!pool)
         return 1;
     int nt = npl_threadpool_size(pool);
-    attn_bench b = {0};
+    attn_bench b = {.lv = npl_simd_detect()};
     size_t cache = (size_t)N_KV * N_POS * HD, qn = (size_t)NEW * Q_DIM;
     b.scratch_floats = npl_attention_rows_scratch_floats(BLOCK, GROUP, HD);
     b.k = malloc(cache * sizeof *b.k);
