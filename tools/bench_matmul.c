@@ -33,8 +33,7 @@ static uint64_t next_rand(uint64_t *s)
     return *s >> 33;
 }
 
-/* Uniform in [-1, 1). */
-static float rand_unit(uint64_t *s)
+float bench_rand_unit(uint64_t *s)
 {
     return (float)next_rand(s) / (float)(1u << 30) - 1.0f;
 }
@@ -61,7 +60,7 @@ static bool make_weights(uint32_t type, weights *w)
     uint64_t rng = 7;
     for (int r = 0; r < ROWS; r++) {
         for (int c = 0; c < COLS; c++)
-            row[c] = rand_unit(&rng) * 0.05f;
+            row[c] = bench_rand_unit(&rng) * 0.05f;
         if (!npl_quantize_row_ref(type, row, w->data + (size_t)r * row_bytes, COLS)) {
             free(row);
             return false;
@@ -111,7 +110,7 @@ static bool bench_type(uint32_t type, npl_threadpool *pool, int threads, long re
     if (ok) {
         uint64_t rng = 11;
         for (size_t i = 0; i < (size_t)PREFILL_VECS * COLS; i++)
-            x[i] = rand_unit(&rng);
+            x[i] = bench_rand_unit(&rng);
         npl_matmul_ws_set_packing(ref, false);
         double t0 = now_s();
         for (int m = 0; m < N_MATS; m++)

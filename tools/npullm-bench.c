@@ -15,7 +15,8 @@
  *
  * --barrier measures the thread pool instead: the cost of one empty
  * parallel section (the wake-up and join every kernel call pays);
- * --matmul the matrix kernels alone (bench_matmul.c). */
+ * --matmul the matrix kernels alone (bench_matmul.c); --attention a
+ * follow-up turn's prefill attention alone (bench_attention.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench_attention.h"
 #include "bench_image.h"
 #include "bench_matmul.h"
 #include "gguf.h"
@@ -34,6 +36,7 @@ static const char usage_text[] =
     "usage: npullm-bench MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-b BATCH] [-r REPS] [--json]\n"
     "       npullm-bench --barrier [-t THREADS] [--json]\n"
     "       npullm-bench --matmul [-t THREADS] [-r REPS] [--json]\n"
+    "       npullm-bench --attention [-t THREADS] [-r REPS] [--json]\n"
     "       npullm-bench --image FILE MMPROJ [MODEL.gguf] [-t THREADS] [-r REPS] [--exact|--bf16|--q8] [--json]\n"
     "\n"
     "  -p N        prompt tokens for the prompt-processing test (0 = skip; default 512)\n"
@@ -48,6 +51,7 @@ static const char usage_text[] =
     "  --json      one JSON object on stdout\n"
     "  --barrier   time an empty parallel section of the thread pool\n"
     "  --matmul    time the matrix kernels alone (Q4_0, Q8_0, Q4_K; 1 and 64 vectors)\n"
+    "  --attention time a follow-up turn's prefill attention alone, per-query against multi-position kernel\n"
     "  --image     time the vision tower on one image (per stage; with a Gemma 3 MODEL\n"
     "              also the prompt's prefill: the time to the first token); -r default 1\n"
     "  --exact     with --image: the exact path (npl_vision_params.exact)\n"
@@ -59,7 +63,7 @@ typedef struct options {
     const char *device;
     const char *kv; /* KV cache format, NULL: the engine's default */
     long p, n, t, b, r, chunk;
-    bool json, barrier, matmul, exact, bf16, q8;
+    bool json, barrier, matmul, attention, exact, bf16, q8;
     const char *image, *mmproj; /* --image FILE MMPROJ */
     bool reps_given;
 } options;
@@ -137,6 +141,8 @@ static options parse(int argc, char **argv)
             o.json = true;
         } else if (!strcmp(a, "--barrier")) {
             o.barrier = true;
+        } else if (!strcmp(a, "--attention")) {
+            o.attention = true;
         } else if (!strcmp(a, "--matmul")) {
             o.matmul = true;
         } else if (!strcmp(a, "--image")) {
@@ -165,7 +171,7 @@ static options parse(int argc, char **argv)
                 usage_error("bad or missing number after an option");
         }
     }
-    if (!o.model && !o.barrier && !o.matmul && !o.image)
+    if (!o.model && !o.barrier && !o.matmul && !o.attention && !o.image)
         usage_error("no model given");
     return o;
 }
@@ -385,6 +391,8 @@ int main(int argc, char **argv)
         return bench_barrier(&o);
     if (o.matmul)
         return bench_matmul((int)o.t, o.r, o.json);
+    if (o.attention)
+        return bench_attention((int)o.t, o.r, o.json);
     if (o.image) {
         bench_image_opts io = {.image = o.image, .mmproj = o.mmproj, .model = o.model, .n_threads = (int)o.t,
                                .reps = o.reps_given ? o.r : 1, .exact = o.exact, .bf16 = o.bf16, .q8 = o.q8, .json = o.json};

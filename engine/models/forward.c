@@ -66,6 +66,14 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
         fw->attn_block = malloc((rows + 1) * sizeof *fw->attn_block);
         if (!fw->attn_tiled_scratch || !fw->attn_block)
             return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the attention's scratch");
+    } else if (rows > 1) {
+        size_t block = attn_block_positions(hp);
+        fw->attn_rows_scratch_per_thread =
+            block + npl_attention_rows_scratch_floats(block, hp->n_head / hp->n_head_kv, hp->head_dim);
+        fw->attn_rows_scratch = malloc((size_t)n_threads * fw->attn_rows_scratch_per_thread * sizeof(float));
+        fw->attn_block = malloc((rows + 1) * sizeof *fw->attn_block);
+        if (!fw->attn_rows_scratch || !fw->attn_block)
+            return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the attention's scratch");
     }
     fw->row_seq = malloc(rows * sizeof *fw->row_seq);
     fw->row_pos = malloc(rows * sizeof *fw->row_pos);
@@ -104,6 +112,7 @@ void npl_forward_ws_free(npl_forward_ws *fw)
     free(fw->rope_swa);
     free(fw->attn_scratch);
     free(fw->attn_tiled_scratch);
+    free(fw->attn_rows_scratch);
     free(fw->attn_block);
     free(fw->row_seq);
     free(fw->row_pos);
@@ -312,6 +321,34 @@ static size_t attention_blocks(npl_model *m, size_t n)
     return nb;
 }
 
+/* Task t of a block-wise attention: query block t / n_head_kv (its first
+ * row and length), KV head t % n_head_kv (its cache offset, its first
+ * query's offset), every row's key range into lo[] / hi[] (lo may be
+ * NULL). */
+typedef struct attn_block_task {
+    npl_seq *s;
+    size_t i0, np, head, q_off;
+} attn_block_task;
+
+static attn_block_task attention_block_task(const step_ctx *c, size_t t, uint32_t *lo, uint32_t *hi)
+{
+    const npl_hparams *hp = &c->m->hp;
+    const npl_forward_ws *fw = &c->m->fw;
+    attn_block_task bt;
+    size_t b = t / hp->n_head_kv, group = hp->n_head / hp->n_head_kv;
+    uint32_t g = (uint32_t)(t % hp->n_head_kv);
+    bt.i0 = fw->attn_block[b];
+    bt.np = fw->attn_block[b + 1] - bt.i0;
+    bt.s = fw->row_seq[bt.i0];
+    for (size_t i = 0; i < bt.np; i++) {
+        uint32_t l;
+        attention_key_range(c, bt.i0 + i, lo ? &lo[i] : &l, &hi[i]);
+    }
+    bt.head = npl_kv_head_offset(bt.s, c->layer, g);
+    bt.q_off = bt.i0 * q_dim(hp) + (size_t)g * group * hp->head_dim;
+    return bt;
+}
+
 /* Task = (query block, kv head) on the tiled kernel: every query head of
  * the group at every position of the block against the cache. */
 static void attention_tiled_task(void *ctx, size_t begin, size_t end, int thread)
@@ -324,20 +361,44 @@ static void attention_tiled_task(void *ctx, size_t begin, size_t end, int thread
     uint8_t *scratch = fw->attn_tiled_scratch + (size_t)thread * fw->attn_tiled_scratch_per_thread;
     uint32_t *lo = (uint32_t *)(void *)scratch, *hi = lo + cap;
     for (size_t t = begin; t < end; t++) {
-        size_t b = t / hp->n_head_kv, i0 = fw->attn_block[b], np = fw->attn_block[b + 1] - i0;
-        uint32_t g = (uint32_t)(t % hp->n_head_kv);
-        npl_seq *s = fw->row_seq[i0];
-        for (size_t i = 0; i < np; i++)
-            attention_key_range(c, i0 + i, &lo[i], &hi[i]);
-        size_t head = npl_kv_head_offset(s, c->layer, g);
-        size_t q_off = i0 * q_dim(hp) + (size_t)g * group * hd;
+        attn_block_task bt = attention_block_task(c, t, lo, hi);
         npl_attn_tiled_job job = {
-            .q = fw->q + q_off, .q_stride = q_dim(hp), .out = fw->attn + q_off, .out_stride = q_dim(hp),
-            .n_pos = np, .group = group, .head_dim = hd, .key_lo = lo, .key_hi = hi,
-            .k = s->k_cache + head, .v = s->v_cache + head, .row_bytes = m->kv_row_bytes,
-            .ring = s->kv_ring && m->layers[c->layer].local ? s->kv_ring : 0, .scale = m->attn_scale,
+            .q = fw->q + bt.q_off, .q_stride = q_dim(hp), .out = fw->attn + bt.q_off, .out_stride = q_dim(hp),
+            .n_pos = bt.np, .group = group, .head_dim = hd, .key_lo = lo, .key_hi = hi,
+            .k = bt.s->k_cache + bt.head, .v = bt.s->v_cache + bt.head, .row_bytes = m->kv_row_bytes,
+            .ring = bt.s->kv_ring && m->layers[c->layer].local ? bt.s->kv_ring : 0, .scale = m->attn_scale,
         };
         npl_attention_tiled(&job, hi + cap);
+    }
+}
+
+/* Task = (query block, kv head) on the multi-position kernel, in a layer
+ * without a window (every row's keys start at position 0, row =
+ * position): the same bits as attention_task, each converted block of
+ * keys and values shared by the block's positions. */
+static void attention_rows_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    step_ctx *c = ctx;
+    npl_model *m = c->m;
+    const npl_hparams *hp = &m->hp;
+    npl_forward_ws *fw = &m->fw;
+    size_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv, cap = attn_block_positions(hp);
+    float *scratch = fw->attn_rows_scratch + (size_t)thread * fw->attn_rows_scratch_per_thread;
+    uint32_t *hi = (uint32_t *)(void *)scratch;
+    for (size_t t = begin; t < end; t++) {
+        attn_block_task bt = attention_block_task(c, t, NULL, hi);
+        const uint8_t *k = bt.s->k_cache + bt.head, *v = bt.s->v_cache + bt.head;
+        if (bt.np == 1) { /* one position (a batched decode): nothing to share */
+            npl_attention_kv(m->simd, m->kv_format, fw->q + bt.q_off, hd, group, k, v, m->kv_row_bytes,
+                             (size_t)hi[0] + 1, hd, m->attn_scale, fw->attn + bt.q_off, hd, scratch + cap);
+            continue;
+        }
+        npl_attn_rows_job job = {
+            .fmt = m->kv_format, .q = fw->q + bt.q_off, .q_stride = q_dim(hp), .out = fw->attn + bt.q_off,
+            .out_stride = q_dim(hp), .n_pos = bt.np, .group = group, .head_dim = hd, .key_hi = hi, .k = k, .v = v,
+            .row_bytes = m->kv_row_bytes, .scale = m->attn_scale,
+        };
+        npl_attention_rows(m->simd, &job, scratch + cap);
     }
 }
 
@@ -441,6 +502,8 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
          * arithmetic (tests/gemma3 reference.image-block's tolerance) */
         if (fw->attn_tiled_scratch && !(bidirectional && n > 1))
             npl_threadpool_run(pool, attention_blocks(m, n) * hp->n_head_kv, attention_tiled_task, &c);
+        else if (fw->attn_rows_scratch && n > 1 && !L->local)
+            npl_threadpool_run(pool, attention_blocks(m, n) * hp->n_head_kv, attention_rows_task, &c);
         else
             npl_threadpool_run(pool, n * hp->n_head_kv, attention_task, &c);
         npl_matmul_contig(pool, ws, &L->wo, fw->attn, q_dim(hp), n, fw->xn, e);

@@ -81,6 +81,12 @@ typedef struct npl_forward_ws {
     uint8_t *attn_tiled_scratch;
     size_t attn_tiled_scratch_per_thread;
     size_t *attn_block; /* rows + 1 block starts */
+    /* Otherwise the multi-position kernel (npl_attention_rows) for
+     * prefill chunks in layers without a window: per thread, the key
+     * ends of a block then the kernel's scratch, in floats. NULL when
+     * the tiled kernel runs or a step has one row. */
+    float *attn_rows_scratch;
+    size_t attn_rows_scratch_per_thread;
     /* Row i of the step: which sequence, at which position. */
     npl_seq **row_seq;
     uint32_t *row_pos;

@@ -19,6 +19,15 @@ size_t npl_attention_scratch_floats(size_t n_q, size_t head_dim)
     return n_q * NPL_ATTN_BLOCK + 2 * n_q + n_q * head_dim + 2 * NPL_ATTN_BLOCK * head_dim;
 }
 
+size_t npl_attention_rows_scratch_floats(size_t n_pos, size_t group, size_t head_dim)
+{
+    /* keys, keys transposed and values of a block; per row its scores,
+     * running max and sum, accumulators and active-list entry (a uint32
+     * in a float's place). Also enough for npl_attention_ref. */
+    size_t rows = n_pos * group;
+    return 3 * NPL_ATTN_BLOCK * head_dim + rows * (NPL_ATTN_BLOCK + 3 + head_dim);
+}
+
 size_t npl_kv_row_bytes(npl_kv_format fmt, size_t head_dim)
 {
     if (fmt == NPL_KV_Q8_0)
@@ -123,6 +132,19 @@ void npl_attention_ref(npl_kv_format fmt, const float *q, size_t q_stride, size_
         for (size_t d = 0; d < head_dim; d++)
             o[d] = acc[d] * inv;
     }
+}
+
+void npl_attention_rows_ref(const npl_attn_rows_job *job, float *scratch)
+{
+    for (size_t i = 0; i < job->n_pos; i++)
+        npl_attention_ref(job->fmt, job->q + i * job->q_stride, job->head_dim, job->group, job->k, job->v,
+                          job->row_bytes, (size_t)job->key_hi[i] + 1, job->head_dim, job->scale,
+                          job->out + i * job->out_stride, job->head_dim, scratch);
+}
+
+void npl_attention_rows(npl_simd_level lv, const npl_attn_rows_job *job, float *scratch)
+{
+    npl_kernels(lv)->attention_rows(job, scratch);
 }
 
 void npl_attention_kv(npl_simd_level lv, npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q,

@@ -56,6 +56,32 @@ void npl_attention_kv(npl_simd_level lv, npl_kv_format fmt, const float *q, size
                       const void *k, const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim,
                       float scale, float *out, size_t out_stride, float *scratch);
 
+/* Many query positions of one KV head at once (a prefill chunk): position
+ * i's group query heads (head h at q + i * q_stride + h * head_dim) see
+ * key positions [0, key_hi[i]]. Each block of NPL_ATTN_BLOCK cached keys
+ * and values is converted once for all the positions instead of once per
+ * position, and the scores of several positions share each key load;
+ * every row gets npl_attention_kv's bits for n_kv = key_hi[i] + 1 (the
+ * same arithmetic, attention_internal.h, row by row). */
+typedef struct npl_attn_rows_job {
+    npl_kv_format fmt;
+    const float *q;
+    size_t q_stride;
+    float *out; /* same layout as q, with out_stride */
+    size_t out_stride;
+    size_t n_pos, group, head_dim;
+    const uint32_t *key_hi;
+    const void *k, *v; /* key position p at + p * row_bytes */
+    size_t row_bytes;
+    float scale; /* multiplies q.k */
+} npl_attn_rows_job;
+
+/* Floats of scratch one npl_attention_rows call of up to n_pos positions
+ * needs. */
+size_t npl_attention_rows_scratch_floats(size_t n_pos, size_t group, size_t head_dim);
+
+void npl_attention_rows(npl_simd_level lv, const npl_attn_rows_job *job, float *scratch);
+
 #ifdef __cplusplus
 }
 #endif

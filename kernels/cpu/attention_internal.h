@@ -38,6 +38,36 @@ void npl_attention_ref(npl_kv_format fmt, const float *q, size_t q_stride, size_
                        size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, float *out,
                        size_t out_stride, float *scratch);
 
+/* npl_attention_rows' portable version: npl_attention_ref row by row. */
+void npl_attention_rows_ref(const npl_attn_rows_job *job, float *scratch);
+
+/* Scratch layout of npl_attention_rows at the SIMD levels: r = i * group
+ * + h indexes a (position, query head) row. */
+typedef struct npl_attn_rows_scratch {
+    float *keys;     /* [NPL_ATTN_BLOCK][head_dim] */
+    float *keys_t;   /* [head_dim][NPL_ATTN_BLOCK]: the keys transposed */
+    float *vals;     /* [NPL_ATTN_BLOCK][head_dim] */
+    float *scores;   /* [rows][NPL_ATTN_BLOCK] */
+    float *run_max;  /* [rows] */
+    float *run_sum;  /* [rows] */
+    float *acc;      /* [rows][head_dim] */
+    uint32_t *active; /* [rows]: the rows seeing the current block */
+} npl_attn_rows_scratch;
+
+static inline npl_attn_rows_scratch npl_attn_rows_scratch_split(float *s, size_t rows, size_t head_dim)
+{
+    npl_attn_rows_scratch a;
+    a.keys = s;
+    a.keys_t = a.keys + NPL_ATTN_BLOCK * head_dim;
+    a.vals = a.keys_t + NPL_ATTN_BLOCK * head_dim;
+    a.scores = a.vals + NPL_ATTN_BLOCK * head_dim;
+    a.run_max = a.scores + rows * NPL_ATTN_BLOCK;
+    a.run_sum = a.run_max + rows;
+    a.acc = a.run_sum + rows;
+    a.active = (uint32_t *)(void *)(a.acc + rows * head_dim);
+    return a;
+}
+
 /* Scratch layout shared by every level. */
 typedef struct npl_attn_scratch {
     float *scores;  /* [n_q][NPL_ATTN_BLOCK] */

@@ -121,12 +121,48 @@ static void softmax_step(float *s, size_t nj, float *run_max, float *run_sum, fl
 /* acc += p_j * v_j for the heads [h0, h0 + nh) over the block: up to
  * HEADS_AT_ONCE heads x DIM_REGS x 16 dimensions of accumulators in
  * registers, j in order for each. */
+/* The whole tile (HEADS_AT_ONCE heads x DIM_REGS vectors from d0): fixed
+ * bounds, so the accumulators stay in registers. */
+NPL_V_AI void accumulate_tile(float *acc, const float *scores, const float *vals, size_t h0, size_t nj,
+                              size_t head_dim, size_t d0)
+{
+    vf a[HEADS_AT_ONCE][DIM_REGS];
+#pragma GCC unroll 8
+    for (size_t h = 0; h < HEADS_AT_ONCE; h++)
+#pragma GCC unroll 8
+        for (size_t c = 0; c < DIM_REGS; c++)
+            a[h][c] = vf_loadu(acc + (h0 + h) * head_dim + d0 + 16 * c);
+    for (size_t j = 0; j < nj; j++) {
+        const float *vr = vals + j * head_dim + d0;
+        vf vv[DIM_REGS];
+#pragma GCC unroll 8
+        for (size_t c = 0; c < DIM_REGS; c++)
+            vv[c] = vf_loadu(vr + 16 * c);
+#pragma GCC unroll 8
+        for (size_t h = 0; h < HEADS_AT_ONCE; h++) {
+            vf p = vf_set1(scores[(h0 + h) * NPL_ATTN_BLOCK + j]);
+#pragma GCC unroll 8
+            for (size_t c = 0; c < DIM_REGS; c++)
+                a[h][c] = vf_fmadd(p, vv[c], a[h][c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (size_t h = 0; h < HEADS_AT_ONCE; h++)
+#pragma GCC unroll 8
+        for (size_t c = 0; c < DIM_REGS; c++)
+            vf_storeu(acc + (h0 + h) * head_dim + d0 + 16 * c, a[h][c]);
+}
+
 static void accumulate_values(float *acc, const float *scores, const float *vals, size_t h0, size_t nh, size_t nj,
                               size_t head_dim)
 {
     size_t hd16 = head_dim & ~(size_t)15;
     for (size_t d0 = 0; d0 < hd16; d0 += 16 * DIM_REGS) {
         size_t nc = (hd16 - d0) / 16 < DIM_REGS ? (hd16 - d0) / 16 : DIM_REGS;
+        if (nh == HEADS_AT_ONCE && nc == DIM_REGS) {
+            accumulate_tile(acc, scores, vals, h0, nj, head_dim, d0);
+            continue;
+        }
         vf a[HEADS_AT_ONCE][DIM_REGS];
         for (size_t h = 0; h < nh; h++)
             for (size_t c = 0; c < nc; c++)
@@ -184,5 +220,156 @@ void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_strid
         float *o = out + h * out_stride;
         memcpy(o, sc.acc + h * head_dim, head_dim * sizeof *o);
         scale_row(o, head_dim, inv);
+    }
+}
+
+/* ---- npl_attention_rows: many positions against each converted block ---- */
+
+/* Rows scored together (sharing each key load) x 16-key chunks per row:
+ * two sets of SCORE_ROWS x SCORE_CHUNKS accumulators fill NPL_V_TILE. */
+#define SCORE_ROWS NPL_V_TILE_ROWS
+#define SCORE_CHUNKS (NPL_V_TILE_VECS / 2)
+
+/* block_scores' arithmetic for SCORE_ROWS rows (q[r], scores s[r]) and
+ * the 16 * SCORE_CHUNKS keys of kt (the block transposed, key j of
+ * dimension d at kt[d * NPL_ATTN_BLOCK + j]), keys in lanes. Lane l of
+ * block_scores' accumulator, the fmadd chain of q[c + l] * k[c + l] over
+ * c, is here a whole vector a_l (one lane per key), and vf_hsum's pairs
+ * become vector additions: t8_l = a_l + a_{l+8}, t4_l = t8_l + t8_{l+4},
+ * (t4_0 + t4_2) + (t4_1 + t4_3); then the tail dimensions fmadd'ed and the
+ * product with scale. No shuffles, and the same bits per key. */
+NPL_V_AI void score_tile(const float *const q[SCORE_ROWS], const float *kt, size_t hd, float scale,
+                         float *const s[SCORE_ROWS])
+{
+    size_t hd16 = hd & ~(size_t)15;
+    vf t8[8][SCORE_ROWS][SCORE_CHUNKS];
+    for (size_t l = 0; l < 8; l++) {
+        vf a[SCORE_ROWS][SCORE_CHUNKS], b[SCORE_ROWS][SCORE_CHUNKS];
+#pragma GCC unroll 8
+        for (int r = 0; r < SCORE_ROWS; r++)
+#pragma GCC unroll 4
+            for (int k = 0; k < SCORE_CHUNKS; k++)
+                a[r][k] = b[r][k] = vf_zero();
+        for (size_t c = 0; c < hd16; c += 16) {
+            const float *ka = kt + (c + l) * NPL_ATTN_BLOCK, *kb = kt + (c + l + 8) * NPL_ATTN_BLOCK;
+            vf x[SCORE_CHUNKS], y[SCORE_CHUNKS];
+#pragma GCC unroll 4
+            for (int k = 0; k < SCORE_CHUNKS; k++) {
+                x[k] = vf_loadu(ka + 16 * k);
+                y[k] = vf_loadu(kb + 16 * k);
+            }
+#pragma GCC unroll 8
+            for (int r = 0; r < SCORE_ROWS; r++) {
+                vf qa = vf_set1(q[r][c + l]), qb = vf_set1(q[r][c + l + 8]);
+#pragma GCC unroll 4
+                for (int k = 0; k < SCORE_CHUNKS; k++) {
+                    a[r][k] = vf_fmadd(qa, x[k], a[r][k]);
+                    b[r][k] = vf_fmadd(qb, y[k], b[r][k]);
+                }
+            }
+        }
+        for (int r = 0; r < SCORE_ROWS; r++)
+            for (int k = 0; k < SCORE_CHUNKS; k++)
+                t8[l][r][k] = vf_add(a[r][k], b[r][k]);
+    }
+    vf sc = vf_set1(scale);
+    for (int r = 0; r < SCORE_ROWS; r++)
+        for (int k = 0; k < SCORE_CHUNKS; k++) {
+            vf t4[4];
+            for (int l = 0; l < 4; l++)
+                t4[l] = vf_add(t8[l][r][k], t8[l + 4][r][k]);
+            vf t = vf_add(vf_add(t4[0], t4[2]), vf_add(t4[1], t4[3]));
+            for (size_t c = hd16; c < hd; c++)
+                t = vf_fmadd(vf_set1(q[r][c]), vf_loadu(kt + c * NPL_ATTN_BLOCK + 16 * (size_t)k), t);
+            vf_storeu(s[r] + 16 * (size_t)k, vf_mul(t, sc));
+        }
+}
+
+/* keys [nj][hd] -> kt [hd][NPL_ATTN_BLOCK], the keys past nj as zeros */
+static void transpose_keys(const float *keys, size_t nj, size_t hd, float *kt)
+{
+    for (size_t d = 0; d < hd; d++) {
+        float *o = kt + d * NPL_ATTN_BLOCK;
+        for (size_t j = 0; j < nj; j++)
+            o[j] = keys[j * hd + d];
+        for (size_t j = nj; j < NPL_ATTN_BLOCK; j++)
+            o[j] = 0.0f;
+    }
+}
+
+/* Keys of the block [j0, j0 + NPL_ATTN_BLOCK) that row position i sees. */
+static size_t row_keys(const npl_attn_rows_job *job, size_t i, size_t j0)
+{
+    size_t n = (size_t)job->key_hi[i] + 1 - j0;
+    return n < NPL_ATTN_BLOCK ? n : NPL_ATTN_BLOCK;
+}
+
+void NPL_ISA_FN(npl_attention_rows)(const npl_attn_rows_job *job, float *scratch)
+{
+    size_t hd = job->head_dim, g = job->group, n_rows = job->n_pos * g;
+    npl_attn_rows_scratch sc = npl_attn_rows_scratch_split(scratch, n_rows, hd);
+    for (size_t r = 0; r < n_rows; r++) {
+        sc.run_max[r] = -INFINITY;
+        sc.run_sum[r] = 0.0f;
+    }
+    memset(sc.acc, 0, n_rows * hd * sizeof *sc.acc);
+    size_t n_kv = 0;
+    for (size_t i = 0; i < job->n_pos; i++)
+        if ((size_t)job->key_hi[i] + 1 > n_kv)
+            n_kv = (size_t)job->key_hi[i] + 1;
+
+    for (size_t j0 = 0; j0 < n_kv; j0 += NPL_ATTN_BLOCK) {
+        size_t nj = n_kv - j0 < NPL_ATTN_BLOCK ? n_kv - j0 : NPL_ATTN_BLOCK;
+        block_to_f32(job->fmt, job->k, job->row_bytes, j0, nj, hd, sc.keys);
+        block_to_f32(job->fmt, job->v, job->row_bytes, j0, nj, hd, sc.vals);
+        transpose_keys(sc.keys, nj, hd, sc.keys_t);
+        /* the rows seeing this block; a row past its last key skips it */
+        size_t na = 0;
+        for (size_t i = 0; i < job->n_pos; i++)
+            if (job->key_hi[i] >= j0)
+                for (size_t h = 0; h < g; h++)
+                    sc.active[na++] = (uint32_t)(i * g + h);
+        if (na == 0)
+            continue;
+        /* Scores of every key of the block (a row uses its own first
+         * row_keys of them); a short tile repeats its last row. */
+        size_t n_chunks = (nj + 15) / 16;
+        n_chunks = (n_chunks + SCORE_CHUNKS - 1) / SCORE_CHUNKS * SCORE_CHUNKS;
+        for (size_t a0 = 0; a0 < na; a0 += SCORE_ROWS) {
+            const float *qp[SCORE_ROWS];
+            float *sp[SCORE_ROWS];
+            for (size_t r = 0; r < SCORE_ROWS; r++) {
+                size_t row = sc.active[a0 + r < na ? a0 + r : na - 1];
+                qp[r] = job->q + row / g * job->q_stride + row % g * hd;
+                sp[r] = sc.scores + row * NPL_ATTN_BLOCK;
+            }
+            for (size_t c0 = 0; c0 < n_chunks; c0 += SCORE_CHUNKS) {
+                float *spc[SCORE_ROWS];
+                for (size_t r = 0; r < SCORE_ROWS; r++)
+                    spc[r] = sp[r] + 16 * c0;
+                score_tile(qp, sc.keys_t + 16 * c0, hd, job->scale, spc);
+            }
+        }
+        for (size_t a = 0; a < na; a++) {
+            size_t row = sc.active[a];
+            softmax_step(sc.scores + row * NPL_ATTN_BLOCK, row_keys(job, row / g, j0), &sc.run_max[row],
+                         &sc.run_sum[row], sc.acc + row * hd, hd);
+        }
+        /* runs of consecutive rows with the same keys share the value loads */
+        for (size_t a = 0; a < na;) {
+            size_t row = sc.active[a], n = 1, nk = row_keys(job, row / g, j0);
+            while (n < HEADS_AT_ONCE && a + n < na && sc.active[a + n] == row + n &&
+                   row_keys(job, (row + n) / g, j0) == nk)
+                n++;
+            accumulate_values(sc.acc, sc.scores, sc.vals, row, n, nk, hd);
+            a += n;
+        }
+    }
+
+    for (size_t r = 0; r < n_rows; r++) {
+        float inv = sc.run_sum[r] > 0.0f ? 1.0f / sc.run_sum[r] : 0.0f;
+        float *o = job->out + r / g * job->out_stride + r % g * hd;
+        memcpy(o, sc.acc + r * hd, hd * sizeof *o);
+        scale_row(o, hd, inv);
     }
 }

@@ -24,6 +24,7 @@ static const npl_kernel_table portable = {
     .bf16_matmul = npl_bf16_rows_ref,
     .packed_matmul = NULL,
     .attention = npl_attention_ref,
+    .attention_rows = npl_attention_rows_ref,
     .swiglu = npl_swiglu_ref,
 };
 

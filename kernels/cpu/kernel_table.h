@@ -38,6 +38,8 @@ typedef struct npl_kernel_table {
     void (*attention)(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k, const void *v,
                       size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, float *out,
                       size_t out_stride, float *scratch);
+    /* npl_attention_rows */
+    void (*attention_rows)(const npl_attn_rows_job *job, float *scratch);
     /* npl_swiglu_f32 */
     void (*swiglu)(float *gate, const float *up, size_t n);
 } npl_kernel_table;

@@ -11,6 +11,7 @@ const npl_kernel_table NPL_ISA_FN(npl_kernel_table) = {
     .bf16_matmul = NPL_ISA_FN(npl_bf16_matmul),
     .packed_matmul = NPL_ISA_FN(npl_packed_matmul),
     .attention = NPL_ISA_FN(npl_attention),
+    .attention_rows = NPL_ISA_FN(npl_attention_rows),
     .swiglu = NPL_ISA_FN(npl_swiglu),
 };
 #endif

@@ -1,7 +1,8 @@
 /* npl_attention: every SIMD level gives the portable version's bits (odd
- * head sizes, block boundaries, GQA groups), and the portable version
- * matches a naive double-precision softmax; the exp it uses is accurate
- * over the range the softmax feeds it. */
+ * head sizes, block boundaries, GQA groups), npl_attention_rows gives its
+ * bits row by row, and the portable version matches a naive
+ * double-precision softmax; the exp it uses is accurate over the range the
+ * softmax feeds it. */
 #include <math.h>
 
 #include "attention.h"
@@ -27,6 +28,22 @@ static void fill(nt_splitmix *r, size_t hd, float kscale)
 
 static uint8_t kq[MAXKV * MAXHD * 2], vq[MAXKV * MAXHD * 2];
 
+/* The cache rows [0, n) of the halves kh, vh again in Q8_0 (head_dim
+ * at most 256, a multiple of 32). */
+static void to_q8_rows(const uint16_t *kh, const uint16_t *vh, size_t n, size_t hd, uint8_t *kq8, uint8_t *vq8)
+{
+    size_t rb = npl_kv_row_bytes(NPL_KV_Q8_0, hd);
+    float row[256];
+    for (size_t j = 0; j < n; j++) {
+        for (size_t d = 0; d < hd; d++)
+            row[d] = npl_fp16_to_fp32(kh[j * hd + d]);
+        npl_kv_store_row(NPL_KV_Q8_0, row, kq8 + j * rb, hd);
+        for (size_t d = 0; d < hd; d++)
+            row[d] = npl_fp16_to_fp32(vh[j * hd + d]);
+        npl_kv_store_row(NPL_KV_Q8_0, row, vq8 + j * rb, hd);
+    }
+}
+
 static void test_levels_exact(void)
 {
     nt_splitmix r = {11};
@@ -47,16 +64,7 @@ static void test_levels_exact(void)
             }
             const void *kr = kc, *vr = vc;
             if (fmt == NPL_KV_Q8_0) {
-                /* the cache rows of the same values in Q8_0 */
-                float row[MAXHD];
-                for (size_t j = 0; j < MAXKV; j++) {
-                    for (size_t d = 0; d < hd; d++)
-                        row[d] = npl_fp16_to_fp32(kc[j * hd + d]);
-                    npl_kv_store_row(NPL_KV_Q8_0, row, kq + j * rb, hd);
-                    for (size_t d = 0; d < hd; d++)
-                        row[d] = npl_fp16_to_fp32(vc[j * hd + d]);
-                    npl_kv_store_row(NPL_KV_Q8_0, row, vq + j * rb, hd);
-                }
+                to_q8_rows(kc, vc, MAXKV, hd, kq, vq);
                 kr = kq;
                 vr = vq;
             }
@@ -93,15 +101,7 @@ static void test_q8_cache_close(void)
     fill(&r, HD, 2.0f);
     size_t rb = npl_kv_row_bytes(NPL_KV_Q8_0, HD);
     CHECK(rb == 2 * 34);
-    float row[HD];
-    for (size_t j = 0; j < NKV; j++) {
-        for (size_t d = 0; d < HD; d++)
-            row[d] = npl_fp16_to_fp32(kc[j * HD + d]);
-        npl_kv_store_row(NPL_KV_Q8_0, row, kq + j * rb, HD);
-        for (size_t d = 0; d < HD; d++)
-            row[d] = npl_fp16_to_fp32(vc[j * HD + d]);
-        npl_kv_store_row(NPL_KV_Q8_0, row, vq + j * rb, HD);
-    }
+    to_q8_rows(kc, vc, NKV, HD, kq, vq);
     float *s = malloc(npl_attention_scratch_floats(NQ, HD) * sizeof(float));
     REQUIRE(s);
     npl_attention(npl_simd_detect(), q, HD, NQ, kc, vc, HD, NKV, HD, 0.125f, out0, HD, s);
@@ -172,5 +172,128 @@ static void test_exp(void)
     CHECK(npl_attn_exp(0.0f) == 1.0f);
 }
 
-NT_MAIN({"levels_exact", test_levels_exact}, {"matches_softmax", test_matches_softmax}, {"exp", test_exp},
+/* npl_attention_rows: each position's rows are npl_attention_kv's bits at
+ * every level (memcmp), for head sizes with and without a 16-dimension
+ * tail, grouped heads, both cache formats, chunks of 1 to 300 positions
+ * after 0 to 500 cached ones (key ranges ending mid-block and on block
+ * boundaries), every position seeing the same keys (an image block) or
+ * ranges in no order; scores far apart, so the running maximum jumps and
+ * rescales accumulators by 0; a value of infinity that only the later
+ * positions see. */
+enum { RMAXPOS = 800, RMAXHD = 256, RMAXG = 8, RMAXP = 300 };
+
+typedef struct rows_case {
+    size_t hd, group, n_pos;
+    uint32_t p0;  /* positions cached before the chunk */
+    int ranges;   /* 0: causal, 1: all see [0, last], 2: random ends */
+    float kscale;
+    bool inf_value;
+} rows_case;
+
+static void rows_check(const rows_case *rc, nt_splitmix *r, uint16_t *kh, uint16_t *vh, uint8_t *kq8, uint8_t *vq8,
+                       float *qr, float *want, float *got, float *scratch)
+{
+    size_t hd = rc->hd, g = rc->group, np = rc->n_pos, n_all = rc->p0 + np;
+    for (size_t i = 0; i < n_all * hd; i++) {
+        kh[i] = npl_fp32_to_fp16(nt_splitmix_float(r) * rc->kscale);
+        vh[i] = npl_fp32_to_fp16(nt_splitmix_float(r));
+    }
+    if (rc->inf_value)
+        vh[(rc->p0 + np / 2) * hd + hd / 3] = 0x7c00;
+    for (size_t i = 0; i < np * g * hd; i++)
+        qr[i] = nt_splitmix_float(r) * 2.0f;
+    uint32_t hi[RMAXP];
+    for (size_t i = 0; i < np; i++) {
+        uint32_t pos = rc->p0 + (uint32_t)i;
+        hi[i] = rc->ranges == 0 ? pos : rc->ranges == 1 ? (uint32_t)n_all - 1
+                                                        : (uint32_t)(nt_splitmix_next(r) % n_all);
+    }
+    for (int fmt = 0; fmt < 2; fmt++) {
+        size_t rb = npl_kv_row_bytes((npl_kv_format)fmt, hd);
+        if (rb == 0)
+            continue;
+        const void *kr = kh, *vr = vh;
+        if (fmt == NPL_KV_Q8_0) {
+            to_q8_rows(kh, vh, n_all, hd, kq8, vq8);
+            kr = kq8;
+            vr = vq8;
+        }
+        float scale = 1.0f / sqrtf((float)hd);
+        for (size_t i = 0; i < np; i++)
+            npl_attention_kv(npl_simd_detect(), (npl_kv_format)fmt, qr + i * g * hd, hd, g, kr, vr, rb,
+                             (size_t)hi[i] + 1, hd, scale, want + i * g * hd, hd, scratch);
+        npl_attn_rows_job job = {
+            .fmt = (npl_kv_format)fmt, .q = qr, .q_stride = g * hd, .out = got, .out_stride = g * hd,
+            .n_pos = np, .group = g, .head_dim = hd, .key_hi = hi, .k = kr, .v = vr, .row_bytes = rb,
+            .scale = scale,
+        };
+        /* the portable level is the reference row by row: only small cases */
+        int lv0 = np * g * n_all * hd < 40000000 ? 0 : 1;
+        for (int lv = lv0; lv <= (int)npl_simd_detect(); lv++) {
+            memset(got, 0xff, np * g * hd * sizeof *got);
+            npl_attention_rows((npl_simd_level)lv, &job, scratch);
+            size_t bad = np;
+            for (size_t i = 0; i < np && bad == np; i++)
+                if (memcmp(want + i * g * hd, got + i * g * hd, g * hd * sizeof *got) != 0)
+                    bad = i;
+            CHECKF(bad == np,
+                   "format %d level %d head_dim %zu group %zu positions %zu after %u (ranges %d): position %zu "
+                   "(keys [0, %u]) differs",
+                   fmt, lv, hd, g, np, rc->p0, rc->ranges, bad, bad < np ? hi[bad] : 0);
+        }
+    }
+}
+
+static void test_rows_exact(void)
+{
+    uint16_t *kh = malloc(RMAXPOS * RMAXHD * sizeof *kh), *vh = malloc(RMAXPOS * RMAXHD * sizeof *vh);
+    uint8_t *kq8 = malloc(RMAXPOS * RMAXHD * 2), *vq8 = malloc(RMAXPOS * RMAXHD * 2);
+    float *qr = malloc(RMAXP * RMAXG * RMAXHD * sizeof *qr);
+    float *want = malloc(RMAXP * RMAXG * RMAXHD * sizeof *want), *got = malloc(RMAXP * RMAXG * RMAXHD * sizeof *got);
+    float *scratch = malloc(npl_attention_rows_scratch_floats(RMAXP, RMAXG, RMAXHD) * sizeof *scratch);
+    REQUIRE(kh && vh && kq8 && vq8 && qr && want && got && scratch);
+    nt_splitmix r = {21};
+    static const rows_case fixed[] = {
+        {64, 4, 247, 117, 0, 1.0f, false}, /* the turn-10 shape, fewer cached */
+        {64, 4, 64, 0, 0, 1.0f, false},   /* one block exactly */
+        {64, 4, 1, 63, 0, 1.0f, false},   /* keys [0, 63] */
+        {64, 4, 1, 64, 0, 1.0f, false},   /* keys [0, 64] */
+        {128, 8, 65, 127, 0, 8.0f, false},
+        {256, 2, 300, 0, 0, 8.0f, false},
+        {80, 4, 100, 50, 0, 8.0f, false}, /* a 16-dimension tail */
+        {7, 3, 70, 10, 0, 1.0f, false},   /* no full 16 dimensions */
+        {65, 1, 129, 64, 0, 1.0f, false},
+        {64, 8, 130, 192, 1, 1.0f, false}, /* every position sees everything */
+        {128, 4, 90, 300, 2, 8.0f, false}, /* random ends */
+        {64, 4, 200, 100, 0, 100.0f, false}, /* rescales by 0: -0 in the accumulators */
+        {64, 2, 120, 40, 0, 1.0f, true},
+        {96, 5, 33, 31, 0, 8.0f, false},
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        rows_check(&fixed[i], &r, kh, vh, kq8, vq8, qr, want, got, scratch);
+    static const size_t hds[] = {64, 128, 256, 80, 24, 32, 65};
+    static const size_t groups[] = {1, 2, 4, 8};
+    static const float kscales[] = {1.0f, 8.0f, 100.0f};
+    for (int t = 0; t < 40; t++) {
+        rows_case rc = {
+            .hd = hds[nt_splitmix_next(&r) % 7], .group = groups[nt_splitmix_next(&r) % 4],
+            .n_pos = 1 + nt_splitmix_next(&r) % RMAXP, .p0 = (uint32_t)(nt_splitmix_next(&r) % 501),
+            .ranges = (int)(nt_splitmix_next(&r) % 5) / 3 * (1 + t % 2), .kscale = kscales[t % 3],
+            .inf_value = t % 7 == 3,
+        };
+        if (rc.hd >= 128 && rc.n_pos * rc.p0 > 30000) /* keep the run short */
+            rc.p0 /= 4;
+        rows_check(&rc, &r, kh, vh, kq8, vq8, qr, want, got, scratch);
+    }
+    free(kh);
+    free(vh);
+    free(kq8);
+    free(vq8);
+    free(qr);
+    free(want);
+    free(got);
+    free(scratch);
+}
+
+NT_MAIN({"levels_exact", test_levels_exact}, {"rows_exact", test_rows_exact}, {"matches_softmax", test_matches_softmax}, {"exp", test_exp},
         {"q8_cache_close", test_q8_cache_close})
