@@ -62,8 +62,9 @@ static bool npu_stats(const npl_model *m, npl_device_stats *out)
 /* The NPU's kernel groups compute RMSNorm, Q/K/V with optional biases,
  * optional per-head Q/K norms, rope (both styles, rope_freqs, sliding
  * windows), attention, output projection with optional post-norms and a
- * SiLU or GELU-gated FFN: every variation of the architecture table, so
- * the NPU runtime has no `supports`. */
+ * SiLU or GELU-gated FFN: every variation of the architecture table. A
+ * model weight that the kernels' contract has no part for is refused when
+ * the packs are filled (npu_weight_packs.c), naming the weight. */
 #define NPU_RUNTIME_OPS                                                                                  \
     .open = npu_open, .close = npu_close, .prefill = npl_backend_npu_prefill, \
     .prefill_embeddings = npl_backend_npu_prefill_embeddings, .decode = npl_backend_npu_decode,         \

@@ -27,11 +27,6 @@ typedef struct npl_backend {
     /* Opens the device (discovery already approved it): *dev stays NULL
      * for the CPU. cfg names the kernels discovery found (NPU only). */
     npl_status (*probe)(const struct npl_npu_probe_config *cfg, struct npl_npu_device **dev, npl_error *err);
-    /* NPL_OK when the backend computes every variation of m's
-     * architecture; else NPL_ERR_UNSUPPORTED saying which it does not
-     * (`auto` then falls back to the CPU). NULL: every model the loader
-     * accepts (the CPU; the NPU runtime since it has Q/K/V biases). */
-    npl_status (*supports)(const npl_model *m, npl_error *err);
     /* Sets the backend up for m (m->device is set) on dev, taking
      * ownership of dev also on failure; close undoes it. */
     npl_status (*open)(npl_model *m, struct npl_npu_device *dev, const char *cache_dir, npl_error *err);

@@ -25,20 +25,6 @@ npl_status npl_model_device_open_in(npl_model *m, const char *request, const cha
     snprintf(d->name, sizeof d->name, "%s", choice.name);
     snprintf(d->reason, sizeof d->reason, "%s", choice.reason);
     const npl_backend *be = choice.backend;
-    npl_error why;
-    npl_error_clear(&why);
-    if (be->supports && be->supports(m, &why) != NPL_OK) {
-        npl_npu_device_destroy(choice.dev);
-        choice.dev = NULL;
-        if (!request || strcmp(request, "auto") != 0) {
-            free(d);
-            return npl_error_set(err, why.code, "device %s: %s", choice.name, why.message);
-        }
-        /* auto: the NPU was found but cannot run this model */
-        snprintf(d->name, sizeof d->name, "cpu");
-        snprintf(d->reason, sizeof d->reason, "auto: NPU not used (%.600s)", why.message);
-        be = npl_backend_named("cpu");
-    }
     d->backend = be;
     m->device = d;
     if (be->open && (st = be->open(m, choice.dev, npu_cache_dir, err)) != NPL_OK) {
