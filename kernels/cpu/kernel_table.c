@@ -25,6 +25,7 @@ static const npl_kernel_table portable = {
     .packed_matmul = NULL,
     .attention = npl_attention_ref,
     .swiglu = npl_swiglu_ref,
+    .act_bias = npl_act_bias_ref,
 };
 
 static npl_kernel_table tables[NPL_SIMD_AVX512 + 1];

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "act_gelu.h"
 #include "attention.h"
 #include "matmul_packed.h"
 #include "matvec.h"
@@ -40,6 +41,8 @@ typedef struct npl_kernel_table {
                       size_t out_stride, float *scratch);
     /* npl_swiglu_f32 */
     void (*swiglu)(float *gate, const float *up, size_t n);
+    /* npl_act_bias_f32 */
+    void (*act_bias)(npl_act_kind act, float *x, const float *bias, size_t n);
 } npl_kernel_table;
 
 /* The table of a level (at most the detected one: a higher request gets
