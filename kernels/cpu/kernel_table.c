@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "act_fn.h"
+#include "attention_noncausal.h"
 #include "attention_internal.h"
 #include "cpu_features.h"
 #include "matmul_bf16.h"
@@ -25,6 +26,7 @@ static const npl_kernel_table portable = {
     .packed_matmul = NULL,
     .attention = npl_attention_ref,
     .swiglu = npl_swiglu_ref,
+    .attention_nc = npl_attention_nc_ref,
     .act_bias = npl_act_bias_ref,
 };
 

@@ -41,6 +41,10 @@ typedef struct npl_kernel_table {
                       size_t out_stride, float *scratch);
     /* npl_swiglu_f32 */
     void (*swiglu)(float *gate, const float *up, size_t n);
+    /* npl_attention_nc */
+    void (*attention_nc)(const float *q, size_t q_stride, size_t n_q, const float *kt, const float *v,
+                         size_t v_stride, size_t n_kv, size_t head_dim, float scale, float *out, size_t out_stride,
+                         float *scratch);
     /* npl_act_bias_f32 */
     void (*act_bias)(npl_act_kind act, float *x, const float *bias, size_t n);
 } npl_kernel_table;

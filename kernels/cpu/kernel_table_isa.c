@@ -12,6 +12,7 @@ const npl_kernel_table NPL_ISA_FN(npl_kernel_table) = {
     .packed_matmul = NPL_ISA_FN(npl_packed_matmul),
     .attention = NPL_ISA_FN(npl_attention),
     .swiglu = NPL_ISA_FN(npl_swiglu),
+    .attention_nc = NPL_ISA_FN(npl_attention_nc),
     .act_bias = NPL_ISA_FN(npl_act_bias),
 };
 #endif
