@@ -6,8 +6,10 @@
 #ifndef NPL_ACT_GELU_H
 #define NPL_ACT_GELU_H
 
+#include <math.h>
 #include <stddef.h>
 
+#include "fast_exp.h"
 #include "vec_ops.h"
 
 #ifdef __cplusplus
@@ -22,6 +24,35 @@ typedef enum npl_act_kind {
 
 /* x[i] = act(x[i] + bias[i]); bias may be NULL. */
 void npl_act_bias_f32(npl_simd_level lv, npl_act_kind act, float *x, const float *bias, size_t n);
+
+/* The portable reference (the dispatch table's portable row). */
+void npl_act_bias_ref(npl_act_kind act, float *x, const float *bias, size_t n);
+
+/* z(x): the sigmoid's argument. */
+static inline float npl_act_z(npl_act_kind act, float x)
+{
+    switch (act) {
+    case NPL_ACT_GELU_TANH: {
+        float x2 = x * x;
+        float p = 0.044715f * x2 + 1.0f;
+        return (1.5957691216057308f * x) * p; /* 2 sqrt(2/pi) */
+    }
+    case NPL_ACT_GELU_QUICK:
+        return 1.702f * x;
+    default:
+        return x;
+    }
+}
+
+/* One element: x * s, s = 1 / (1 + t) for z >= 0 and t / (1 + t) below,
+ * t = exp(-|z|); the SIMD versions do the same steps per lane. */
+static inline float npl_act_one(npl_act_kind act, float x)
+{
+    float z = npl_act_z(act, x);
+    float t = npl_exp_neg(-fabsf(z));
+    float s = (z >= 0.0f ? 1.0f : t) / (1.0f + t);
+    return x * s;
+}
 
 #ifdef __cplusplus
 }

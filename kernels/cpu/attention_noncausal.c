@@ -1,11 +1,13 @@
 /* npl_attention_nc: the portable reference (attention_noncausal.h) and
- * the dispatch to the AVX-512 version. */
+ * the dispatch through the kernel table (attention_noncausal_simd.c at
+ * the SIMD levels). */
 #include "attention_noncausal.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "fast_exp.h"
+#include "kernel_table.h"
 #include "lane_sum.h"
 
 static size_t groups_of(size_t n_kv)
@@ -26,7 +28,7 @@ void npl_attention_nc_store_key(const float *key, size_t j, size_t head_dim, flo
         g[d * 16] = key[d];
 }
 
-/* The AVX-512 version's: the weights of a chunk for a tile of 4 queries,
+/* The SIMD versions': the weights of a chunk for a tile of 4 queries,
  * and per query (rounded up to whole tiles) its running maximum, sum and
  * accumulators in blocks of 80 dimensions (the reference needs less). */
 size_t npl_attention_nc_scratch_floats(size_t n_q, size_t head_dim)
@@ -35,9 +37,9 @@ size_t npl_attention_nc_scratch_floats(size_t n_q, size_t head_dim)
     return 4 * NPL_ATTN_NC_CHUNK + n_qp * (2 + (head_dim + 79) / 80 * 80);
 }
 
-static void attention_nc_ref(const float *q, size_t q_stride, size_t n_q, const float *kt, const float *v,
-                             size_t v_stride, size_t n_kv, size_t head_dim, float scale, float *out,
-                             size_t out_stride, float *scratch)
+void npl_attention_nc_ref(const float *q, size_t q_stride, size_t n_q, const float *kt, const float *v,
+                          size_t v_stride, size_t n_kv, size_t head_dim, float scale, float *out,
+                          size_t out_stride, float *scratch)
 {
     float *p = scratch, *acc = scratch + NPL_ATTN_NC_CHUNK;
     for (size_t i = 0; i < n_q; i++) {
@@ -83,13 +85,6 @@ void npl_attention_nc(npl_simd_level lv, const float *q, size_t q_stride, size_t
                       const float *v, size_t v_stride, size_t n_kv, size_t head_dim, float scale, float *out,
                       size_t out_stride, float *scratch)
 {
-#if defined(__x86_64__) && defined(NPL_HAVE_X86_KERNELS)
-    if (lv >= NPL_SIMD_AVX512) {
-        npl_attention_nc_avx512(q, q_stride, n_q, kt, v, v_stride, n_kv, head_dim, scale, out, out_stride, scratch);
-        return;
-    }
-#else
-    (void)lv;
-#endif
-    attention_nc_ref(q, q_stride, n_q, kt, v, v_stride, n_kv, head_dim, scale, out, out_stride, scratch);
+    npl_kernels(lv)->attention_nc(q, q_stride, n_q, kt, v, v_stride, n_kv, head_dim, scale, out, out_stride,
+                                  scratch);
 }

@@ -49,12 +49,11 @@ void npl_attention_nc(npl_simd_level lv, const float *q, size_t q_stride, size_t
                       const float *v, size_t v_stride, size_t n_kv, size_t head_dim, float scale, float *out,
                       size_t out_stride, float *scratch);
 
-#if defined(__x86_64__) && defined(NPL_HAVE_X86_KERNELS)
-/* attention_noncausal_avx512.c (AVX-512 F only) */
-void npl_attention_nc_avx512(const float *q, size_t q_stride, size_t n_q, const float *kt, const float *v,
-                             size_t v_stride, size_t n_kv, size_t head_dim, float scale, float *out,
-                             size_t out_stride, float *scratch);
-#endif
+/* The portable reference (the dispatch table's portable row); the SIMD
+ * levels run attention_noncausal_simd.c. */
+void npl_attention_nc_ref(const float *q, size_t q_stride, size_t n_q, const float *kt, const float *v,
+                          size_t v_stride, size_t n_kv, size_t head_dim, float scale, float *out,
+                          size_t out_stride, float *scratch);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "act_fn.h"
+#include "attention_noncausal.h"
 #include "attention_internal.h"
 #include "cpu_features.h"
 #include "matmul_bf16.h"
@@ -26,6 +27,8 @@ static const npl_kernel_table portable = {
     .attention = npl_attention_ref,
     .attention_rows = npl_attention_rows_ref,
     .swiglu = npl_swiglu_ref,
+    .attention_nc = npl_attention_nc_ref,
+    .act_bias = npl_act_bias_ref,
 };
 
 static npl_kernel_table tables[NPL_SIMD_AVX512 + 1];

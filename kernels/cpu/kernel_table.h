@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "act_gelu.h"
 #include "attention.h"
 #include "matmul_packed.h"
 #include "matvec.h"
@@ -42,6 +43,12 @@ typedef struct npl_kernel_table {
     void (*attention_rows)(const npl_attn_rows_job *job, float *scratch);
     /* npl_swiglu_f32 */
     void (*swiglu)(float *gate, const float *up, size_t n);
+    /* npl_attention_nc */
+    void (*attention_nc)(const float *q, size_t q_stride, size_t n_q, const float *kt, const float *v,
+                         size_t v_stride, size_t n_kv, size_t head_dim, float scale, float *out, size_t out_stride,
+                         float *scratch);
+    /* npl_act_bias_f32 */
+    void (*act_bias)(npl_act_kind act, float *x, const float *bias, size_t n);
 } npl_kernel_table;
 
 /* The table of a level (at most the detected one: a higher request gets

@@ -13,5 +13,7 @@ const npl_kernel_table NPL_ISA_FN(npl_kernel_table) = {
     .attention = NPL_ISA_FN(npl_attention),
     .attention_rows = NPL_ISA_FN(npl_attention_rows),
     .swiglu = NPL_ISA_FN(npl_swiglu),
+    .attention_nc = NPL_ISA_FN(npl_attention_nc),
+    .act_bias = NPL_ISA_FN(npl_act_bias),
 };
 #endif

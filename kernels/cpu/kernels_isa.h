@@ -22,5 +22,9 @@ void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_strid
 void NPL_ISA_FN(npl_attention_rows)(const npl_attn_rows_job *job, float *scratch);
 
 void NPL_ISA_FN(npl_swiglu)(float *gate, const float *up, size_t n);
+void NPL_ISA_FN(npl_attention_nc)(const float *q, size_t q_stride, size_t n_q, const float *kt, const float *v,
+                                  size_t v_stride, size_t n_kv, size_t head_dim, float scale, float *out,
+                                  size_t out_stride, float *scratch);
+void NPL_ISA_FN(npl_act_bias)(npl_act_kind act, float *x, const float *bias, size_t n);
 
 #endif

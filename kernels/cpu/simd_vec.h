@@ -11,6 +11,9 @@
  *        gives the same bits at every level.
  *   vi   16 int32 lanes, laid out the same way.
  *   vbh  32 BF16 values as 16 (even, odd) pairs, one pair per lane.
+ *   vmask  a set of the 16 lanes (vmask_first(n): lanes 0 to n-1, any n):
+ *        masked loads read 0 in the other lanes without touching their
+ *        memory, masked stores leave it alone.
  * vf_exp_neg is fast_exp.h's exp for x <= 0 on every lane.
  *
  * NPL_V_TILE is how many accumulators a kernel may keep in registers
@@ -58,6 +61,12 @@ NPL_V_AI __mmask16 npl_v_live(size_t n) { return n >= 16 ? (__mmask16)0xffff : (
 /* The first n (< 16) lanes; the others read as 0 and are not touched. */
 NPL_V_AI vf vf_loadu_n(const float *p, size_t n) { return _mm512_maskz_loadu_ps(npl_v_live(n), p); }
 NPL_V_AI void vf_storeu_n(float *p, vf v, size_t n) { _mm512_mask_storeu_ps(p, npl_v_live(n), v); }
+typedef __mmask16 vmask;
+NPL_V_AI vmask vmask_first(size_t n) { return npl_v_live(n); }
+NPL_V_AI vf vf_loadu_mask(const float *p, vmask m) { return _mm512_maskz_loadu_ps(m, p); }
+NPL_V_AI void vf_storeu_mask(float *p, vf v, vmask m) { _mm512_mask_storeu_ps(p, m, v); }
+/* t in the lanes of m, else e */
+NPL_V_AI vf vf_blend_mask(vmask m, vf t, vf e) { return _mm512_mask_blend_ps(m, e, t); }
 NPL_V_AI vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 NPL_V_AI vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 NPL_V_AI vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
@@ -245,6 +254,31 @@ NPL_V_AI void vf_storeu_n(float *p, vf v, size_t n)
     float t[16];
     vf_storeu(t, v);
     memcpy(p, t, n * sizeof *t);
+}
+/* Lanes 0-7 in lo, 8-15 in hi: all ones where in the set. */
+typedef struct vmask {
+    __m256i lo, hi;
+} vmask;
+NPL_V_AI vmask vmask_first(size_t n)
+{
+    __m256i k = _mm256_set1_epi32((int)(n < 16 ? n : 16));
+    return (vmask){_mm256_cmpgt_epi32(k, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                   _mm256_cmpgt_epi32(k, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15))};
+}
+/* VMASKMOVPS: masked-out lanes are not read (no fault) and not written */
+NPL_V_AI vf vf_loadu_mask(const float *p, vmask m)
+{
+    return NPL_V_F2(_mm256_maskload_ps(p, m.lo), _mm256_maskload_ps(p + 8, m.hi));
+}
+NPL_V_AI void vf_storeu_mask(float *p, vf v, vmask m)
+{
+    _mm256_maskstore_ps(p, m.lo, v.lo);
+    _mm256_maskstore_ps(p + 8, m.hi, v.hi);
+}
+NPL_V_AI vf vf_blend_mask(vmask m, vf t, vf e)
+{
+    return NPL_V_F2(_mm256_blendv_ps(e.lo, t.lo, _mm256_castsi256_ps(m.lo)),
+                    _mm256_blendv_ps(e.hi, t.hi, _mm256_castsi256_ps(m.hi)));
 }
 NPL_V_AI vf vf_add(vf a, vf b) { return NPL_V_F2(_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)); }
 NPL_V_AI vf vf_sub(vf a, vf b) { return NPL_V_F2(_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)); }

@@ -61,17 +61,20 @@ static void test_levels_exact(void)
 {
     static float x[N], b[N], y0[N], y1[N];
     fill(x, b);
-    for (int k = NPL_ACT_GELU_TANH; k <= NPL_ACT_SILU; k++) {
-        memcpy(y0, x, sizeof x);
-        npl_act_bias_f32(NPL_SIMD_NONE, (npl_act_kind)k, y0, b, N);
-        for (int lv = 1; lv <= (int)npl_simd_detect(); lv++)
-            for (size_t n = 0; n <= 40; n += 1 + n / 8) {
-                memcpy(y1, x, sizeof x);
-                npl_act_bias_f32((npl_simd_level)lv, (npl_act_kind)k, y1, b, N - n);
-                CHECKF(memcmp(y0, y1, (N - n) * sizeof(float)) == 0,
-                       "activation %d, level %d, n %zu: differs from the portable version", k, lv, (size_t)N - n);
-            }
-    }
+    for (int k = NPL_ACT_GELU_TANH; k <= NPL_ACT_SILU; k++)
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            const float *bias = with_bias ? b : NULL;
+            memcpy(y0, x, sizeof x);
+            npl_act_bias_f32(NPL_SIMD_NONE, (npl_act_kind)k, y0, bias, N);
+            for (int lv = 1; lv <= (int)npl_simd_detect(); lv++)
+                for (size_t n = 0; n <= 40; n += 1 + n / 8) {
+                    memcpy(y1, x, sizeof x);
+                    npl_act_bias_f32((npl_simd_level)lv, (npl_act_kind)k, y1, bias, N - n);
+                    CHECKF(memcmp(y0, y1, (N - n) * sizeof(float)) == 0,
+                           "activation %d, bias %d, level %d, n %zu: differs from the portable version", k,
+                           with_bias, lv, (size_t)N - n);
+                }
+        }
 }
 
 NT_MAIN({"accuracy", test_accuracy}, {"levels_exact", test_levels_exact})
