@@ -7,9 +7,14 @@
  * (layer, head). A global layer has a row per position of the context; a
  * local (sliding-window) layer of a context longer than its window needs
  * only a mirrored ring of the positions one step can reach (see
- * npl_seq.kv_ring). The memory comes from calloc, so pages a short
- * conversation never reaches are never touched. */
+ * npl_seq.kv_ring). The memory comes zeroed from the kernel, so pages a
+ * short conversation never reaches are never touched; it is offered to
+ * huge pages, since a follow-up turn copies thousands of cached rows into
+ * a new sequence, and on 4 KiB pages the faults of that copy cost more
+ * than the copy itself (docs/performance.md). */
 #include <stdlib.h>
+
+#include "huge_alloc.h"
 
 #include "backend.h"
 #include "model_internal.h"
@@ -74,8 +79,8 @@ npl_seq *npl_seq_create(npl_model *m, uint32_t n_ctx, npl_error *err)
     }
 
     size_t bytes = rows_total * m->kv_row_bytes;
-    s->k_cache = calloc(bytes, 1);
-    s->v_cache = calloc(bytes, 1);
+    s->k_cache = npl_huge_alloc(bytes, &s->k_map_bytes);
+    s->v_cache = npl_huge_alloc(bytes, &s->v_map_bytes);
     s->logits = malloc((size_t)hp->n_vocab * sizeof *s->logits);
     s->hist = malloc((size_t)n_ctx * sizeof *s->hist);
     if (!s->k_cache || !s->v_cache || !s->logits || !s->hist) {
@@ -99,8 +104,8 @@ void npl_seq_free(npl_seq *s)
         return;
     if (s->backend && s->backend->seq_release)
         s->backend->seq_release(s);
-    free(s->k_cache);
-    free(s->v_cache);
+    npl_huge_free(s->k_cache, s->k_map_bytes);
+    npl_huge_free(s->v_cache, s->v_map_bytes);
     free(s->logits);
     free(s->kv_layer_off);
     free(s->hist);

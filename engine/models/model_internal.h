@@ -143,6 +143,7 @@ struct npl_seq {
      * cached rows front to back. */
     uint8_t *k_cache;
     uint8_t *v_cache;
+    size_t k_map_bytes, v_map_bytes; /* their mappings (npl_huge_alloc), 0 when malloc'd */
     float *logits; /* n_vocab */
     bool has_logits;
     bool in_batch; /* marks duplicates while npl_decode checks its batch */

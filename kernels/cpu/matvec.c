@@ -12,6 +12,7 @@
 
 #include "cpu_features.h"
 #include "ggml_types.h"
+#include "huge_alloc.h"
 #include "kernel_table.h"
 #include "matmul_bf16.h"
 #include "matmul_packed.h"
@@ -101,52 +102,6 @@ bool npl_matrix_init(npl_matrix *m, uint32_t type, const void *data, int64_t n_c
     return true;
 }
 
-/* ---- memory of the packed copies ------------------------------------------------ */
-
-/* A decode step streams every packed byte once: on 4 KiB pages that is a
- * TLB miss (a page walk) every 4 KiB of every stream. Copies of at least
- * one huge page are mapped 2 MiB-aligned and offered to transparent huge
- * pages (madvise: the kernel's default policy only gives them where
- * asked); measured 1-vector rates rose 15-25% (Q4_K 50%) on an Intel Xeon VM
- * (docs/performance.md).
- * The tail past the last whole huge page stays on small pages, so the
- * resident size is the copy's. */
-#define HUGE_PAGE ((size_t)2 << 20)
-
-static uint8_t *packed_alloc(size_t bytes, size_t *map_bytes)
-{
-    *map_bytes = 0;
-#ifdef MADV_HUGEPAGE
-    if (bytes >= HUGE_PAGE) {
-        size_t span = bytes + HUGE_PAGE;
-        uint8_t *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (raw != MAP_FAILED) {
-            uintptr_t base = ((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-            size_t head = (size_t)(base - (uintptr_t)raw);
-            long ps = sysconf(_SC_PAGESIZE);
-            size_t page = ps > 0 ? (size_t)ps : 4096;
-            size_t len = (bytes + page - 1) & ~(page - 1); /* whole pages: munmap needs them */
-            if (head)
-                munmap(raw, head);
-            if (span - head > len)
-                munmap((uint8_t *)base + len, span - head - len);
-            madvise((void *)base, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE); /* a hint */
-            *map_bytes = len;
-            return (uint8_t *)base;
-        }
-    }
-#endif
-    return aligned_alloc(64, bytes);
-}
-
-static void packed_free(pack_entry *e)
-{
-    if (e->map_bytes)
-        munmap(e->pk.data, e->map_bytes);
-    else
-        free(e->pk.data);
-}
-
 npl_matmul_ws *npl_matmul_ws_create(int n_threads, int64_t max_cols, size_t max_vecs)
 {
     if (n_threads < 1 || max_cols < 1 || max_vecs < 1)
@@ -186,7 +141,7 @@ void npl_matmul_ws_free(npl_matmul_ws *ws)
         return;
     for (size_t i = 0; i < ws->pack_cap; i++)
         if (!ws->packs[i].borrowed)
-            packed_free(&ws->packs[i]);
+            npl_huge_free(ws->packs[i].pk.data, ws->packs[i].map_bytes);
     free(ws->packs);
     free(ws->act);
     free(ws->actk);
@@ -326,7 +281,7 @@ static const npl_packed_matrix *packed_for(npl_matmul_ws *ws, npl_threadpool *po
         return NULL;
     }
     size_t bytes = pack_alloc_bytes(&e->pk);
-    e->pk.data = packed_alloc(bytes, &e->map_bytes);
+    e->pk.data = npl_huge_alloc(bytes, &e->map_bytes);
     if (!e->pk.data) {
         e->failed = true;
         return NULL;
