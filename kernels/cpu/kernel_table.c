@@ -10,6 +10,7 @@
 #include "cpu_features.h"
 #include "matmul_bf16.h"
 #include "matmul_ref.h"
+#include "vec_ops.h"
 
 #ifdef NPL_HAVE_X86_KERNELS
 extern const npl_kernel_table npl_kernel_table_avx2, npl_kernel_table_avx512;
@@ -29,6 +30,9 @@ static const npl_kernel_table portable = {
     .swiglu = npl_swiglu_ref,
     .attention_nc = npl_attention_nc_ref,
     .act_bias = npl_act_bias_ref,
+    .scale_row = npl_scale_row_ref,
+    .f16_to_f32_row = npl_f16_to_f32_row_ref,
+    .f32_to_f16_row = npl_f32_to_f16_row_ref,
 };
 
 static npl_kernel_table tables[NPL_SIMD_AVX512 + 1];

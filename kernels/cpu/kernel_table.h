@@ -49,6 +49,11 @@ typedef struct npl_kernel_table {
                          float *scratch);
     /* npl_act_bias_f32 */
     void (*act_bias)(npl_act_kind act, float *x, const float *bias, size_t n);
+    /* Rows of floats (vec_ops.h): y *= a; halves widened; rounded to
+     * halves (nearest even). Element-wise, so the same bits everywhere. */
+    void (*scale_row)(float a, float *y, size_t n);
+    void (*f16_to_f32_row)(const uint16_t *src, float *dst, size_t n);
+    void (*f32_to_f16_row)(const float *src, uint16_t *dst, size_t n);
 } npl_kernel_table;
 
 /* The table of a level (at most the detected one: a higher request gets

@@ -15,5 +15,8 @@ const npl_kernel_table NPL_ISA_FN(npl_kernel_table) = {
     .swiglu = NPL_ISA_FN(npl_swiglu),
     .attention_nc = NPL_ISA_FN(npl_attention_nc),
     .act_bias = NPL_ISA_FN(npl_act_bias),
+    .scale_row = NPL_ISA_FN(npl_scale_row),
+    .f16_to_f32_row = NPL_ISA_FN(npl_f16_to_f32_row),
+    .f32_to_f16_row = NPL_ISA_FN(npl_f32_to_f16_row),
 };
 #endif

@@ -26,5 +26,8 @@ void NPL_ISA_FN(npl_attention_nc)(const float *q, size_t q_stride, size_t n_q, c
                                   size_t v_stride, size_t n_kv, size_t head_dim, float scale, float *out,
                                   size_t out_stride, float *scratch);
 void NPL_ISA_FN(npl_act_bias)(npl_act_kind act, float *x, const float *bias, size_t n);
+void NPL_ISA_FN(npl_scale_row)(float a, float *y, size_t n);
+void NPL_ISA_FN(npl_f16_to_f32_row)(const uint16_t *src, float *dst, size_t n);
+void NPL_ISA_FN(npl_f32_to_f16_row)(const float *src, uint16_t *dst, size_t n);
 
 #endif

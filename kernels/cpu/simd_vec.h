@@ -139,6 +139,11 @@ NPL_V_AI int32_t vi_hsum(vi v) { return _mm512_reduce_add_epi32(v); }
 NPL_V_AI void vi_store_i8(int8_t *p, vi v) { _mm_storeu_si128((__m128i *)(void *)p, _mm512_cvtepi32_epi8(v)); }
 /* Lanes in [0, 65535] stored as 16 uint16. */
 NPL_V_AI void vi_store_u16(uint16_t *p, vi v) { _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16(v)); }
+/* 16 lanes rounded to halves, nearest even (VCVTPS2PH), stored. */
+NPL_V_AI void vf_store_f16(void *p, vf v)
+{
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
 NPL_V_AI vi vi_loadu(const void *p) { return _mm512_loadu_si512(p); }
 NPL_V_AI vi vi_and(vi a, vi b) { return _mm512_and_si512(a, b); }
 NPL_V_AI vi vi_or(vi a, vi b) { return _mm512_or_si512(a, b); }
@@ -364,6 +369,12 @@ NPL_V_AI void vi_store_i8(int8_t *p, vi v)
     _mm_storeu_si128((__m128i *)(void *)p, _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
 }
 
+NPL_V_AI void vf_store_f16(void *p, vf v)
+{
+    __m128i *q = (__m128i *)p;
+    _mm_storeu_si128(q, _mm256_cvtps_ph(v.lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128(q + 1, _mm256_cvtps_ph(v.hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
 NPL_V_AI void vi_store_u16(uint16_t *p, vi v)
 {
     __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(v.lo, v.hi), 0xd8);

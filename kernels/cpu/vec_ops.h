@@ -1,7 +1,8 @@
-/* Float vector primitives used by the matrix and attention kernels, each
- * with a portable C version and an AVX2/FMA/F16C one. The level is an
- * explicit argument (no global state) so tests can run both. Each function
- * has a fixed summation order for a given level and length. */
+/* The SIMD levels, and float row helpers: each has a portable reference
+ * (the _ref functions, the table's portable row) and one SIMD source for
+ * every level (vec_rows_simd.c), reached through the dispatch table
+ * (kernel_table.h). The level is an explicit argument (no global state)
+ * so tests can run every one; all give the reference's bits. */
 #ifndef NPL_VEC_OPS_H
 #define NPL_VEC_OPS_H
 
@@ -22,14 +23,18 @@ typedef enum npl_simd_level {
 /* The best level this CPU runs (from cpu_features.h). */
 npl_simd_level npl_simd_detect(void);
 
-float npl_dot_f32(npl_simd_level lv, const float *a, const float *b, size_t n);
-/* y += a * x */
-void npl_axpy_f32(npl_simd_level lv, float a, const float *x, float *y, size_t n);
 /* y *= a */
 void npl_scale_f32(npl_simd_level lv, float a, float *y, size_t n);
+/* halves widened (exact) */
 void npl_f16_to_f32_row(npl_simd_level lv, const uint16_t *src, float *dst, size_t n);
+/* rounded to halves, nearest even */
 void npl_f32_to_f16_row(npl_simd_level lv, const float *src, uint16_t *dst, size_t n);
 void npl_bf16_to_f32_row(const uint16_t *src, float *dst, size_t n);
+
+/* The portable references. */
+void npl_scale_row_ref(float a, float *y, size_t n);
+void npl_f16_to_f32_row_ref(const uint16_t *src, float *dst, size_t n);
+void npl_f32_to_f16_row_ref(const float *src, uint16_t *dst, size_t n);
 
 #ifdef __cplusplus
 }
