@@ -225,10 +225,46 @@ void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_strid
 
 /* ---- npl_attention_rows: many positions against each converted block ---- */
 
-/* Rows scored together (sharing each key load) x 16-key chunks per row:
- * two sets of SCORE_ROWS x SCORE_CHUNKS accumulators fill NPL_V_TILE. */
+/* Rows scored together (sharing each key load) x 16-key chunks per row. */
 #define SCORE_ROWS NPL_V_TILE_ROWS
 #define SCORE_CHUNKS (NPL_V_TILE_VECS / 2)
+
+/* One pass of score_tile: the fmadd chains of lanes l and l + 8 of
+ * block_scores' accumulator (one lane per key, keys in lanes), added:
+ * t8[r][k] = a_l + a_{l+8}. */
+NPL_V_AI void score_pair(const float *const q[SCORE_ROWS], const float *kt, size_t hd16, size_t l,
+                         vf t8[SCORE_ROWS][SCORE_CHUNKS])
+{
+    vf a[SCORE_ROWS][SCORE_CHUNKS], b[SCORE_ROWS][SCORE_CHUNKS];
+#pragma GCC unroll 8
+    for (int r = 0; r < SCORE_ROWS; r++)
+#pragma GCC unroll 4
+        for (int k = 0; k < SCORE_CHUNKS; k++)
+            a[r][k] = b[r][k] = vf_zero();
+    for (size_t c = 0; c < hd16; c += 16) {
+        const float *ka = kt + (c + l) * NPL_ATTN_BLOCK, *kb = kt + (c + l + 8) * NPL_ATTN_BLOCK;
+        vf x[SCORE_CHUNKS], y[SCORE_CHUNKS];
+#pragma GCC unroll 4
+        for (int k = 0; k < SCORE_CHUNKS; k++) {
+            x[k] = vf_loadu(ka + 16 * k);
+            y[k] = vf_loadu(kb + 16 * k);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < SCORE_ROWS; r++) {
+            vf qa = vf_set1(q[r][c + l]), qb = vf_set1(q[r][c + l + 8]);
+#pragma GCC unroll 4
+            for (int k = 0; k < SCORE_CHUNKS; k++) {
+                a[r][k] = vf_fmadd(qa, x[k], a[r][k]);
+                b[r][k] = vf_fmadd(qb, y[k], b[r][k]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < SCORE_ROWS; r++)
+#pragma GCC unroll 4
+        for (int k = 0; k < SCORE_CHUNKS; k++)
+            t8[r][k] = vf_add(a[r][k], b[r][k]);
+}
 
 /* block_scores' arithmetic for SCORE_ROWS rows (q[r], scores s[r]) and
  * the 16 * SCORE_CHUNKS keys of kt (the block transposed, key j of
@@ -237,52 +273,36 @@ void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_strid
  * c, is here a whole vector a_l (one lane per key), and vf_hsum's pairs
  * become vector additions: t8_l = a_l + a_{l+8}, t4_l = t8_l + t8_{l+4},
  * (t4_0 + t4_2) + (t4_1 + t4_3); then the tail dimensions fmadd'ed and the
- * product with scale. No shuffles, and the same bits per key. */
+ * product with scale. No shuffles, and the same bits per key. The pairs
+ * are computed in the order the tree consumes them (0, 4, 2, 6, 1, 5, 3,
+ * 7), so at most three partial sums per accumulator wait, unrolled so
+ * they have fixed places (registers) rather than an indexed array. */
 NPL_V_AI void score_tile(const float *const q[SCORE_ROWS], const float *kt, size_t hd, float scale,
                          float *const s[SCORE_ROWS])
 {
     size_t hd16 = hd & ~(size_t)15;
-    vf t8[8][SCORE_ROWS][SCORE_CHUNKS];
-    for (size_t l = 0; l < 8; l++) {
-        vf a[SCORE_ROWS][SCORE_CHUNKS], b[SCORE_ROWS][SCORE_CHUNKS];
-#pragma GCC unroll 8
-        for (int r = 0; r < SCORE_ROWS; r++)
-#pragma GCC unroll 4
-            for (int k = 0; k < SCORE_CHUNKS; k++)
-                a[r][k] = b[r][k] = vf_zero();
-        for (size_t c = 0; c < hd16; c += 16) {
-            const float *ka = kt + (c + l) * NPL_ATTN_BLOCK, *kb = kt + (c + l + 8) * NPL_ATTN_BLOCK;
-            vf x[SCORE_CHUNKS], y[SCORE_CHUNKS];
-#pragma GCC unroll 4
-            for (int k = 0; k < SCORE_CHUNKS; k++) {
-                x[k] = vf_loadu(ka + 16 * k);
-                y[k] = vf_loadu(kb + 16 * k);
-            }
-#pragma GCC unroll 8
-            for (int r = 0; r < SCORE_ROWS; r++) {
-                vf qa = vf_set1(q[r][c + l]), qb = vf_set1(q[r][c + l + 8]);
-#pragma GCC unroll 4
-                for (int k = 0; k < SCORE_CHUNKS; k++) {
-                    a[r][k] = vf_fmadd(qa, x[k], a[r][k]);
-                    b[r][k] = vf_fmadd(qb, y[k], b[r][k]);
-                }
-            }
-        }
-        for (int r = 0; r < SCORE_ROWS; r++)
-            for (int k = 0; k < SCORE_CHUNKS; k++)
-                t8[l][r][k] = vf_add(a[r][k], b[r][k]);
-    }
+    vf h0[SCORE_ROWS][SCORE_CHUNKS], h1[SCORE_ROWS][SCORE_CHUNKS], h2[SCORE_ROWS][SCORE_CHUNKS];
+    vf t8[SCORE_ROWS][SCORE_CHUNKS];
+#define NPL_SCORE_EACH for (int r = 0; r < SCORE_ROWS; r++) for (int k = 0; k < SCORE_CHUNKS; k++)
+    score_pair(q, kt, hd16, 0, h0);
+    score_pair(q, kt, hd16, 4, t8);
+    NPL_SCORE_EACH h0[r][k] = vf_add(h0[r][k], t8[r][k]); /* t4_0 */
+    score_pair(q, kt, hd16, 2, h1);
+    score_pair(q, kt, hd16, 6, t8);
+    NPL_SCORE_EACH h0[r][k] = vf_add(h0[r][k], vf_add(h1[r][k], t8[r][k])); /* t4_0 + t4_2 */
+    score_pair(q, kt, hd16, 1, h1);
+    score_pair(q, kt, hd16, 5, t8);
+    NPL_SCORE_EACH h1[r][k] = vf_add(h1[r][k], t8[r][k]); /* t4_1 */
+    score_pair(q, kt, hd16, 3, h2);
+    score_pair(q, kt, hd16, 7, t8);
     vf sc = vf_set1(scale);
-    for (int r = 0; r < SCORE_ROWS; r++)
-        for (int k = 0; k < SCORE_CHUNKS; k++) {
-            vf t4[4];
-            for (int l = 0; l < 4; l++)
-                t4[l] = vf_add(t8[l][r][k], t8[l + 4][r][k]);
-            vf t = vf_add(vf_add(t4[0], t4[2]), vf_add(t4[1], t4[3]));
-            for (size_t c = hd16; c < hd; c++)
-                t = vf_fmadd(vf_set1(q[r][c]), vf_loadu(kt + c * NPL_ATTN_BLOCK + 16 * (size_t)k), t);
-            vf_storeu(s[r] + 16 * (size_t)k, vf_mul(t, sc));
-        }
+    NPL_SCORE_EACH {
+        vf t = vf_add(h0[r][k], vf_add(h1[r][k], vf_add(h2[r][k], t8[r][k])));
+        for (size_t c = hd16; c < hd; c++)
+            t = vf_fmadd(vf_set1(q[r][c]), vf_loadu(kt + c * NPL_ATTN_BLOCK + 16 * (size_t)k), t);
+        vf_storeu(s[r] + 16 * (size_t)k, vf_mul(t, sc));
+    }
+#undef NPL_SCORE_EACH
 }
 
 /* keys [nj][hd] -> kt [hd][NPL_ATTN_BLOCK], the keys past nj as zeros */
