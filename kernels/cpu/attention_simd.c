@@ -86,7 +86,7 @@ static void scale_row(float *a, size_t n, float c)
 /* The online-softmax step of one head over a block's scores s[0..nj):
  * new maximum (rescaling the running sum and acc when it grows), the
  * scores replaced by their weights, the weights' sum added. */
-static void softmax_step(float *s, size_t nj, float *run_max, float *run_sum, float *acc, size_t head_dim)
+NPL_V_AI void softmax_step(float *s, size_t nj, float *run_max, float *run_sum, float *acc, size_t head_dim)
 {
     size_t nj16 = nj & ~(size_t)15;
     /* (new, old) operand order: a NaN score leaves the maximum alone */
@@ -108,6 +108,10 @@ static void softmax_step(float *s, size_t nj, float *run_max, float *run_sum, fl
         vf p = vf_exp_neg(vf_sub(vf_loadu(s + j), msub));
         vf_storeu(s + j, p);
         lanes = vf_add(lanes, p);
+    }
+    if (nj16 == nj) { /* vf_hsum adds the lanes in npl_lane_sum16's order */
+        *run_sum += vf_hsum(lanes);
+        return;
     }
     float lane[16];
     vf_storeu(lane, lanes);
@@ -266,6 +270,17 @@ NPL_V_AI void score_pair(const float *const q[SCORE_ROWS], const float *kt, size
             t8[r][k] = vf_add(a[r][k], b[r][k]);
 }
 
+/* d = a + b over a score tile */
+NPL_V_AI void add_tile(vf d[SCORE_ROWS][SCORE_CHUNKS], vf a[SCORE_ROWS][SCORE_CHUNKS],
+                       vf b[SCORE_ROWS][SCORE_CHUNKS])
+{
+#pragma GCC unroll 8
+    for (int r = 0; r < SCORE_ROWS; r++)
+#pragma GCC unroll 4
+        for (int k = 0; k < SCORE_CHUNKS; k++)
+            d[r][k] = vf_add(a[r][k], b[r][k]);
+}
+
 /* block_scores' arithmetic for SCORE_ROWS rows (q[r], scores s[r]) and
  * the 16 * SCORE_CHUNKS keys of kt (the block transposed, key j of
  * dimension d at kt[d * NPL_ATTN_BLOCK + j]), keys in lanes. Lane l of
@@ -283,26 +298,31 @@ NPL_V_AI void score_tile(const float *const q[SCORE_ROWS], const float *kt, size
     size_t hd16 = hd & ~(size_t)15;
     vf h0[SCORE_ROWS][SCORE_CHUNKS], h1[SCORE_ROWS][SCORE_CHUNKS], h2[SCORE_ROWS][SCORE_CHUNKS];
     vf t8[SCORE_ROWS][SCORE_CHUNKS];
-#define NPL_SCORE_EACH for (int r = 0; r < SCORE_ROWS; r++) for (int k = 0; k < SCORE_CHUNKS; k++)
     score_pair(q, kt, hd16, 0, h0);
     score_pair(q, kt, hd16, 4, t8);
-    NPL_SCORE_EACH h0[r][k] = vf_add(h0[r][k], t8[r][k]); /* t4_0 */
+    add_tile(h0, h0, t8); /* t4_0 */
     score_pair(q, kt, hd16, 2, h1);
     score_pair(q, kt, hd16, 6, t8);
-    NPL_SCORE_EACH h0[r][k] = vf_add(h0[r][k], vf_add(h1[r][k], t8[r][k])); /* t4_0 + t4_2 */
+    add_tile(h1, h1, t8); /* t4_2 */
+    add_tile(h0, h0, h1);
     score_pair(q, kt, hd16, 1, h1);
     score_pair(q, kt, hd16, 5, t8);
-    NPL_SCORE_EACH h1[r][k] = vf_add(h1[r][k], t8[r][k]); /* t4_1 */
+    add_tile(h1, h1, t8); /* t4_1 */
     score_pair(q, kt, hd16, 3, h2);
     score_pair(q, kt, hd16, 7, t8);
+    add_tile(h2, h2, t8); /* t4_3 */
+    add_tile(h1, h1, h2);
+    add_tile(h0, h0, h1);
     vf sc = vf_set1(scale);
-    NPL_SCORE_EACH {
-        vf t = vf_add(h0[r][k], vf_add(h1[r][k], vf_add(h2[r][k], t8[r][k])));
-        for (size_t c = hd16; c < hd; c++)
-            t = vf_fmadd(vf_set1(q[r][c]), vf_loadu(kt + c * NPL_ATTN_BLOCK + 16 * (size_t)k), t);
-        vf_storeu(s[r] + 16 * (size_t)k, vf_mul(t, sc));
-    }
-#undef NPL_SCORE_EACH
+#pragma GCC unroll 8
+    for (int r = 0; r < SCORE_ROWS; r++)
+#pragma GCC unroll 4
+        for (int k = 0; k < SCORE_CHUNKS; k++) {
+            vf t = h0[r][k];
+            for (size_t c = hd16; c < hd; c++)
+                t = vf_fmadd(vf_set1(q[r][c]), vf_loadu(kt + c * NPL_ATTN_BLOCK + 16 * (size_t)k), t);
+            vf_storeu(s[r] + 16 * (size_t)k, vf_mul(t, sc));
+        }
 }
 
 /* keys [nj][hd] -> kt [hd][NPL_ATTN_BLOCK], the keys past nj as zeros */
@@ -351,19 +371,24 @@ void NPL_ISA_FN(npl_attention_rows)(const npl_attn_rows_job *job, float *scratch
                     sc.active[na++] = (uint32_t)(i * g + h);
         if (na == 0)
             continue;
-        /* Scores of every key of the block (a row uses its own first
-         * row_keys of them); a short tile repeats its last row. */
-        size_t n_chunks = (nj + 15) / 16;
-        n_chunks = (n_chunks + SCORE_CHUNKS - 1) / SCORE_CHUNKS * SCORE_CHUNKS;
+        /* Scores of the block's keys up to the last a tile's rows see (a
+         * row uses its own first row_keys of them); a short tile repeats
+         * its last row. */
         for (size_t a0 = 0; a0 < na; a0 += SCORE_ROWS) {
             const float *qp[SCORE_ROWS];
             float *sp[SCORE_ROWS];
+            size_t tile_keys = 0;
             for (size_t r = 0; r < SCORE_ROWS; r++) {
                 size_t row = sc.active[a0 + r < na ? a0 + r : na - 1];
                 qp[r] = job->q + row / g * job->q_stride + row % g * hd;
                 sp[r] = sc.scores + row * NPL_ATTN_BLOCK;
+                size_t nk = row_keys(job, row / g, j0);
+                tile_keys = nk > tile_keys ? nk : tile_keys;
             }
-            for (size_t c0 = 0; c0 < n_chunks; c0 += SCORE_CHUNKS) {
+            /* chunks past every row's last key are never read */
+            size_t tile_chunks = (tile_keys + 15) / 16;
+            tile_chunks = (tile_chunks + SCORE_CHUNKS - 1) / SCORE_CHUNKS * SCORE_CHUNKS;
+            for (size_t c0 = 0; c0 < tile_chunks; c0 += SCORE_CHUNKS) {
                 float *spc[SCORE_ROWS];
                 for (size_t r = 0; r < SCORE_ROWS; r++)
                     spc[r] = sp[r] + 16 * c0;
