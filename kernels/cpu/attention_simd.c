@@ -363,27 +363,33 @@ void NPL_ISA_FN(npl_attention_rows)(const npl_attn_rows_job *job, float *scratch
         block_to_f32(job->fmt, job->k, job->row_bytes, j0, nj, hd, sc.keys);
         block_to_f32(job->fmt, job->v, job->row_bytes, j0, nj, hd, sc.vals);
         transpose_keys(sc.keys, nj, hd, sc.keys_t);
-        /* the rows seeing this block; a row past its last key skips it */
-        size_t na = 0;
+        /* The positions seeing this block (a position past its last key
+         * skips it); their rows are walked as (position p, head h), in
+         * order, so no row number is divided by g. */
+        size_t npa = 0;
         for (size_t i = 0; i < job->n_pos; i++)
             if (job->key_hi[i] >= j0)
-                for (size_t h = 0; h < g; h++)
-                    sc.active[na++] = (uint32_t)(i * g + h);
-        if (na == 0)
+                sc.active[npa++] = (uint32_t)i;
+        if (npa == 0)
             continue;
+        size_t na = npa * g;
         /* Scores of the block's keys up to the last a tile's rows see (a
          * row uses its own first row_keys of them); a short tile repeats
          * its last row. */
-        for (size_t a0 = 0; a0 < na; a0 += SCORE_ROWS) {
+        for (size_t a0 = 0, p = 0, h = 0; a0 < na; a0 += SCORE_ROWS) {
             const float *qp[SCORE_ROWS];
             float *sp[SCORE_ROWS];
             size_t tile_keys = 0;
             for (size_t r = 0; r < SCORE_ROWS; r++) {
-                size_t row = sc.active[a0 + r < na ? a0 + r : na - 1];
-                qp[r] = job->q + row / g * job->q_stride + row % g * hd;
-                sp[r] = sc.scores + row * NPL_ATTN_BLOCK;
-                size_t nk = row_keys(job, row / g, j0);
+                size_t i = sc.active[p];
+                qp[r] = job->q + i * job->q_stride + h * hd;
+                sp[r] = sc.scores + (i * g + h) * NPL_ATTN_BLOCK;
+                size_t nk = row_keys(job, i, j0);
                 tile_keys = nk > tile_keys ? nk : tile_keys;
+                if (a0 + r + 1 < na && ++h == g) {
+                    h = 0;
+                    p++;
+                }
             }
             /* chunks past every row's last key are never read */
             size_t tile_chunks = (tile_keys + 15) / 16;
@@ -395,26 +401,37 @@ void NPL_ISA_FN(npl_attention_rows)(const npl_attn_rows_job *job, float *scratch
                 score_tile(qp, sc.keys_t + 16 * c0, hd, job->scale, spc);
             }
         }
-        for (size_t a = 0; a < na; a++) {
-            size_t row = sc.active[a];
-            softmax_step(sc.scores + row * NPL_ATTN_BLOCK, row_keys(job, row / g, j0), &sc.run_max[row],
-                         &sc.run_sum[row], sc.acc + row * hd, hd);
+        for (size_t p = 0; p < npa; p++) {
+            size_t i = sc.active[p], nk = row_keys(job, i, j0);
+            for (size_t row = i * g; row < (i + 1) * g; row++)
+                softmax_step(sc.scores + row * NPL_ATTN_BLOCK, nk, &sc.run_max[row], &sc.run_sum[row],
+                             sc.acc + row * hd, hd);
         }
         /* runs of consecutive rows with the same keys share the value loads */
-        for (size_t a = 0; a < na;) {
-            size_t row = sc.active[a], n = 1, nk = row_keys(job, row / g, j0);
-            while (n < HEADS_AT_ONCE && a + n < na && sc.active[a + n] == row + n &&
-                   row_keys(job, (row + n) / g, j0) == nk)
+        for (size_t p = 0, h = 0; p < npa;) {
+            size_t i = sc.active[p], row = i * g + h, nk = row_keys(job, i, j0), n = 1;
+            if (++h == g) { /* (p, h): the cursor of row + n */
+                h = 0;
+                p++;
+            }
+            while (n < HEADS_AT_ONCE && p < npa && sc.active[p] * g + h == row + n &&
+                   row_keys(job, sc.active[p], j0) == nk) {
                 n++;
+                if (++h == g) {
+                    h = 0;
+                    p++;
+                }
+            }
             accumulate_values(sc.acc, sc.scores, sc.vals, row, n, nk, hd);
-            a += n;
         }
     }
 
-    for (size_t r = 0; r < n_rows; r++) {
-        float inv = sc.run_sum[r] > 0.0f ? 1.0f / sc.run_sum[r] : 0.0f;
-        float *o = job->out + r / g * job->out_stride + r % g * hd;
-        memcpy(o, sc.acc + r * hd, hd * sizeof *o);
-        scale_row(o, hd, inv);
-    }
+    for (size_t i = 0; i < job->n_pos; i++)
+        for (size_t h = 0; h < g; h++) {
+            size_t r = i * g + h;
+            float inv = sc.run_sum[r] > 0.0f ? 1.0f / sc.run_sum[r] : 0.0f;
+            float *o = job->out + i * job->out_stride + h * hd;
+            memcpy(o, sc.acc + r * hd, hd * sizeof *o);
+            scale_row(o, hd, inv);
+        }
 }
