@@ -325,15 +325,24 @@ NPL_V_AI void score_tile(const float *const q[SCORE_ROWS], const float *kt, size
         }
 }
 
-/* keys [nj][hd] -> kt [hd][NPL_ATTN_BLOCK], the keys past nj as zeros */
+/* keys [nj][hd] -> kt [hd][NPL_ATTN_BLOCK], the keys past nj as zeros:
+ * 16 x 16 squares through registers, the dimensions past the last 16
+ * one by one. */
 static void transpose_keys(const float *keys, size_t nj, size_t hd, float *kt)
 {
-    for (size_t d = 0; d < hd; d++) {
-        float *o = kt + d * NPL_ATTN_BLOCK;
-        for (size_t j = 0; j < nj; j++)
-            o[j] = keys[j * hd + d];
-        for (size_t j = nj; j < NPL_ATTN_BLOCK; j++)
-            o[j] = 0.0f;
+    size_t hd16 = hd & ~(size_t)15;
+    for (size_t j0 = 0; j0 < NPL_ATTN_BLOCK; j0 += 16) {
+        for (size_t d0 = 0; d0 < hd16; d0 += 16) {
+            vf r[16];
+            for (size_t j = 0; j < 16; j++)
+                r[j] = j0 + j < nj ? vf_loadu(keys + (j0 + j) * hd + d0) : vf_zero();
+            vf_transpose16(r);
+            for (size_t d = 0; d < 16; d++)
+                vf_storeu(kt + (d0 + d) * NPL_ATTN_BLOCK + j0, r[d]);
+        }
+        for (size_t d = hd16; d < hd; d++)
+            for (size_t j = j0; j < j0 + 16; j++)
+                kt[d * NPL_ATTN_BLOCK + j] = j < nj ? keys[j * hd + d] : 0.0f;
     }
 }
 
