@@ -372,6 +372,13 @@ void NPL_ISA_FN(npl_attention_rows)(const npl_attn_rows_job *job, float *scratch
         block_to_f32(job->fmt, job->k, job->row_bytes, j0, nj, hd, sc.keys);
         block_to_f32(job->fmt, job->v, job->row_bytes, j0, nj, hd, sc.vals);
         transpose_keys(sc.keys, nj, hd, sc.keys_t);
+        /* the next block's cache rows arrive while this one is computed */
+        if (j0 + NPL_ATTN_BLOCK < n_kv) {
+            size_t next = n_kv - j0 - NPL_ATTN_BLOCK < NPL_ATTN_BLOCK ? n_kv - j0 - NPL_ATTN_BLOCK : NPL_ATTN_BLOCK;
+            size_t at = (j0 + NPL_ATTN_BLOCK) * job->row_bytes;
+            npl_v_prefetch(job->k, at, next * job->row_bytes);
+            npl_v_prefetch(job->v, at, next * job->row_bytes);
+        }
         /* The positions seeing this block (a position past its last key
          * skips it); their rows are walked as (position p, head h), in
          * order, so no row number is divided by g. */
