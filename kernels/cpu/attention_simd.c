@@ -122,6 +122,45 @@ NPL_V_AI void softmax_step(float *s, size_t nj, float *run_max, float *run_sum, 
     *run_sum += npl_lane_sum16(lane);
 }
 
+/* softmax_step for SOFTMAX_ROWS rows r over the same nj (a multiple of
+ * 16): the rows' steps interleaved, so that one row's reductions and exp
+ * chains overlap the others'; each row's operations are unchanged. */
+#define SOFTMAX_ROWS NPL_V_TILE_ROWS
+NPL_V_AI void softmax_rows(float *const s[SOFTMAX_ROWS], size_t nj, float *const run_max[SOFTMAX_ROWS],
+                           float *const run_sum[SOFTMAX_ROWS], float *const acc[SOFTMAX_ROWS], size_t head_dim)
+{
+    vf mv[SOFTMAX_ROWS], lanes[SOFTMAX_ROWS], msub[SOFTMAX_ROWS];
+#pragma GCC unroll 8
+    for (int r = 0; r < SOFTMAX_ROWS; r++)
+        mv[r] = vf_set1(*run_max[r]);
+    for (size_t j = 0; j < nj; j += 16)
+#pragma GCC unroll 8
+        for (int r = 0; r < SOFTMAX_ROWS; r++)
+            mv[r] = vf_max(vf_loadu(s[r] + j), mv[r]);
+#pragma GCC unroll 8
+    for (int r = 0; r < SOFTMAX_ROWS; r++) {
+        float m = vf_hmax(mv[r]);
+        if (m > *run_max[r]) {
+            float c = npl_attn_exp(*run_max[r] - m);
+            *run_sum[r] *= c;
+            scale_row(acc[r], head_dim, c);
+            *run_max[r] = m;
+        }
+        lanes[r] = vf_zero();
+        msub[r] = vf_set1(m);
+    }
+    for (size_t j = 0; j < nj; j += 16)
+#pragma GCC unroll 8
+        for (int r = 0; r < SOFTMAX_ROWS; r++) {
+            vf p = vf_exp_neg(vf_sub(vf_loadu(s[r] + j), msub[r]));
+            vf_storeu(s[r] + j, p);
+            lanes[r] = vf_add(lanes[r], p);
+        }
+#pragma GCC unroll 8
+    for (int r = 0; r < SOFTMAX_ROWS; r++)
+        *run_sum[r] += vf_hsum(lanes[r]);
+}
+
 /* acc += p_j * v_j for the heads [h0, h0 + nh) over the block: up to
  * HEADS_AT_ONCE heads x DIM_REGS x 16 dimensions of accumulators in
  * registers, j in order for each. */
@@ -418,8 +457,18 @@ void NPL_ISA_FN(npl_attention_rows)(const npl_attn_rows_job *job, float *scratch
             }
         }
         for (size_t p = 0; p < npa; p++) {
-            size_t i = sc.active[p], nk = row_keys(job, i, j0);
-            for (size_t row = i * g; row < (i + 1) * g; row++)
+            size_t i = sc.active[p], nk = row_keys(job, i, j0), row = i * g;
+            for (; nk % 16 == 0 && row + SOFTMAX_ROWS <= (i + 1) * g; row += SOFTMAX_ROWS) {
+                float *sr[SOFTMAX_ROWS], *mr[SOFTMAX_ROWS], *ur[SOFTMAX_ROWS], *ar[SOFTMAX_ROWS];
+                for (size_t r = 0; r < SOFTMAX_ROWS; r++) {
+                    sr[r] = sc.scores + (row + r) * NPL_ATTN_BLOCK;
+                    mr[r] = &sc.run_max[row + r];
+                    ur[r] = &sc.run_sum[row + r];
+                    ar[r] = sc.acc + (row + r) * hd;
+                }
+                softmax_rows(sr, nk, mr, ur, ar, hd);
+            }
+            for (; row < (i + 1) * g; row++)
                 softmax_step(sc.scores + row * NPL_ATTN_BLOCK, nk, &sc.run_max[row], &sc.run_sum[row],
                              sc.acc + row * hd, hd);
         }
