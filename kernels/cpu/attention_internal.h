@@ -51,7 +51,7 @@ typedef struct npl_attn_rows_scratch {
     float *run_max;  /* [rows] */
     float *run_sum;  /* [rows] */
     float *acc;      /* [rows][head_dim] */
-    uint32_t *active; /* [rows]: the rows seeing the current block */
+    uint32_t *active; /* [rows]: the positions seeing the current block */
 } npl_attn_rows_scratch;
 
 static inline npl_attn_rows_scratch npl_attn_rows_scratch_split(float *s, size_t rows, size_t head_dim)

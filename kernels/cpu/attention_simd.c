@@ -86,7 +86,7 @@ static void scale_row(float *a, size_t n, float c)
 /* The online-softmax step of one head over a block's scores s[0..nj):
  * new maximum (rescaling the running sum and acc when it grows), the
  * scores replaced by their weights, the weights' sum added. */
-static void softmax_step(float *s, size_t nj, float *run_max, float *run_sum, float *acc, size_t head_dim)
+NPL_V_AI void softmax_step(float *s, size_t nj, float *run_max, float *run_sum, float *acc, size_t head_dim)
 {
     size_t nj16 = nj & ~(size_t)15;
     /* (new, old) operand order: a NaN score leaves the maximum alone */
@@ -109,6 +109,10 @@ static void softmax_step(float *s, size_t nj, float *run_max, float *run_sum, fl
         vf_storeu(s + j, p);
         lanes = vf_add(lanes, p);
     }
+    if (nj16 == nj) { /* vf_hsum adds the lanes in npl_lane_sum16's order */
+        *run_sum += vf_hsum(lanes);
+        return;
+    }
     float lane[16];
     vf_storeu(lane, lanes);
     for (size_t j = nj16; j < nj; j++) {
@@ -116,6 +120,45 @@ static void softmax_step(float *s, size_t nj, float *run_max, float *run_sum, fl
         lane[j % 16] += s[j];
     }
     *run_sum += npl_lane_sum16(lane);
+}
+
+/* softmax_step for SOFTMAX_ROWS rows r over the same nj (a multiple of
+ * 16): the rows' steps interleaved, so that one row's reductions and exp
+ * chains overlap the others'; each row's operations are unchanged. */
+#define SOFTMAX_ROWS NPL_V_TILE_ROWS
+NPL_V_AI void softmax_rows(float *const s[SOFTMAX_ROWS], size_t nj, float *const run_max[SOFTMAX_ROWS],
+                           float *const run_sum[SOFTMAX_ROWS], float *const acc[SOFTMAX_ROWS], size_t head_dim)
+{
+    vf mv[SOFTMAX_ROWS], lanes[SOFTMAX_ROWS], msub[SOFTMAX_ROWS];
+#pragma GCC unroll 8
+    for (int r = 0; r < SOFTMAX_ROWS; r++)
+        mv[r] = vf_set1(*run_max[r]);
+    for (size_t j = 0; j < nj; j += 16)
+#pragma GCC unroll 8
+        for (int r = 0; r < SOFTMAX_ROWS; r++)
+            mv[r] = vf_max(vf_loadu(s[r] + j), mv[r]);
+#pragma GCC unroll 8
+    for (int r = 0; r < SOFTMAX_ROWS; r++) {
+        float m = vf_hmax(mv[r]);
+        if (m > *run_max[r]) {
+            float c = npl_attn_exp(*run_max[r] - m);
+            *run_sum[r] *= c;
+            scale_row(acc[r], head_dim, c);
+            *run_max[r] = m;
+        }
+        lanes[r] = vf_zero();
+        msub[r] = vf_set1(m);
+    }
+    for (size_t j = 0; j < nj; j += 16)
+#pragma GCC unroll 8
+        for (int r = 0; r < SOFTMAX_ROWS; r++) {
+            vf p = vf_exp_neg(vf_sub(vf_loadu(s[r] + j), msub[r]));
+            vf_storeu(s[r] + j, p);
+            lanes[r] = vf_add(lanes[r], p);
+        }
+#pragma GCC unroll 8
+    for (int r = 0; r < SOFTMAX_ROWS; r++)
+        *run_sum[r] += vf_hsum(lanes[r]);
 }
 
 /* acc += p_j * v_j for the heads [h0, h0 + nh) over the block: up to
@@ -225,10 +268,57 @@ void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_strid
 
 /* ---- npl_attention_rows: many positions against each converted block ---- */
 
-/* Rows scored together (sharing each key load) x 16-key chunks per row:
- * two sets of SCORE_ROWS x SCORE_CHUNKS accumulators fill NPL_V_TILE. */
+/* Rows scored together (sharing each key load) x 16-key chunks per row. */
 #define SCORE_ROWS NPL_V_TILE_ROWS
 #define SCORE_CHUNKS (NPL_V_TILE_VECS / 2)
+
+/* One pass of score_tile: the fmadd chains of lanes l and l + 8 of
+ * block_scores' accumulator (one lane per key, keys in lanes), added:
+ * t8[r][k] = a_l + a_{l+8}. */
+NPL_V_AI void score_pair(const float *const q[SCORE_ROWS], const float *kt, size_t hd16, size_t l,
+                         vf t8[SCORE_ROWS][SCORE_CHUNKS])
+{
+    vf a[SCORE_ROWS][SCORE_CHUNKS], b[SCORE_ROWS][SCORE_CHUNKS];
+#pragma GCC unroll 8
+    for (int r = 0; r < SCORE_ROWS; r++)
+#pragma GCC unroll 4
+        for (int k = 0; k < SCORE_CHUNKS; k++)
+            a[r][k] = b[r][k] = vf_zero();
+    for (size_t c = 0; c < hd16; c += 16) {
+        const float *ka = kt + (c + l) * NPL_ATTN_BLOCK, *kb = kt + (c + l + 8) * NPL_ATTN_BLOCK;
+        vf x[SCORE_CHUNKS], y[SCORE_CHUNKS];
+#pragma GCC unroll 4
+        for (int k = 0; k < SCORE_CHUNKS; k++) {
+            x[k] = vf_loadu(ka + 16 * k);
+            y[k] = vf_loadu(kb + 16 * k);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < SCORE_ROWS; r++) {
+            vf qa = vf_set1(q[r][c + l]), qb = vf_set1(q[r][c + l + 8]);
+#pragma GCC unroll 4
+            for (int k = 0; k < SCORE_CHUNKS; k++) {
+                a[r][k] = vf_fmadd(qa, x[k], a[r][k]);
+                b[r][k] = vf_fmadd(qb, y[k], b[r][k]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < SCORE_ROWS; r++)
+#pragma GCC unroll 4
+        for (int k = 0; k < SCORE_CHUNKS; k++)
+            t8[r][k] = vf_add(a[r][k], b[r][k]);
+}
+
+/* d = a + b over a score tile */
+NPL_V_AI void add_tile(vf d[SCORE_ROWS][SCORE_CHUNKS], vf a[SCORE_ROWS][SCORE_CHUNKS],
+                       vf b[SCORE_ROWS][SCORE_CHUNKS])
+{
+#pragma GCC unroll 8
+    for (int r = 0; r < SCORE_ROWS; r++)
+#pragma GCC unroll 4
+        for (int k = 0; k < SCORE_CHUNKS; k++)
+            d[r][k] = vf_add(a[r][k], b[r][k]);
+}
 
 /* block_scores' arithmetic for SCORE_ROWS rows (q[r], scores s[r]) and
  * the 16 * SCORE_CHUNKS keys of kt (the block transposed, key j of
@@ -237,63 +327,61 @@ void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_strid
  * c, is here a whole vector a_l (one lane per key), and vf_hsum's pairs
  * become vector additions: t8_l = a_l + a_{l+8}, t4_l = t8_l + t8_{l+4},
  * (t4_0 + t4_2) + (t4_1 + t4_3); then the tail dimensions fmadd'ed and the
- * product with scale. No shuffles, and the same bits per key. */
+ * product with scale. No shuffles, and the same bits per key. The pairs
+ * are computed in the order the tree consumes them (0, 4, 2, 6, 1, 5, 3,
+ * 7), so at most three partial sums per accumulator wait, unrolled so
+ * they have fixed places (registers) rather than an indexed array. */
 NPL_V_AI void score_tile(const float *const q[SCORE_ROWS], const float *kt, size_t hd, float scale,
                          float *const s[SCORE_ROWS])
 {
     size_t hd16 = hd & ~(size_t)15;
-    vf t8[8][SCORE_ROWS][SCORE_CHUNKS];
-    for (size_t l = 0; l < 8; l++) {
-        vf a[SCORE_ROWS][SCORE_CHUNKS], b[SCORE_ROWS][SCORE_CHUNKS];
-#pragma GCC unroll 8
-        for (int r = 0; r < SCORE_ROWS; r++)
-#pragma GCC unroll 4
-            for (int k = 0; k < SCORE_CHUNKS; k++)
-                a[r][k] = b[r][k] = vf_zero();
-        for (size_t c = 0; c < hd16; c += 16) {
-            const float *ka = kt + (c + l) * NPL_ATTN_BLOCK, *kb = kt + (c + l + 8) * NPL_ATTN_BLOCK;
-            vf x[SCORE_CHUNKS], y[SCORE_CHUNKS];
-#pragma GCC unroll 4
-            for (int k = 0; k < SCORE_CHUNKS; k++) {
-                x[k] = vf_loadu(ka + 16 * k);
-                y[k] = vf_loadu(kb + 16 * k);
-            }
-#pragma GCC unroll 8
-            for (int r = 0; r < SCORE_ROWS; r++) {
-                vf qa = vf_set1(q[r][c + l]), qb = vf_set1(q[r][c + l + 8]);
-#pragma GCC unroll 4
-                for (int k = 0; k < SCORE_CHUNKS; k++) {
-                    a[r][k] = vf_fmadd(qa, x[k], a[r][k]);
-                    b[r][k] = vf_fmadd(qb, y[k], b[r][k]);
-                }
-            }
-        }
-        for (int r = 0; r < SCORE_ROWS; r++)
-            for (int k = 0; k < SCORE_CHUNKS; k++)
-                t8[l][r][k] = vf_add(a[r][k], b[r][k]);
-    }
+    vf h0[SCORE_ROWS][SCORE_CHUNKS], h1[SCORE_ROWS][SCORE_CHUNKS], h2[SCORE_ROWS][SCORE_CHUNKS];
+    vf t8[SCORE_ROWS][SCORE_CHUNKS];
+    score_pair(q, kt, hd16, 0, h0);
+    score_pair(q, kt, hd16, 4, t8);
+    add_tile(h0, h0, t8); /* t4_0 */
+    score_pair(q, kt, hd16, 2, h1);
+    score_pair(q, kt, hd16, 6, t8);
+    add_tile(h1, h1, t8); /* t4_2 */
+    add_tile(h0, h0, h1);
+    score_pair(q, kt, hd16, 1, h1);
+    score_pair(q, kt, hd16, 5, t8);
+    add_tile(h1, h1, t8); /* t4_1 */
+    score_pair(q, kt, hd16, 3, h2);
+    score_pair(q, kt, hd16, 7, t8);
+    add_tile(h2, h2, t8); /* t4_3 */
+    add_tile(h1, h1, h2);
+    add_tile(h0, h0, h1);
     vf sc = vf_set1(scale);
+#pragma GCC unroll 8
     for (int r = 0; r < SCORE_ROWS; r++)
+#pragma GCC unroll 4
         for (int k = 0; k < SCORE_CHUNKS; k++) {
-            vf t4[4];
-            for (int l = 0; l < 4; l++)
-                t4[l] = vf_add(t8[l][r][k], t8[l + 4][r][k]);
-            vf t = vf_add(vf_add(t4[0], t4[2]), vf_add(t4[1], t4[3]));
+            vf t = h0[r][k];
             for (size_t c = hd16; c < hd; c++)
                 t = vf_fmadd(vf_set1(q[r][c]), vf_loadu(kt + c * NPL_ATTN_BLOCK + 16 * (size_t)k), t);
             vf_storeu(s[r] + 16 * (size_t)k, vf_mul(t, sc));
         }
 }
 
-/* keys [nj][hd] -> kt [hd][NPL_ATTN_BLOCK], the keys past nj as zeros */
+/* keys [nj][hd] -> kt [hd][NPL_ATTN_BLOCK], the keys past nj as zeros:
+ * 16 x 16 squares through registers, the dimensions past the last 16
+ * one by one. */
 static void transpose_keys(const float *keys, size_t nj, size_t hd, float *kt)
 {
-    for (size_t d = 0; d < hd; d++) {
-        float *o = kt + d * NPL_ATTN_BLOCK;
-        for (size_t j = 0; j < nj; j++)
-            o[j] = keys[j * hd + d];
-        for (size_t j = nj; j < NPL_ATTN_BLOCK; j++)
-            o[j] = 0.0f;
+    size_t hd16 = hd & ~(size_t)15;
+    for (size_t j0 = 0; j0 < NPL_ATTN_BLOCK; j0 += 16) {
+        for (size_t d0 = 0; d0 < hd16; d0 += 16) {
+            vf r[16];
+            for (size_t j = 0; j < 16; j++)
+                r[j] = j0 + j < nj ? vf_loadu(keys + (j0 + j) * hd + d0) : vf_zero();
+            vf_transpose16(r);
+            for (size_t d = 0; d < 16; d++)
+                vf_storeu(kt + (d0 + d) * NPL_ATTN_BLOCK + j0, r[d]);
+        }
+        for (size_t d = hd16; d < hd; d++)
+            for (size_t j = j0; j < j0 + 16; j++)
+                kt[d * NPL_ATTN_BLOCK + j] = j < nj ? keys[j * hd + d] : 0.0f;
     }
 }
 
@@ -323,53 +411,92 @@ void NPL_ISA_FN(npl_attention_rows)(const npl_attn_rows_job *job, float *scratch
         block_to_f32(job->fmt, job->k, job->row_bytes, j0, nj, hd, sc.keys);
         block_to_f32(job->fmt, job->v, job->row_bytes, j0, nj, hd, sc.vals);
         transpose_keys(sc.keys, nj, hd, sc.keys_t);
-        /* the rows seeing this block; a row past its last key skips it */
-        size_t na = 0;
+        /* the next block's cache rows arrive while this one is computed */
+        if (j0 + NPL_ATTN_BLOCK < n_kv) {
+            size_t next = n_kv - j0 - NPL_ATTN_BLOCK < NPL_ATTN_BLOCK ? n_kv - j0 - NPL_ATTN_BLOCK : NPL_ATTN_BLOCK;
+            size_t at = (j0 + NPL_ATTN_BLOCK) * job->row_bytes;
+            npl_v_prefetch(job->k, at, next * job->row_bytes);
+            npl_v_prefetch(job->v, at, next * job->row_bytes);
+        }
+        /* The positions seeing this block (a position past its last key
+         * skips it); their rows are walked as (position p, head h), in
+         * order, so no row number is divided by g. */
+        size_t npa = 0;
         for (size_t i = 0; i < job->n_pos; i++)
             if (job->key_hi[i] >= j0)
-                for (size_t h = 0; h < g; h++)
-                    sc.active[na++] = (uint32_t)(i * g + h);
-        if (na == 0)
+                sc.active[npa++] = (uint32_t)i;
+        if (npa == 0)
             continue;
-        /* Scores of every key of the block (a row uses its own first
-         * row_keys of them); a short tile repeats its last row. */
-        size_t n_chunks = (nj + 15) / 16;
-        n_chunks = (n_chunks + SCORE_CHUNKS - 1) / SCORE_CHUNKS * SCORE_CHUNKS;
-        for (size_t a0 = 0; a0 < na; a0 += SCORE_ROWS) {
+        size_t na = npa * g;
+        /* Scores of the block's keys up to the last a tile's rows see (a
+         * row uses its own first row_keys of them); a short tile repeats
+         * its last row. */
+        for (size_t a0 = 0, p = 0, h = 0; a0 < na; a0 += SCORE_ROWS) {
             const float *qp[SCORE_ROWS];
             float *sp[SCORE_ROWS];
+            size_t tile_keys = 0;
             for (size_t r = 0; r < SCORE_ROWS; r++) {
-                size_t row = sc.active[a0 + r < na ? a0 + r : na - 1];
-                qp[r] = job->q + row / g * job->q_stride + row % g * hd;
-                sp[r] = sc.scores + row * NPL_ATTN_BLOCK;
+                size_t i = sc.active[p];
+                qp[r] = job->q + i * job->q_stride + h * hd;
+                sp[r] = sc.scores + (i * g + h) * NPL_ATTN_BLOCK;
+                size_t nk = row_keys(job, i, j0);
+                tile_keys = nk > tile_keys ? nk : tile_keys;
+                if (a0 + r + 1 < na && ++h == g) {
+                    h = 0;
+                    p++;
+                }
             }
-            for (size_t c0 = 0; c0 < n_chunks; c0 += SCORE_CHUNKS) {
+            /* chunks past every row's last key are never read */
+            size_t tile_chunks = (tile_keys + 15) / 16;
+            tile_chunks = (tile_chunks + SCORE_CHUNKS - 1) / SCORE_CHUNKS * SCORE_CHUNKS;
+            for (size_t c0 = 0; c0 < tile_chunks; c0 += SCORE_CHUNKS) {
                 float *spc[SCORE_ROWS];
                 for (size_t r = 0; r < SCORE_ROWS; r++)
                     spc[r] = sp[r] + 16 * c0;
                 score_tile(qp, sc.keys_t + 16 * c0, hd, job->scale, spc);
             }
         }
-        for (size_t a = 0; a < na; a++) {
-            size_t row = sc.active[a];
-            softmax_step(sc.scores + row * NPL_ATTN_BLOCK, row_keys(job, row / g, j0), &sc.run_max[row],
-                         &sc.run_sum[row], sc.acc + row * hd, hd);
+        for (size_t p = 0; p < npa; p++) {
+            size_t i = sc.active[p], nk = row_keys(job, i, j0), row = i * g;
+            for (; nk % 16 == 0 && row + SOFTMAX_ROWS <= (i + 1) * g; row += SOFTMAX_ROWS) {
+                float *sr[SOFTMAX_ROWS], *mr[SOFTMAX_ROWS], *ur[SOFTMAX_ROWS], *ar[SOFTMAX_ROWS];
+                for (size_t r = 0; r < SOFTMAX_ROWS; r++) {
+                    sr[r] = sc.scores + (row + r) * NPL_ATTN_BLOCK;
+                    mr[r] = &sc.run_max[row + r];
+                    ur[r] = &sc.run_sum[row + r];
+                    ar[r] = sc.acc + (row + r) * hd;
+                }
+                softmax_rows(sr, nk, mr, ur, ar, hd);
+            }
+            for (; row < (i + 1) * g; row++)
+                softmax_step(sc.scores + row * NPL_ATTN_BLOCK, nk, &sc.run_max[row], &sc.run_sum[row],
+                             sc.acc + row * hd, hd);
         }
         /* runs of consecutive rows with the same keys share the value loads */
-        for (size_t a = 0; a < na;) {
-            size_t row = sc.active[a], n = 1, nk = row_keys(job, row / g, j0);
-            while (n < HEADS_AT_ONCE && a + n < na && sc.active[a + n] == row + n &&
-                   row_keys(job, (row + n) / g, j0) == nk)
+        for (size_t p = 0, h = 0; p < npa;) {
+            size_t i = sc.active[p], row = i * g + h, nk = row_keys(job, i, j0), n = 1;
+            if (++h == g) { /* (p, h): the cursor of row + n */
+                h = 0;
+                p++;
+            }
+            while (n < HEADS_AT_ONCE && p < npa && sc.active[p] * g + h == row + n &&
+                   row_keys(job, sc.active[p], j0) == nk) {
                 n++;
+                if (++h == g) {
+                    h = 0;
+                    p++;
+                }
+            }
             accumulate_values(sc.acc, sc.scores, sc.vals, row, n, nk, hd);
-            a += n;
         }
     }
 
-    for (size_t r = 0; r < n_rows; r++) {
-        float inv = sc.run_sum[r] > 0.0f ? 1.0f / sc.run_sum[r] : 0.0f;
-        float *o = job->out + r / g * job->out_stride + r % g * hd;
-        memcpy(o, sc.acc + r * hd, hd * sizeof *o);
-        scale_row(o, hd, inv);
-    }
+    for (size_t i = 0; i < job->n_pos; i++)
+        for (size_t h = 0; h < g; h++) {
+            size_t r = i * g + h;
+            float inv = sc.run_sum[r] > 0.0f ? 1.0f / sc.run_sum[r] : 0.0f;
+            float *o = job->out + i * job->out_stride + h * hd;
+            memcpy(o, sc.acc + r * hd, hd * sizeof *o);
+            scale_row(o, hd, inv);
+        }
 }

@@ -14,7 +14,8 @@
  *   vmask  a set of the 16 lanes (vmask_first(n): lanes 0 to n-1, any n):
  *        masked loads read 0 in the other lanes without touching their
  *        memory, masked stores leave it alone.
- * vf_exp_neg is fast_exp.h's exp for x <= 0 on every lane.
+ * vf_exp_neg is fast_exp.h's exp for x <= 0 on every lane; vf_transpose16
+ * transposes 16 vectors as a 16 x 16 matrix.
  *
  * NPL_V_TILE is how many accumulators a kernel may keep in registers
  * (half the register file); NPL_V_TILE_ROWS x NPL_V_TILE_VECS is the tile
@@ -126,6 +127,31 @@ NPL_V_AI void vf_hsum_batch(const vf a[16], float out[16])
     __m512 s = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], 0x88), _mm512_shuffle_ps(d[0], d[1], 0xdd));
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, s));
+}
+
+/* One step of vf_transpose16: rows i and i + b (i & b == 0) swap their
+ * off-diagonal b x b blocks (lo, hi: the lanes each result takes). */
+NPL_V_AI void npl_v_swap_blocks(vf r[16], int b, __m512i lo, __m512i hi)
+{
+    for (int i = 0; i < 16; i++)
+        if (!(i & b)) {
+            __m512 x = r[i], y = r[i + b];
+            r[i] = _mm512_permutex2var_ps(x, lo, y);
+            r[i + b] = _mm512_permutex2var_ps(x, hi, y);
+        }
+}
+/* r[i] lane j <-> r[j] lane i (exact moves), b x b blocks swapped for
+ * b = 8, 4, 2, 1. */
+NPL_V_AI void vf_transpose16(vf r[16])
+{
+    npl_v_swap_blocks(r, 8, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+                      _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
+    npl_v_swap_blocks(r, 4, _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+                      _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
+    npl_v_swap_blocks(r, 2, _mm512_setr_epi32(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+                      _mm512_setr_epi32(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31));
+    npl_v_swap_blocks(r, 1, _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
+                      _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
 }
 
 NPL_V_AI vi vi_set1(int32_t x) { return _mm512_set1_epi32(x); }
@@ -348,6 +374,59 @@ NPL_V_AI void vf_hsum_batch(const vf a[4], float out[4])
 {
     for (int i = 0; i < 4; i++)
         out[i] = vf_hsum(a[i]);
+}
+
+/* r[i] lane j <-> r[j] lane i (exact moves): rows i and i + b swap their
+ * b x b off-diagonal blocks, for b = 8 (halves), 4, 2, 1. */
+NPL_V_AI void vf_transpose16(vf r[16])
+{
+    for (int i = 0; i < 8; i++) {
+        __m256 t = r[i].hi;
+        r[i].hi = r[i + 8].lo;
+        r[i + 8].lo = t;
+    }
+    for (int i = 0; i < 16; i++) {
+        if (i & 4)
+            continue;
+        for (int h = 0; h < 2; h++) {
+            __m256 x = h ? r[i].hi : r[i].lo, y = h ? r[i + 4].hi : r[i + 4].lo;
+            __m256 a = _mm256_permute2f128_ps(x, y, 0x20), c = _mm256_permute2f128_ps(x, y, 0x31);
+            if (h) {
+                r[i].hi = a;
+                r[i + 4].hi = c;
+            } else {
+                r[i].lo = a;
+                r[i + 4].lo = c;
+            }
+        }
+    }
+    for (int i = 0; i < 16; i++) {
+        if (i & 2)
+            continue;
+        for (int h = 0; h < 2; h++) {
+            __m256d x = _mm256_castps_pd(h ? r[i].hi : r[i].lo), y = _mm256_castps_pd(h ? r[i + 2].hi : r[i + 2].lo);
+            __m256 a = _mm256_castpd_ps(_mm256_unpacklo_pd(x, y)), c = _mm256_castpd_ps(_mm256_unpackhi_pd(x, y));
+            if (h) {
+                r[i].hi = a;
+                r[i + 2].hi = c;
+            } else {
+                r[i].lo = a;
+                r[i + 2].lo = c;
+            }
+        }
+    }
+    for (int i = 0; i < 16; i += 2)
+        for (int h = 0; h < 2; h++) {
+            __m256 x = h ? r[i].hi : r[i].lo, y = h ? r[i + 1].hi : r[i + 1].lo;
+            __m256 a = _mm256_blend_ps(x, _mm256_moveldup_ps(y), 0xaa), c = _mm256_blend_ps(_mm256_movehdup_ps(x), y, 0xaa);
+            if (h) {
+                r[i].hi = a;
+                r[i + 1].hi = c;
+            } else {
+                r[i].lo = a;
+                r[i + 1].lo = c;
+            }
+        }
 }
 
 NPL_V_AI vi vi_set1(int32_t x) { return NPL_V_I2(_mm256_set1_epi32(x), _mm256_set1_epi32(x)); }
