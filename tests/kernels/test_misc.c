@@ -1,8 +1,13 @@
 /* The element-wise activation (every level gives the portable bits, and
- * the portable version is close to silu in double precision), and the
+ * the portable version is close to silu in double precision), the
  * thread pool (every task exactly once, contiguous slices in thread
- * order, whatever the thread and task counts, run after run). */
+ * order, whatever the thread and task counts, run after run), and the
+ * huge-page buffers (zeroed, aligned). */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "huge_alloc.h"
 
 #include "act_fn.h"
 #include "npl_test.h"
@@ -84,4 +89,31 @@ static void test_threadpool(void)
     }
 }
 
-NT_MAIN({"swiglu", test_swiglu}, {"threadpool", test_threadpool})
+static bool all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return false;
+    return true;
+}
+
+static void test_huge_alloc(void)
+{
+    const size_t mib = (size_t)1 << 20;
+    /* below one huge page: malloc'd, 64-byte aligned, zeroed */
+    size_t map = 1;
+    uint8_t *small = npl_huge_alloc(100, &map);
+    REQUIRE(small);
+    CHECK(map == 0 && (uintptr_t)small % 64 == 0 && all_zero(small, 100));
+    npl_huge_free(small, map);
+    /* a mapping: 2 MiB-aligned and zeroed */
+    size_t n = 3 * mib + 123;
+    uint8_t *p = npl_huge_alloc(n, &map);
+    REQUIRE(p);
+    CHECK(map >= n && (uintptr_t)p % (2 * mib) == 0 && all_zero(p, n));
+    memset(p, 0xab, n); /* all of it writable */
+    npl_huge_free(p, map);
+    npl_huge_free(NULL, 0);
+}
+
+NT_MAIN({"swiglu", test_swiglu}, {"threadpool", test_threadpool}, {"huge_alloc", test_huge_alloc})
