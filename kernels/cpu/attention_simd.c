@@ -86,6 +86,18 @@ static void scale_row(float *a, size_t n, float c)
 /* The online-softmax step of one head over a block's scores s[0..nj):
  * new maximum (rescaling the running sum and acc when it grows), the
  * scores replaced by their weights, the weights' sum added. */
+/* A head's new block maximum m: when it grows, the running sum and acc
+ * rescaled by exp(old - m). */
+NPL_V_AI void raise_max(float m, float *run_max, float *run_sum, float *acc, size_t head_dim)
+{
+    if (m > *run_max) {
+        float c = npl_attn_exp(*run_max - m);
+        *run_sum *= c;
+        scale_row(acc, head_dim, c);
+        *run_max = m;
+    }
+}
+
 NPL_V_AI void softmax_step(float *s, size_t nj, float *run_max, float *run_sum, float *acc, size_t head_dim)
 {
     size_t nj16 = nj & ~(size_t)15;
@@ -97,12 +109,7 @@ NPL_V_AI void softmax_step(float *s, size_t nj, float *run_max, float *run_sum, 
     for (size_t j = nj16; j < nj; j++)
         if (s[j] > m)
             m = s[j];
-    if (m > *run_max) {
-        float c = npl_attn_exp(*run_max - m);
-        *run_sum *= c;
-        scale_row(acc, head_dim, c);
-        *run_max = m;
-    }
+    raise_max(m, run_max, run_sum, acc, head_dim);
     vf lanes = vf_zero(), msub = vf_set1(m);
     for (size_t j = 0; j < nj16; j += 16) {
         vf p = vf_exp_neg(vf_sub(vf_loadu(s + j), msub));
@@ -140,12 +147,7 @@ NPL_V_AI void softmax_rows(float *const s[SOFTMAX_ROWS], size_t nj, float *const
 #pragma GCC unroll 8
     for (int r = 0; r < SOFTMAX_ROWS; r++) {
         float m = vf_hmax(mv[r]);
-        if (m > *run_max[r]) {
-            float c = npl_attn_exp(*run_max[r] - m);
-            *run_sum[r] *= c;
-            scale_row(acc[r], head_dim, c);
-            *run_max[r] = m;
-        }
+        raise_max(m, run_max[r], run_sum[r], acc[r], head_dim);
         lanes[r] = vf_zero();
         msub[r] = vf_set1(m);
     }
@@ -268,9 +270,30 @@ void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_strid
 
 /* ---- npl_attention_rows: many positions against each converted block ---- */
 
+/* The row after (active position p, head h) of the active list, with g
+ * heads per position. */
+NPL_V_AI void next_row(size_t *p, size_t *h, size_t g)
+{
+    if (++*h == g) {
+        *h = 0;
+        ++*p;
+    }
+}
+
 /* Rows scored together (sharing each key load) x 16-key chunks per row. */
 #define SCORE_ROWS NPL_V_TILE_ROWS
 #define SCORE_CHUNKS (NPL_V_TILE_VECS / 2)
+
+/* d = a + b over a score tile */
+NPL_V_AI void add_tile(vf d[SCORE_ROWS][SCORE_CHUNKS], vf a[SCORE_ROWS][SCORE_CHUNKS],
+                       vf b[SCORE_ROWS][SCORE_CHUNKS])
+{
+#pragma GCC unroll 8
+    for (int r = 0; r < SCORE_ROWS; r++)
+#pragma GCC unroll 4
+        for (int k = 0; k < SCORE_CHUNKS; k++)
+            d[r][k] = vf_add(a[r][k], b[r][k]);
+}
 
 /* One pass of score_tile: the fmadd chains of lanes l and l + 8 of
  * block_scores' accumulator (one lane per key, keys in lanes), added:
@@ -302,22 +325,7 @@ NPL_V_AI void score_pair(const float *const q[SCORE_ROWS], const float *kt, size
             }
         }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < SCORE_ROWS; r++)
-#pragma GCC unroll 4
-        for (int k = 0; k < SCORE_CHUNKS; k++)
-            t8[r][k] = vf_add(a[r][k], b[r][k]);
-}
-
-/* d = a + b over a score tile */
-NPL_V_AI void add_tile(vf d[SCORE_ROWS][SCORE_CHUNKS], vf a[SCORE_ROWS][SCORE_CHUNKS],
-                       vf b[SCORE_ROWS][SCORE_CHUNKS])
-{
-#pragma GCC unroll 8
-    for (int r = 0; r < SCORE_ROWS; r++)
-#pragma GCC unroll 4
-        for (int k = 0; k < SCORE_CHUNKS; k++)
-            d[r][k] = vf_add(a[r][k], b[r][k]);
+    add_tile(t8, a, b);
 }
 
 /* block_scores' arithmetic for SCORE_ROWS rows (q[r], scores s[r]) and
@@ -441,10 +449,8 @@ void NPL_ISA_FN(npl_attention_rows)(const npl_attn_rows_job *job, float *scratch
                 sp[r] = sc.scores + (i * g + h) * NPL_ATTN_BLOCK;
                 size_t nk = row_keys(job, i, j0);
                 tile_keys = nk > tile_keys ? nk : tile_keys;
-                if (a0 + r + 1 < na && ++h == g) {
-                    h = 0;
-                    p++;
-                }
+                if (a0 + r + 1 < na)
+                    next_row(&p, &h, g);
             }
             /* chunks past every row's last key are never read */
             size_t tile_chunks = (tile_keys + 15) / 16;
@@ -475,17 +481,11 @@ void NPL_ISA_FN(npl_attention_rows)(const npl_attn_rows_job *job, float *scratch
         /* runs of consecutive rows with the same keys share the value loads */
         for (size_t p = 0, h = 0; p < npa;) {
             size_t i = sc.active[p], row = i * g + h, nk = row_keys(job, i, j0), n = 1;
-            if (++h == g) { /* (p, h): the cursor of row + n */
-                h = 0;
-                p++;
-            }
+            next_row(&p, &h, g); /* (p, h): the cursor of row + n */
             while (n < HEADS_AT_ONCE && p < npa && sc.active[p] * g + h == row + n &&
                    row_keys(job, sc.active[p], j0) == nk) {
                 n++;
-                if (++h == g) {
-                    h = 0;
-                    p++;
-                }
+                next_row(&p, &h, g);
             }
             accumulate_values(sc.acc, sc.scores, sc.vals, row, n, nk, hd);
         }

@@ -376,6 +376,8 @@ NPL_V_AI void vf_hsum_batch(const vf a[4], float out[4])
         out[i] = vf_hsum(a[i]);
 }
 
+/* The half h (0: lanes 0-7, 1: lanes 8-15) of v. */
+NPL_V_AI __m256 *npl_v_half(vf *v, int h) { return h ? &v->hi : &v->lo; }
 /* r[i] lane j <-> r[j] lane i (exact moves): rows i and i + b swap their
  * b x b off-diagonal blocks, for b = 8 (halves), 4, 2, 1. */
 NPL_V_AI void vf_transpose16(vf r[16])
@@ -385,47 +387,27 @@ NPL_V_AI void vf_transpose16(vf r[16])
         r[i].hi = r[i + 8].lo;
         r[i + 8].lo = t;
     }
-    for (int i = 0; i < 16; i++) {
-        if (i & 4)
-            continue;
-        for (int h = 0; h < 2; h++) {
-            __m256 x = h ? r[i].hi : r[i].lo, y = h ? r[i + 4].hi : r[i + 4].lo;
-            __m256 a = _mm256_permute2f128_ps(x, y, 0x20), c = _mm256_permute2f128_ps(x, y, 0x31);
-            if (h) {
-                r[i].hi = a;
-                r[i + 4].hi = c;
-            } else {
-                r[i].lo = a;
-                r[i + 4].lo = c;
-            }
+    for (int i = 0; i < 16; i++)
+        for (int h = 0; !(i & 4) && h < 2; h++) {
+            __m256 *x = npl_v_half(&r[i], h), *y = npl_v_half(&r[i + 4], h);
+            __m256 a = _mm256_permute2f128_ps(*x, *y, 0x20), c = _mm256_permute2f128_ps(*x, *y, 0x31);
+            *x = a;
+            *y = c;
         }
-    }
-    for (int i = 0; i < 16; i++) {
-        if (i & 2)
-            continue;
-        for (int h = 0; h < 2; h++) {
-            __m256d x = _mm256_castps_pd(h ? r[i].hi : r[i].lo), y = _mm256_castps_pd(h ? r[i + 2].hi : r[i + 2].lo);
-            __m256 a = _mm256_castpd_ps(_mm256_unpacklo_pd(x, y)), c = _mm256_castpd_ps(_mm256_unpackhi_pd(x, y));
-            if (h) {
-                r[i].hi = a;
-                r[i + 2].hi = c;
-            } else {
-                r[i].lo = a;
-                r[i + 2].lo = c;
-            }
+    for (int i = 0; i < 16; i++)
+        for (int h = 0; !(i & 2) && h < 2; h++) {
+            __m256 *x = npl_v_half(&r[i], h), *y = npl_v_half(&r[i + 2], h);
+            __m256d xd = _mm256_castps_pd(*x), yd = _mm256_castps_pd(*y);
+            __m256 a = _mm256_castpd_ps(_mm256_unpacklo_pd(xd, yd)), c = _mm256_castpd_ps(_mm256_unpackhi_pd(xd, yd));
+            *x = a;
+            *y = c;
         }
-    }
     for (int i = 0; i < 16; i += 2)
         for (int h = 0; h < 2; h++) {
-            __m256 x = h ? r[i].hi : r[i].lo, y = h ? r[i + 1].hi : r[i + 1].lo;
-            __m256 a = _mm256_blend_ps(x, _mm256_moveldup_ps(y), 0xaa), c = _mm256_blend_ps(_mm256_movehdup_ps(x), y, 0xaa);
-            if (h) {
-                r[i].hi = a;
-                r[i + 1].hi = c;
-            } else {
-                r[i].lo = a;
-                r[i + 1].lo = c;
-            }
+            __m256 *x = npl_v_half(&r[i], h), *y = npl_v_half(&r[i + 1], h);
+            __m256 a = _mm256_blend_ps(*x, _mm256_moveldup_ps(*y), 0xaa), c = _mm256_blend_ps(_mm256_movehdup_ps(*x), *y, 0xaa);
+            *x = a;
+            *y = c;
         }
 }
 
