@@ -11,6 +11,7 @@
 
 #define TILE_ROWS NPL_V_TILE_ROWS
 #define TILE_VECS NPL_V_TILE_VECS
+_Static_assert(TILE_ROWS * TILE_VECS == NPL_V_HSUM_BATCH, "one batch of horizontal sums per tile");
 
 NPL_V_AI vf load16(uint32_t type, const uint8_t *row, size_t c)
 {
@@ -42,8 +43,8 @@ NPL_V_AI float load1(uint32_t type, const uint8_t *row, size_t c)
 NPL_V_AI void float_tile(uint32_t type, const uint8_t *const rows[TILE_ROWS], const float *x, size_t xs, int V,
                          size_t n, float out[TILE_ROWS][TILE_VECS])
 {
-    vf acc[TILE_ROWS][TILE_VECS];
-    memset(acc, 0, sizeof acc); /* all-zero bits: 0.0f in every lane */
+    vf acc[TILE_ROWS * TILE_VECS]; /* [row][vector] */
+    memset(acc, 0, sizeof acc);     /* all-zero bits: 0.0f in every lane */
     size_t n16 = n & ~(size_t)15;
     for (size_t c = 0; c < n16; c += 16) {
         vf xv[TILE_VECS];
@@ -55,14 +56,17 @@ NPL_V_AI void float_tile(uint32_t type, const uint8_t *const rows[TILE_ROWS], co
             vf w = load16(type, rows[r], c);
 #pragma GCC unroll 4
             for (int v = 0; v < V; v++)
-                acc[r][v] = vf_fmadd(w, xv[v], acc[r][v]);
+                acc[r * TILE_VECS + v] = vf_fmadd(w, xv[v], acc[r * TILE_VECS + v]);
         }
     }
+    /* the tile's horizontal sums at once, each in vf_hsum's order */
+    float sums[TILE_ROWS * TILE_VECS];
+    vf_hsum_batch(acc, sums);
 #pragma GCC unroll 4
     for (int r = 0; r < TILE_ROWS; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < V; v++) {
-            float s = vf_hsum(acc[r][v]);
+            float s = sums[r * TILE_VECS + v];
             for (size_t c = n16; c < n; c++)
                 s = fmaf(load1(type, rows[r], c), x[(size_t)v * xs + c], s);
             out[r][v] = s;
@@ -72,50 +76,67 @@ NPL_V_AI void float_tile(uint32_t type, const uint8_t *const rows[TILE_ROWS], co
 #if TILE_VECS == 4
 #define TILE_SWITCH(T)                                                        \
     switch (nv) {                                                             \
-    case 1: float_tile(T, rows, xv, x_stride, 1, n, out); break;              \
-    case 2: float_tile(T, rows, xv, x_stride, 2, n, out); break;              \
-    case 3: float_tile(T, rows, xv, x_stride, 3, n, out); break;              \
-    default: float_tile(T, rows, xv, x_stride, 4, n, out); break;             \
+    case 1: float_tile(T, tr, xv, x_stride, 1, n, out); break;              \
+    case 2: float_tile(T, tr, xv, x_stride, 2, n, out); break;              \
+    case 3: float_tile(T, tr, xv, x_stride, 3, n, out); break;              \
+    default: float_tile(T, tr, xv, x_stride, 4, n, out); break;             \
     }
 #else
 #define TILE_SWITCH(T)                                                        \
     switch (nv) {                                                             \
-    case 1: float_tile(T, rows, xv, x_stride, 1, n, out); break;              \
-    default: float_tile(T, rows, xv, x_stride, 2, n, out); break;             \
+    case 1: float_tile(T, tr, xv, x_stride, 1, n, out); break;              \
+    default: float_tile(T, tr, xv, x_stride, 2, n, out); break;             \
     }
 #endif
+
+/* Rows of one block: its tiles take turns on each tile of vectors, so
+ * the vectors (the large operand in a prefill or the vision encoder) are
+ * read once per block instead of once per tile while the block's rows
+ * stay in cache. Which tile runs when does not change any result. */
+#define BLOCK_ROWS 16
 
 void NPL_ISA_FN(npl_float_matmul)(const npl_matrix *w, int64_t r0, int64_t r1, const float *x, size_t x_stride,
                                   size_t n_vec, float *const *y, float *buf)
 {
     size_t n = (size_t)w->n_cols;
     bool in_place = w->type == NPL_TYPE_F32 || w->type == NPL_TYPE_F16 || w->type == NPL_TYPE_BF16;
-    for (int64_t r = r0; r < r1; r += TILE_ROWS) {
-        int nr = (int)(r1 - r < TILE_ROWS ? r1 - r : TILE_ROWS);
-        const uint8_t *rows[TILE_ROWS];
-        for (int i = 0; i < TILE_ROWS; i++) {
-            int64_t ri = r + (i < nr ? i : nr - 1); /* padding rows repeat the last one */
-            if (in_place)
-                rows[i] = (const uint8_t *)w->data + (size_t)ri * w->row_bytes;
-            else if (i < nr)
-                rows[i] = (const uint8_t *)npl_row_as_f32(w, ri, buf + (size_t)i * n);
-            else
-                rows[i] = rows[0]; /* any computed row: its results are dropped */
+    /* rows that are not read in place are widened into buf, one tile's worth */
+    int64_t block = in_place ? BLOCK_ROWS : TILE_ROWS;
+    for (int64_t b = r0; b < r1; b += block) {
+        int64_t b1 = r1 - b < block ? r1 : b + block;
+        const uint8_t *rows[BLOCK_ROWS / TILE_ROWS][TILE_ROWS];
+        int n_tiles = 0;
+        for (int64_t r = b; r < b1; r += TILE_ROWS, n_tiles++) {
+            int nr = (int)(b1 - r < TILE_ROWS ? b1 - r : TILE_ROWS);
+            for (int i = 0; i < TILE_ROWS; i++) {
+                int64_t ri = r + (i < nr ? i : nr - 1); /* padding rows repeat the last one */
+                if (in_place)
+                    rows[n_tiles][i] = (const uint8_t *)w->data + (size_t)ri * w->row_bytes;
+                else if (i < nr)
+                    rows[n_tiles][i] = (const uint8_t *)npl_row_as_f32(w, ri, buf + (size_t)i * n);
+                else
+                    rows[n_tiles][i] = rows[n_tiles][0]; /* any computed row: its results are dropped */
+            }
         }
         for (size_t v0 = 0; v0 < n_vec; v0 += TILE_VECS) {
             size_t nv = n_vec - v0 < TILE_VECS ? n_vec - v0 : TILE_VECS;
             const float *xv = x + v0 * x_stride;
-            float out[TILE_ROWS][TILE_VECS];
-            if (!in_place || w->type == NPL_TYPE_F32) {
-                TILE_SWITCH(NPL_TYPE_F32)
-            } else if (w->type == NPL_TYPE_F16) {
-                TILE_SWITCH(NPL_TYPE_F16)
-            } else {
-                TILE_SWITCH(NPL_TYPE_BF16)
+            for (int tile = 0; tile < n_tiles; tile++) {
+                const uint8_t *const *tr = rows[tile];
+                int64_t r = b + (int64_t)tile * TILE_ROWS;
+                int nr = (int)(b1 - r < TILE_ROWS ? b1 - r : TILE_ROWS);
+                float out[TILE_ROWS][TILE_VECS];
+                if (!in_place || w->type == NPL_TYPE_F32) {
+                    TILE_SWITCH(NPL_TYPE_F32)
+                } else if (w->type == NPL_TYPE_F16) {
+                    TILE_SWITCH(NPL_TYPE_F16)
+                } else {
+                    TILE_SWITCH(NPL_TYPE_BF16)
+                }
+                for (int i = 0; i < nr; i++)
+                    for (size_t v = 0; v < nv; v++)
+                        y[v0 + v][r + i] = out[i][v];
             }
-            for (int i = 0; i < nr; i++)
-                for (size_t v = 0; v < nv; v++)
-                    y[v0 + v][r + i] = out[i][v];
         }
     }
 }
