@@ -20,10 +20,13 @@ npl_status npl_vision_attn_alloc(const npl_vision *v, npl_vision_attn *a, npl_er
     size_t N = v->n_patches, H = v->info.n_head, hd = v->head_dim;
     size_t T = (size_t)npl_threadpool_size(v->pool);
     a->keys_floats = npl_attention_nc_keys_floats(N, hd);
-    a->scratch_floats = npl_attention_nc_scratch_floats(NPL_VISION_ATTN_QUERIES, hd);
-    a->kt = calloc(H * a->keys_floats, sizeof *a->kt); /* zeroed: padding keys stay finite */
-    a->vh = malloc(H * N * hd * sizeof *a->vh);
-    a->scratch = malloc(T * a->scratch_floats * sizeof *a->scratch);
+    /* whole cache lines per thread */
+    a->scratch_floats = (npl_attention_nc_scratch_floats(NPL_VISION_ATTN_QUERIES, hd) + 15) & ~(size_t)15;
+    a->kt = npl_vision_floats(H * a->keys_floats);
+    a->vh = npl_vision_floats(H * N * hd);
+    a->scratch = npl_vision_floats(T * a->scratch_floats);
+    if (a->kt)
+        memset(a->kt, 0, H * a->keys_floats * sizeof *a->kt); /* padding keys stay finite */
     if (!a->kt || !a->vh || !a->scratch) {
         npl_vision_attn_free(a);
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the vision attention (%zu patches)", N);

@@ -429,17 +429,17 @@ static npl_status encoding_alloc(npl_vision *v, npl_vision_encoding **out, npl_e
     const npl_vision_info *in = &v->info;
     size_t E = in->n_embd, N = v->n_patches, s = in->image_size;
     size_t hidden = in->n_ff > (size_t)v->patch_embd.n_cols ? in->n_ff : (size_t)v->patch_embd.n_cols;
-    e->pixels = malloc(3 * s * s * sizeof(float));
-    e->x = malloc(N * E * sizeof(float));
-    e->xn = malloc(N * E * sizeof(float));
-    e->q = malloc(N * E * sizeof(float));
-    e->kh = malloc(N * E * sizeof(float));
-    e->vt = malloc(N * E * sizeof(float));
-    e->tmp = malloc(N * E * sizeof(float));
-    e->hidden = malloc(NPL_VISION_ROW_CHUNK * hidden * sizeof(float));
+    e->pixels = npl_vision_floats(3 * s * s);
+    e->x = npl_vision_floats(N * E);
+    e->xn = npl_vision_floats(N * E);
+    e->q = npl_vision_floats(N * E);
+    e->kh = npl_vision_floats(N * E);
+    e->vt = npl_vision_floats(N * E);
+    e->tmp = npl_vision_floats(N * E);
+    e->hidden = npl_vision_floats(NPL_VISION_ROW_CHUNK * hidden);
     if (v->exact)
-        e->scores = malloc(NPL_VISION_ROW_CHUNK * N * sizeof(float));
-    e->out = malloc((size_t)in->n_tokens * in->n_embd_out * sizeof(float));
+        e->scores = npl_vision_floats(NPL_VISION_ROW_CHUNK * N);
+    e->out = npl_vision_floats((size_t)in->n_tokens * in->n_embd_out);
     if (!e->pixels || !e->x || !e->xn || !e->q || !e->kh || !e->vt || !e->tmp || !e->hidden ||
         (v->exact && !e->scores) || !e->out) {
         npl_vision_encoding_free(e);

@@ -90,53 +90,73 @@ NPL_V_AI void float_tile(uint32_t type, const uint8_t *const rows[TILE_ROWS], co
 #endif
 
 /* Rows of one block: its tiles take turns on each tile of vectors, so
- * the vectors (the large operand in a prefill or the vision encoder) are
- * read once per block instead of once per tile while the block's rows
- * stay in cache. Which tile runs when does not change any result. */
+ * a tile of vectors is read from memory once per block instead of once
+ * per tile while the block's rows stay in cache. */
 #define BLOCK_ROWS 16
+/* Bytes of vectors that stay in a core's L2 while every row block of the
+ * call passes over them (the vision encoder multiplies 256 patch rows of
+ * up to 4304 floats, more than an L2 holds). Which tile runs when does
+ * not change any result. */
+#define VEC_BLOCK_BYTES (512 * 1024)
+
+/* Rows [b, b1) (at most BLOCK_ROWS; not read in place: at most TILE_ROWS,
+ * widened into buf) times vectors [v_begin, v_end). */
+NPL_V_AI void row_block(const npl_matrix *w, bool in_place, int64_t b, int64_t b1, const float *x, size_t x_stride,
+                        size_t v_begin, size_t v_end, float *const *y, float *buf)
+{
+    size_t n = (size_t)w->n_cols;
+    const uint8_t *rows[BLOCK_ROWS / TILE_ROWS][TILE_ROWS];
+    int n_tiles = 0;
+    for (int64_t r = b; r < b1; r += TILE_ROWS, n_tiles++) {
+        int nr = (int)(b1 - r < TILE_ROWS ? b1 - r : TILE_ROWS);
+        for (int i = 0; i < TILE_ROWS; i++) {
+            int64_t ri = r + (i < nr ? i : nr - 1); /* padding rows repeat the last one */
+            if (in_place)
+                rows[n_tiles][i] = (const uint8_t *)w->data + (size_t)ri * w->row_bytes;
+            else if (i < nr)
+                rows[n_tiles][i] = (const uint8_t *)npl_row_as_f32(w, ri, buf + (size_t)i * n);
+            else
+                rows[n_tiles][i] = rows[n_tiles][0]; /* any computed row: its results are dropped */
+        }
+    }
+    for (size_t v0 = v_begin; v0 < v_end; v0 += TILE_VECS) {
+        size_t nv = v_end - v0 < TILE_VECS ? v_end - v0 : TILE_VECS;
+        const float *xv = x + v0 * x_stride;
+        for (int tile = 0; tile < n_tiles; tile++) {
+            const uint8_t *const *tr = rows[tile];
+            int64_t r = b + (int64_t)tile * TILE_ROWS;
+            int nr = (int)(b1 - r < TILE_ROWS ? b1 - r : TILE_ROWS);
+            float out[TILE_ROWS][TILE_VECS];
+            if (!in_place || w->type == NPL_TYPE_F32) {
+                TILE_SWITCH(NPL_TYPE_F32)
+            } else if (w->type == NPL_TYPE_F16) {
+                TILE_SWITCH(NPL_TYPE_F16)
+            } else {
+                TILE_SWITCH(NPL_TYPE_BF16)
+            }
+            for (int i = 0; i < nr; i++)
+                for (size_t v = 0; v < nv; v++)
+                    y[v0 + v][r + i] = out[i][v];
+        }
+    }
+}
 
 void NPL_ISA_FN(npl_float_matmul)(const npl_matrix *w, int64_t r0, int64_t r1, const float *x, size_t x_stride,
                                   size_t n_vec, float *const *y, float *buf)
 {
     size_t n = (size_t)w->n_cols;
     bool in_place = w->type == NPL_TYPE_F32 || w->type == NPL_TYPE_F16 || w->type == NPL_TYPE_BF16;
-    /* rows that are not read in place are widened into buf, one tile's worth */
     int64_t block = in_place ? BLOCK_ROWS : TILE_ROWS;
-    for (int64_t b = r0; b < r1; b += block) {
-        int64_t b1 = r1 - b < block ? r1 : b + block;
-        const uint8_t *rows[BLOCK_ROWS / TILE_ROWS][TILE_ROWS];
-        int n_tiles = 0;
-        for (int64_t r = b; r < b1; r += TILE_ROWS, n_tiles++) {
-            int nr = (int)(b1 - r < TILE_ROWS ? b1 - r : TILE_ROWS);
-            for (int i = 0; i < TILE_ROWS; i++) {
-                int64_t ri = r + (i < nr ? i : nr - 1); /* padding rows repeat the last one */
-                if (in_place)
-                    rows[n_tiles][i] = (const uint8_t *)w->data + (size_t)ri * w->row_bytes;
-                else if (i < nr)
-                    rows[n_tiles][i] = (const uint8_t *)npl_row_as_f32(w, ri, buf + (size_t)i * n);
-                else
-                    rows[n_tiles][i] = rows[n_tiles][0]; /* any computed row: its results are dropped */
-            }
-        }
-        for (size_t v0 = 0; v0 < n_vec; v0 += TILE_VECS) {
-            size_t nv = n_vec - v0 < TILE_VECS ? n_vec - v0 : TILE_VECS;
-            const float *xv = x + v0 * x_stride;
-            for (int tile = 0; tile < n_tiles; tile++) {
-                const uint8_t *const *tr = rows[tile];
-                int64_t r = b + (int64_t)tile * TILE_ROWS;
-                int nr = (int)(b1 - r < TILE_ROWS ? b1 - r : TILE_ROWS);
-                float out[TILE_ROWS][TILE_VECS];
-                if (!in_place || w->type == NPL_TYPE_F32) {
-                    TILE_SWITCH(NPL_TYPE_F32)
-                } else if (w->type == NPL_TYPE_F16) {
-                    TILE_SWITCH(NPL_TYPE_F16)
-                } else {
-                    TILE_SWITCH(NPL_TYPE_BF16)
-                }
-                for (int i = 0; i < nr; i++)
-                    for (size_t v = 0; v < nv; v++)
-                        y[v0 + v][r + i] = out[i][v];
-            }
-        }
+    /* rows widened into buf are widened once: all vectors in one block */
+    size_t vec_block = n_vec;
+    if (in_place) {
+        vec_block = VEC_BLOCK_BYTES / (n * sizeof(float)) / TILE_VECS * TILE_VECS;
+        if (vec_block < TILE_VECS)
+            vec_block = TILE_VECS;
+    }
+    for (size_t vb = 0; vb < n_vec; vb += vec_block) {
+        size_t ve = n_vec - vb < vec_block ? n_vec : vb + vec_block;
+        for (int64_t b = r0; b < r1; b += block)
+            row_block(w, in_place, b, r1 - b < block ? r1 : b + block, x, x_stride, vb, ve, y, buf);
     }
 }
