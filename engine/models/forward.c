@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "act_fn.h"
+#include "act_gelu.h"
 #include "attention.h"
 #include "attention_tiled.h"
 #include "backend.h"
@@ -402,29 +402,16 @@ static void attention_rows_task(void *ctx, size_t begin, size_t end, int thread)
     }
 }
 
-/* gate = silu(gate) * up */
-static void swiglu_task(void *ctx, size_t begin, size_t end, int thread)
+/* gate = act(gate) * up: SwiGLU, or GEGLU (GELU in its tanh form) for
+ * gemma3. */
+static void gated_ffn_task(void *ctx, size_t begin, size_t end, int thread)
 {
     (void)thread;
     step_ctx *c = ctx;
     npl_forward_ws *fw = &c->m->fw;
     size_t f = c->m->hp.n_ff;
-    npl_swiglu_f32(c->m->simd, fw->gate + begin * f, fw->up + begin * f, (end - begin) * f);
-}
-
-/* gate = gelu(gate) * up, GELU in its tanh form (gemma3). */
-static void geglu_task(void *ctx, size_t begin, size_t end, int thread)
-{
-    (void)thread;
-    step_ctx *c = ctx;
-    npl_forward_ws *fw = &c->m->fw;
-    size_t f = c->m->hp.n_ff;
-    const float sqrt_2_over_pi = 0.79788456080286535588f;
-    for (size_t i = begin * f; i < end * f; i++) {
-        float g = fw->gate[i];
-        float t = tanhf(sqrt_2_over_pi * g * (1.0f + 0.044715f * g * g));
-        fw->gate[i] = 0.5f * g * (1.0f + t) * fw->up[i];
-    }
+    npl_act_gated_f32(c->m->simd, c->m->ffn_gelu ? NPL_ACT_GELU_TANH : NPL_ACT_SILU, fw->gate + begin * f,
+                      fw->up + begin * f, (end - begin) * f);
 }
 
 /* cos/sin per rotated pair for each row's position. */
@@ -518,7 +505,7 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
             size_t stride[2] = {hp->n_ff, hp->n_ff};
             npl_matmul_multi(pool, ws, 2, gate_up, fw->xn, e, n, out, stride);
         }
-        npl_threadpool_run(pool, n, m->ffn_gelu ? geglu_task : swiglu_task, &c);
+        npl_threadpool_run(pool, n, gated_ffn_task, &c);
         npl_matmul_contig(pool, ws, &L->w_down, fw->gate, hp->n_ff, n, fw->xn, e);
     }
 

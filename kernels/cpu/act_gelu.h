@@ -1,5 +1,6 @@
-/* The encoder activations of the vision tower (GELU, GELU-quick, SiLU)
- * with a bias, in one pass and the same bits at every SIMD level: each is
+/* The activations (GELU, GELU-quick, SiLU): with a bias for the vision
+ * tower's encoder, gated for the text models' feed-forward blocks (SwiGLU,
+ * GEGLU), in one pass and the same bits at every SIMD level: each is
  * x * sigmoid(z(x)), the sigmoid taken from fast_exp.h's exp(-|z|) so it
  * never overflows, every step one IEEE operation (no libm tanhf/expf,
  * which is scalar and level-dependent). */
@@ -27,6 +28,13 @@ void npl_act_bias_f32(npl_simd_level lv, npl_act_kind act, float *x, const float
 
 /* The portable reference (the dispatch table's portable row). */
 void npl_act_bias_ref(npl_act_kind act, float *x, const float *bias, size_t n);
+
+/* gate[i] = act(gate[i]) * up[i]: SwiGLU with NPL_ACT_SILU, Gemma's GEGLU
+ * with NPL_ACT_GELU_TANH. */
+void npl_act_gated_f32(npl_simd_level lv, npl_act_kind act, float *gate, const float *up, size_t n);
+
+/* The portable reference. */
+void npl_act_gated_ref(npl_act_kind act, float *gate, const float *up, size_t n);
 
 /* z(x): the sigmoid's argument. */
 static inline float npl_act_z(npl_act_kind act, float x)

@@ -1,6 +1,6 @@
-/* The vision encoder's activations with a bias (act_gelu.h) written once
- * over simd_vec.h: element-wise, the same IEEE steps as npl_act_one, so
- * the same bits at every level. */
+/* The activations with a bias or gated (act_gelu.h) written once over
+ * simd_vec.h: element-wise, the same IEEE steps as npl_act_one, so the
+ * same bits at every level. */
 #include "act_gelu.h"
 #include "kernels_isa.h"
 
@@ -19,8 +19,9 @@ NPL_V_AI vf act_z(npl_act_kind act, vf x)
     }
 }
 
-/* act is a constant in each call below, so each gets its own loop. */
-NPL_V_AI void act_run(npl_act_kind act, float *x, const float *bias, size_t n)
+/* x = act(x + bias) [* up]; bias and up may be NULL. act is a constant
+ * in each call below, so each gets its own loop. */
+NPL_V_AI void act_run(npl_act_kind act, float *x, const float *bias, const float *up, size_t n)
 {
     const vf one = vf_set1(1.0f);
     size_t i = 0;
@@ -31,23 +32,41 @@ NPL_V_AI void act_run(npl_act_kind act, float *x, const float *bias, size_t n)
         vf z = act_z(act, v);
         vf t = vf_exp_neg(vf_neg_abs(z));
         vf s = vf_div(vf_select_ge0(z, one, t), vf_add(one, t));
-        vf_storeu(x + i, vf_mul(v, s));
+        vf a = vf_mul(v, s);
+        vf_storeu(x + i, up ? vf_mul(a, vf_loadu(up + i)) : a);
     }
-    for (; i < n; i++)
-        x[i] = npl_act_one(act, bias ? x[i] + bias[i] : x[i]);
+    for (; i < n; i++) {
+        float a = npl_act_one(act, bias ? x[i] + bias[i] : x[i]);
+        x[i] = up ? a * up[i] : a;
+    }
 }
 
 void NPL_ISA_FN(npl_act_bias)(npl_act_kind act, float *x, const float *bias, size_t n)
 {
     switch (act) {
     case NPL_ACT_GELU_TANH:
-        act_run(NPL_ACT_GELU_TANH, x, bias, n);
+        act_run(NPL_ACT_GELU_TANH, x, bias, NULL, n);
         break;
     case NPL_ACT_GELU_QUICK:
-        act_run(NPL_ACT_GELU_QUICK, x, bias, n);
+        act_run(NPL_ACT_GELU_QUICK, x, bias, NULL, n);
         break;
     default:
-        act_run(NPL_ACT_SILU, x, bias, n);
+        act_run(NPL_ACT_SILU, x, bias, NULL, n);
+        break;
+    }
+}
+
+void NPL_ISA_FN(npl_act_gated)(npl_act_kind act, float *gate, const float *up, size_t n)
+{
+    switch (act) {
+    case NPL_ACT_GELU_TANH:
+        act_run(NPL_ACT_GELU_TANH, gate, NULL, up, n);
+        break;
+    case NPL_ACT_GELU_QUICK:
+        act_run(NPL_ACT_GELU_QUICK, gate, NULL, up, n);
+        break;
+    default:
+        act_run(NPL_ACT_SILU, gate, NULL, up, n);
         break;
     }
 }

@@ -4,7 +4,6 @@
 
 #include <pthread.h>
 
-#include "act_fn.h"
 #include "attention_noncausal.h"
 #include "attention_internal.h"
 #include "cpu_features.h"
@@ -27,9 +26,9 @@ static const npl_kernel_table portable = {
     .packed_matmul = NULL,
     .attention = npl_attention_ref,
     .attention_rows = npl_attention_rows_ref,
-    .swiglu = npl_swiglu_ref,
     .attention_nc = npl_attention_nc_ref,
     .act_bias = npl_act_bias_ref,
+    .act_gated = npl_act_gated_ref,
     .scale_row = npl_scale_row_ref,
     .f16_to_f32_row = npl_f16_to_f32_row_ref,
     .f32_to_f16_row = npl_f32_to_f16_row_ref,

@@ -41,14 +41,14 @@ typedef struct npl_kernel_table {
                       size_t out_stride, float *scratch);
     /* npl_attention_rows */
     void (*attention_rows)(const npl_attn_rows_job *job, float *scratch);
-    /* npl_swiglu_f32 */
-    void (*swiglu)(float *gate, const float *up, size_t n);
     /* npl_attention_nc */
     void (*attention_nc)(const float *q, size_t q_stride, size_t n_q, const float *kt, const float *v,
                          size_t v_stride, size_t n_kv, size_t head_dim, float scale, float *out, size_t out_stride,
                          float *scratch);
     /* npl_act_bias_f32 */
     void (*act_bias)(npl_act_kind act, float *x, const float *bias, size_t n);
+    /* npl_act_gated_f32 */
+    void (*act_gated)(npl_act_kind act, float *gate, const float *up, size_t n);
     /* Rows of floats (vec_ops.h): y *= a; halves widened; rounded to
      * halves (nearest even). Element-wise, so the same bits everywhere. */
     void (*scale_row)(float a, float *y, size_t n);

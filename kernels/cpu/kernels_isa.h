@@ -21,11 +21,11 @@ void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_strid
                                float *out, size_t out_stride, float *scratch);
 void NPL_ISA_FN(npl_attention_rows)(const npl_attn_rows_job *job, float *scratch);
 
-void NPL_ISA_FN(npl_swiglu)(float *gate, const float *up, size_t n);
 void NPL_ISA_FN(npl_attention_nc)(const float *q, size_t q_stride, size_t n_q, const float *kt, const float *v,
                                   size_t v_stride, size_t n_kv, size_t head_dim, float scale, float *out,
                                   size_t out_stride, float *scratch);
 void NPL_ISA_FN(npl_act_bias)(npl_act_kind act, float *x, const float *bias, size_t n);
+void NPL_ISA_FN(npl_act_gated)(npl_act_kind act, float *gate, const float *up, size_t n);
 void NPL_ISA_FN(npl_scale_row)(float a, float *y, size_t n);
 void NPL_ISA_FN(npl_f16_to_f32_row)(const uint16_t *src, float *dst, size_t n);
 void NPL_ISA_FN(npl_f32_to_f16_row)(const float *src, uint16_t *dst, size_t n);

@@ -1,7 +1,5 @@
-/* The element-wise activation (every level gives the portable bits, and
- * the portable version is close to silu in double precision), the
- * thread pool (every task exactly once, contiguous slices in thread
- * order, whatever the thread and task counts, run after run), and the
+/* The thread pool (every task exactly once, contiguous slices in thread
+ * order, whatever the thread and task counts, run after run) and the
  * huge-page buffers (zeroed, aligned). */
 #include <math.h>
 #include <stdint.h>
@@ -9,47 +7,9 @@
 
 #include "huge_alloc.h"
 
-#include "act_fn.h"
 #include "npl_test.h"
 #include "threadpool.h"
 #include "vec_ops.h"
-
-static void test_swiglu(void)
-{
-    enum { N = 4099 };
-    static float g[N], u[N], y0[N], y1[N];
-    nt_splitmix r = {21};
-    for (int i = 0; i < N; i++) {
-        g[i] = nt_splitmix_float(&r) * (i % 3 == 0 ? 30.0f : 3.0f);
-        u[i] = nt_splitmix_float(&r);
-    }
-    g[0] = 0.0f;
-    g[1] = -0.0f;
-    g[2] = 200.0f;
-    g[3] = -200.0f;
-    g[4] = INFINITY;
-    g[5] = -INFINITY;
-    g[6] = NAN;
-    memcpy(y0, g, sizeof g);
-    npl_swiglu_f32(NPL_SIMD_NONE, y0, u, N);
-    double worst = 0.0;
-    for (int i = 7; i < N; i++) {
-        double x = g[i], want = x / (1.0 + exp(-x)) * u[i];
-        double err = fabs(y0[i] - want) / (fabs(want) + 1e-30);
-        if (fabs(want) > 1e-30 && err > worst)
-            worst = err;
-    }
-    fprintf(stderr, "swiglu: worst relative error %.3g\n", worst);
-    CHECK(worst < 1e-6);
-    CHECK(y0[0] == 0.0f && y0[2] == 200.0f * u[2] && y0[3] == 0.0f && isnan(y0[6]));
-    for (int lv = 1; lv <= (int)npl_simd_detect(); lv++)
-        for (size_t n = 0; n <= 40; n += 1 + n / 8) {
-            memcpy(y1, g, sizeof g);
-            npl_swiglu_f32((npl_simd_level)lv, y1, u, N - n);
-            CHECKF(memcmp(y0, y1, (N - n) * sizeof(float)) == 0, "level %d, n %zu: differs from the portable version",
-                   lv, (size_t)N - n);
-        }
-}
 
 typedef struct count_job {
     int *counts;
@@ -116,4 +76,4 @@ static void test_huge_alloc(void)
     npl_huge_free(NULL, 0);
 }
 
-NT_MAIN({"swiglu", test_swiglu}, {"threadpool", test_threadpool}, {"huge_alloc", test_huge_alloc})
+NT_MAIN({"threadpool", test_threadpool}, {"huge_alloc", test_huge_alloc})
