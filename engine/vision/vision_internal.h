@@ -5,8 +5,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "gguf.h"
 #include "matmul_amx.h"

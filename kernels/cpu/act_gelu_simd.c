@@ -20,7 +20,7 @@ NPL_V_AI vf act_z(npl_act_kind act, vf x)
 }
 
 /* x = act(x + bias) [* up]; bias and up may be NULL. act is a constant
- * in each call below, so each gets its own loop. */
+ * in each call of act_any, so each gets its own loop. */
 NPL_V_AI void act_run(npl_act_kind act, float *x, const float *bias, const float *up, size_t n)
 {
     const vf one = vf_set1(1.0f);
@@ -41,32 +41,28 @@ NPL_V_AI void act_run(npl_act_kind act, float *x, const float *bias, const float
     }
 }
 
-void NPL_ISA_FN(npl_act_bias)(npl_act_kind act, float *x, const float *bias, size_t n)
+/* act_run with act as a constant. */
+NPL_V_AI void act_any(npl_act_kind act, float *x, const float *bias, const float *up, size_t n)
 {
     switch (act) {
     case NPL_ACT_GELU_TANH:
-        act_run(NPL_ACT_GELU_TANH, x, bias, NULL, n);
+        act_run(NPL_ACT_GELU_TANH, x, bias, up, n);
         break;
     case NPL_ACT_GELU_QUICK:
-        act_run(NPL_ACT_GELU_QUICK, x, bias, NULL, n);
+        act_run(NPL_ACT_GELU_QUICK, x, bias, up, n);
         break;
     default:
-        act_run(NPL_ACT_SILU, x, bias, NULL, n);
+        act_run(NPL_ACT_SILU, x, bias, up, n);
         break;
     }
 }
 
+void NPL_ISA_FN(npl_act_bias)(npl_act_kind act, float *x, const float *bias, size_t n)
+{
+    act_any(act, x, bias, NULL, n);
+}
+
 void NPL_ISA_FN(npl_act_gated)(npl_act_kind act, float *gate, const float *up, size_t n)
 {
-    switch (act) {
-    case NPL_ACT_GELU_TANH:
-        act_run(NPL_ACT_GELU_TANH, gate, NULL, up, n);
-        break;
-    case NPL_ACT_GELU_QUICK:
-        act_run(NPL_ACT_GELU_QUICK, gate, NULL, up, n);
-        break;
-    default:
-        act_run(NPL_ACT_SILU, gate, NULL, up, n);
-        break;
-    }
+    act_any(act, gate, NULL, up, n);
 }

@@ -106,9 +106,10 @@ NPL_V_AI void row_block(const npl_matrix *w, bool in_place, int64_t b, int64_t b
 {
     size_t n = (size_t)w->n_cols;
     const uint8_t *rows[BLOCK_ROWS / TILE_ROWS][TILE_ROWS];
+    int tile_rows[BLOCK_ROWS / TILE_ROWS]; /* rows of each tile that exist */
     int n_tiles = 0;
     for (int64_t r = b; r < b1; r += TILE_ROWS, n_tiles++) {
-        int nr = (int)(b1 - r < TILE_ROWS ? b1 - r : TILE_ROWS);
+        int nr = tile_rows[n_tiles] = (int)(b1 - r < TILE_ROWS ? b1 - r : TILE_ROWS);
         for (int i = 0; i < TILE_ROWS; i++) {
             int64_t ri = r + (i < nr ? i : nr - 1); /* padding rows repeat the last one */
             if (in_place)
@@ -125,7 +126,7 @@ NPL_V_AI void row_block(const npl_matrix *w, bool in_place, int64_t b, int64_t b
         for (int tile = 0; tile < n_tiles; tile++) {
             const uint8_t *const *tr = rows[tile];
             int64_t r = b + (int64_t)tile * TILE_ROWS;
-            int nr = (int)(b1 - r < TILE_ROWS ? b1 - r : TILE_ROWS);
+            int nr = tile_rows[tile];
             float out[TILE_ROWS][TILE_VECS];
             if (!in_place || w->type == NPL_TYPE_F32) {
                 TILE_SWITCH(NPL_TYPE_F32)

@@ -1,7 +1,6 @@
 /* The thread pool (every task exactly once, contiguous slices in thread
  * order, whatever the thread and task counts, run after run) and the
  * huge-page buffers (zeroed, aligned). */
-#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
