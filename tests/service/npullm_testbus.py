@@ -495,13 +495,24 @@ class ServiceTestCase(unittest.TestCase):
 # ---- TAP runner ----------------------------------------------------------------
 
 class TapResult(unittest.TestResult):
+    """TAP lines with each test's wall time, so that a test that ran into
+    one of its timeouts shows which step took the time."""
+
     def __init__(self):
         super().__init__()
         self.n = 0
+        self.started = None
+
+    def startTest(self, test):
+        super().startTest(test)
+        self.started = time.monotonic()
 
     def _line(self, ok, test, extra=""):
         self.n += 1
-        print("%s %d - %s%s" % ("ok" if ok else "not ok", self.n, test.id().split(".", 1)[-1], extra))
+        # (a class's setUpClass failing is reported without a startTest)
+        took = "" if self.started is None else " (%.1f s)" % (time.monotonic() - self.started)
+        self.started = None
+        print("%s %d - %s%s%s" % ("ok" if ok else "not ok", self.n, test.id().split(".", 1)[-1], took, extra))
         sys.stdout.flush()
 
     def addSuccess(self, test):
