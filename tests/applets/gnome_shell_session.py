@@ -7,6 +7,7 @@ its log, so the test fails with the reason."""
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 
@@ -77,7 +78,7 @@ class GnomeShell:
              "--address=unix:path=" + os.path.join(self.runtime, "bus")],
             # programs it activates (the prefs window) are clients of the Shell
             env=dict(env, WAYLAND_DISPLAY="wayland-0", GDK_BACKEND="wayland"),
-            stdout=subprocess.PIPE, stderr=self.log, text=True)
+            stdout=subprocess.PIPE, stderr=self.log, text=True, start_new_session=True)
         address = self.session_bus.stdout.readline().strip()
         if not address:
             raise ShellError("the session dbus-daemon did not start:\n" + self.read_log())
@@ -93,7 +94,8 @@ class GnomeShell:
             cmd = ["gnome-shell", "--nested", "--wayland"]
         else:
             cmd = ["gnome-shell", "--headless", "--virtual-monitor", size, "--wayland", "--no-x11"]
-        self.proc = subprocess.Popen(cmd, env=dict(env, **parent_display), stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, env=dict(env, **parent_display), stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
         self.conn = Gio.DBusConnection.new_for_address_sync(
             address, Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
             None, None)
@@ -163,5 +165,14 @@ class GnomeShell:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+        # what they started (ibus, the portals, goa, evolution's factories,
+        # the keyring) would otherwise outlive the test and share the
+        # machine with the next one
+        for proc in (self.proc, self.session_bus):
+            if proc:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         self.session_bus.stdout.close()
         self.log.close()
