@@ -548,6 +548,12 @@ def run_tap(module_name):
 
 # ---- command line ------------------------------------------------------------------
 
+def _interrupt(signum, frame):
+    """`kill` stops the command like Ctrl-C does: npullmd, polkit and the
+    bus go with it"""
+    raise KeyboardInterrupt()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--npullmd", required=True)
@@ -557,6 +563,7 @@ def main():
     p.add_argument("--run-client", nargs=argparse.REMAINDER,
                    help="run npullm-client with these arguments against the private bus")
     a = p.parse_args()
+    signal.signal(signal.SIGTERM, _interrupt)
     workdir = tempfile.mkdtemp(prefix="npullm-bus-")
     bus = polkit = daemon = None
     rc = 0
@@ -568,7 +575,10 @@ def main():
         if a.run_client is not None:
             client = a.client or os.path.join(os.path.dirname(os.path.dirname(a.npullmd)), "clients",
                                               "npullm-client")
-            rc = subprocess.call([client, "--address", bus.address] + a.run_client, env=bus.env)
+            try:
+                rc = subprocess.call([client, "--address", bus.address] + a.run_client, env=bus.env)
+            except KeyboardInterrupt:
+                rc = 130
         else:
             print("private system bus: DBUS_SYSTEM_BUS_ADDRESS=%s" % bus.address)
             print("(polkit is a mock allowing everything; Ctrl-C stops)")

@@ -13,6 +13,7 @@ NPULLM_TEST_MMPROJ, NPULLM_TEST_IMAGES.
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import unittest
@@ -272,6 +273,8 @@ class FullDiskTest(InstallTestBase):
             super().tearDownClass()
         finally:
             subprocess.run(["umount", cls.mounted], check=False)
+            # (the mount point was busy while the workdir was removed)
+            shutil.rmtree(cls.workdir, ignore_errors=True)
 
     def test_full_disk(self):
         c = self.client()

@@ -3,6 +3,7 @@
 reloads; IdleTimeout 0; exit on idle; startup errors."""
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,7 @@ class ExitOnIdleTest(unittest.TestCase):
             self.assertIn("idle for 1 s, exiting", d.read_log())
         finally:
             bus.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
 
     def test_startup_errors(self):
         npullmd = env_path("NPULLMD")
@@ -96,6 +98,7 @@ class ExitOnIdleTest(unittest.TestCase):
             self.assertEqual(first.stop(), 0)
         finally:
             bus.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
