@@ -128,8 +128,12 @@ class PlasmoidViewer:
                 except (KeyError, IndexError, TypeError):
                     pass
             time.sleep(0.05)
-        raise PlasmaError("timed out waiting for %s; last state: %s\nplasmoidviewer log:\n%s"
-                          % (what, json.dumps(last, ensure_ascii=False), self.read_log()))
+        brief = {k: (last or {}).get(k) for k in ("busy", "status", "entry", "expanded", "entryFocused",
+                                                   "lastFinishReason", "pickerText")}
+        brief["turns"] = len((last or {}).get("turns") or [])
+        raise PlasmaError("timed out after %g s waiting for %s (%s); last state: %s\nplasmoidviewer log:\n%s"
+                          % (timeout, what, json.dumps(brief, ensure_ascii=False),
+                             json.dumps(last, ensure_ascii=False), self.read_log()))
 
     def xdotool(self, *args):
         subprocess.run(["xdotool"] + [str(a) for a in args], env=self.env, check=True, timeout=30)
