@@ -3,7 +3,6 @@
 reloads; IdleTimeout 0; exit on idle; startup errors."""
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,17 +54,19 @@ class IdleUnloadTest(ServiceTestCase):
 
 
 class ExitOnIdleTest(unittest.TestCase):
-    def test_exit_on_idle(self):
-        workdir = tempfile.mkdtemp(prefix="npullm-test-")
+    def private_bus(self):
+        """A workdir and a private bus in it, both gone when the test ends."""
+        workdir = self.enterContext(tempfile.TemporaryDirectory(prefix="npullm-test-", ignore_cleanup_errors=True))
         bus = PrivateBus(workdir)
-        try:
-            d = Npullmd(bus, env_path("NPULLMD"), [make_model_dir(workdir)], {}, ["--exit-on-idle", "1"])
-            rc = d.proc.wait(10)
-            self.assertEqual(rc, 0)
-            self.assertIn("idle for 1 s, exiting", d.read_log())
-        finally:
-            bus.stop()
-            shutil.rmtree(workdir, ignore_errors=True)
+        self.addCleanup(bus.stop)
+        return workdir, bus
+
+    def test_exit_on_idle(self):
+        workdir, bus = self.private_bus()
+        d = Npullmd(bus, env_path("NPULLMD"), [make_model_dir(workdir)], {}, ["--exit-on-idle", "1"])
+        rc = d.proc.wait(10)
+        self.assertEqual(rc, 0)
+        self.assertIn("idle for 1 s, exiting", d.read_log())
 
     def test_startup_errors(self):
         npullmd = env_path("NPULLMD")
@@ -85,20 +86,15 @@ class ExitOnIdleTest(unittest.TestCase):
             self.assertIn("MaxRunning", out.stderr)
 
     def test_name_already_owned(self):
-        workdir = tempfile.mkdtemp(prefix="npullm-test-")
-        bus = PrivateBus(workdir)
-        try:
-            models = make_model_dir(workdir)
-            first = Npullmd(bus, env_path("NPULLMD"), [models])
-            second = subprocess.run([env_path("NPULLMD"), "--model-dir", models], env=bus.env,
-                                    capture_output=True, text=True, timeout=10)
-            self.assertEqual(second.returncode, 1)
-            self.assertIn("cannot own org.npullm", second.stderr)
-            self.assertTrue(wait_for_name(first.conn, BUS_NAME))
-            self.assertEqual(first.stop(), 0)
-        finally:
-            bus.stop()
-            shutil.rmtree(workdir, ignore_errors=True)
+        workdir, bus = self.private_bus()
+        models = make_model_dir(workdir)
+        first = Npullmd(bus, env_path("NPULLMD"), [models])
+        second = subprocess.run([env_path("NPULLMD"), "--model-dir", models], env=bus.env,
+                                capture_output=True, text=True, timeout=10)
+        self.assertEqual(second.returncode, 1)
+        self.assertIn("cannot own org.npullm", second.stderr)
+        self.assertTrue(wait_for_name(first.conn, BUS_NAME))
+        self.assertEqual(first.stop(), 0)
 
 
 if __name__ == "__main__":
