@@ -1,0 +1,537 @@
+/* A sequence's position in a grammar and the token mask at that position.
+ *
+ * The mask walks the vocabulary trie (grammar_vocab.h) in preorder with
+ * one grammar state per trie depth, dropping a subtree when its prefix is
+ * refused. Two things keep a step cheap at a 256k vocabulary:
+ *  - a repeated character class (the inside of a JSON string) takes, in
+ *    one go, every subtree whose tokens are made only of characters of
+ *    that class ("pure" subtrees, found once per matcher);
+ *  - masks are cached by grammar state (the positions on the stacks), so
+ *    a state met again (the next character of a string) costs a copy. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar_internal.h"
+#include "grammar_vocab.h"
+
+#define MAX_STAR_SLOTS 16u
+#define CACHE_ENTRIES 32u
+#define CACHE_MAX_KEY 4096u  /* words; longer states are not cached */
+#define COLLECT_AFTER_BLOCKS 16u
+
+typedef struct cache_entry {
+    uint64_t hash;
+    uint32_t *key;
+    uint32_t key_n;
+    uint32_t *mask;
+    size_t allowed;
+    uint64_t used; /* 0 = empty */
+} cache_entry;
+
+/* What a matcher and its clones share: the grammar bound to a vocabulary. */
+typedef struct gbinding {
+    unsigned refs;
+    const npl_grammar *g;
+    const npl_vocab_index *vi;
+    uint32_t n_words; /* mask words */
+    uint32_t n_star;
+    uint32_t star_class[MAX_STAR_SLOTS];
+    uint8_t *pure[MAX_STAR_SLOTS]; /* one bit per trie node */
+    uint8_t *slot_of_class;        /* class -> star slot + 1 (0: none) */
+    cache_entry cache[CACHE_ENTRIES];
+    uint64_t clock;
+    /* scratch of the walk and of advancing */
+    garena walk;
+    const gnode **lvl_tops;
+    size_t lvl_cap;
+    const gnode **tmp[2];
+    uint32_t *key;
+} gbinding;
+
+struct npl_grammar_matcher {
+    gbinding *b;
+    garena arena;
+    const gnode **tops;
+    gstate state;
+    bool finished;
+};
+
+static void binding_unref(gbinding *b)
+{
+    if (!b || --b->refs)
+        return;
+    for (uint32_t i = 0; i < b->n_star; i++)
+        free(b->pure[i]);
+    free(b->slot_of_class);
+    for (uint32_t i = 0; i < CACHE_ENTRIES; i++) {
+        free(b->cache[i].key);
+        free(b->cache[i].mask);
+    }
+    garena_free(&b->walk);
+    free(b->lvl_tops);
+    free(b->tmp[0]);
+    free(b->tmp[1]);
+    free(b->key);
+    free(b);
+}
+
+/* Subtrees whose every token is a run of whole characters of class c. */
+static uint8_t *find_pure(const npl_grammar *g, const npl_vocab_index *vi, const gclass *c)
+{
+    uint8_t *pure = calloc(((size_t)vi->n_nodes + 7) / 8, 1);
+    if (!pure)
+        return NULL;
+    for (uint32_t i = vi->n_nodes; i-- > 1;) {
+        const tnode *n = &vi->nodes[i];
+        bool ok;
+        if (n->cp_state == TN_INVALID)
+            ok = false;
+        else if (n->cp_state == TN_BOUNDARY)
+            ok = gclass_has(g, c, n->cp);
+        else
+            ok = n->own_end == n->tok_lo; /* no token ends mid-character */
+        for (uint32_t j = i + 1; ok && j < n->end; j = vi->nodes[j].end)
+            ok = (pure[j >> 3] >> (j & 7)) & 1;
+        if (ok)
+            pure[i >> 3] |= (uint8_t)(1u << (i & 7));
+    }
+    return pure;
+}
+
+static gbinding *binding_create(const npl_grammar *g, const npl_vocab_index *vi)
+{
+    gbinding *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->refs = 1;
+    b->g = g;
+    b->vi = vi;
+    b->n_words = (vi->n_vocab + 31) / 32;
+    garena_init(&b->walk);
+    b->slot_of_class = calloc(g->n_classes ? g->n_classes : 1, 1);
+    b->tmp[0] = malloc(NPL_GRAMMAR_MAX_STACKS * sizeof *b->tmp[0]);
+    b->tmp[1] = malloc(NPL_GRAMMAR_MAX_STACKS * sizeof *b->tmp[1]);
+    b->key = malloc(CACHE_MAX_KEY * sizeof *b->key);
+    b->lvl_cap = (size_t)NPL_GRAMMAR_MAX_STACKS * 4;
+    b->lvl_tops = malloc(b->lvl_cap * sizeof *b->lvl_tops);
+    if (!b->slot_of_class || !b->tmp[0] || !b->tmp[1] || !b->key || !b->lvl_tops) {
+        binding_unref(b);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < g->n_elems && b->n_star < MAX_STAR_SLOTS; i++) {
+        if (g->elems[i].kind != G_STAR || b->slot_of_class[g->elems[i].arg])
+            continue;
+        uint32_t s = b->n_star;
+        b->pure[s] = find_pure(g, vi, &g->classes[g->elems[i].arg]);
+        if (!b->pure[s]) {
+            binding_unref(b);
+            return NULL;
+        }
+        b->star_class[s] = g->elems[i].arg;
+        b->slot_of_class[g->elems[i].arg] = (uint8_t)(s + 1);
+        b->n_star++;
+    }
+    return b;
+}
+
+/* ---- state memory ------------------------------------------------------- */
+
+typedef struct ptr_map {
+    const gnode **from;
+    gnode **to;
+    size_t cap;
+} ptr_map;
+
+static const gnode *copy_stack(ptr_map *m, garena *a, const gnode *n, bool *oom)
+{
+    if (!n)
+        return NULL;
+    size_t i = ((uintptr_t)n >> 4) * 0x9E3779B97F4A7C15ull & (m->cap - 1);
+    while (m->from[i]) {
+        if (m->from[i] == n)
+            return m->to[i];
+        i = (i + 1) & (m->cap - 1);
+    }
+    const gnode *parent = copy_stack(m, a, n->parent, oom);
+    gnode *c = garena_node(a);
+    if (!c) {
+        *oom = true;
+        return NULL;
+    }
+    *c = *n;
+    c->parent = parent;
+    /* the recursion may have filled slots: find a free one again */
+    i = ((uintptr_t)n >> 4) * 0x9E3779B97F4A7C15ull & (m->cap - 1);
+    while (m->from[i])
+        i = (i + 1) & (m->cap - 1);
+    m->from[i] = n;
+    m->to[i] = c;
+    return c;
+}
+
+/* Copies the state's stacks (sharing kept) into a fresh arena. */
+static bool collect(const gstate *in, garena *src, garena *dst, const gnode **tops)
+{
+    size_t nodes = (src->block + 1) * 4096u + 16;
+    size_t cap = 64;
+    while (cap < nodes * 2)
+        cap *= 2;
+    ptr_map m = {calloc(cap, sizeof *m.from), calloc(cap, sizeof *m.to), cap};
+    bool oom = !m.from || !m.to;
+    garena_init(dst);
+    for (uint32_t i = 0; i < in->n && !oom; i++)
+        tops[i] = copy_stack(&m, dst, in->tops[i], &oom);
+    free(m.from);
+    free(m.to);
+    if (oom)
+        garena_free(dst);
+    return !oom;
+}
+
+static npl_grammar_matcher *matcher_new(gbinding *b)
+{
+    npl_grammar_matcher *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->b = b;
+    m->tops = malloc(NPL_GRAMMAR_MAX_STACKS * sizeof *m->tops);
+    if (!m->tops) {
+        free(m);
+        return NULL;
+    }
+    garena_init(&m->arena);
+    m->state.tops = m->tops;
+    return m;
+}
+
+static void matcher_release(npl_grammar_matcher *m)
+{
+    garena_free(&m->arena);
+    free(m->tops);
+    free(m);
+}
+
+npl_grammar_matcher *npl_grammar_matcher_create(const npl_grammar *g, const npl_vocab_index *vi, npl_error *err)
+{
+    if (!g || !vi) {
+        npl_error_set(err, NPL_ERR_INVALID_ARG, "grammar matcher: grammar or vocabulary index is NULL");
+        return NULL;
+    }
+    gbinding *b = binding_create(g, vi);
+    npl_grammar_matcher *m = b ? matcher_new(b) : NULL;
+    if (!m) {
+        binding_unref(b);
+        npl_error_set(err, NPL_ERR_NOMEM, "grammar matcher: out of memory");
+        return NULL;
+    }
+    gstep st = gstate_start(g, &m->arena, &m->state);
+    if (st != GSTEP_OK) {
+        npl_grammar_matcher_free(m);
+        npl_error_set(err, NPL_ERR_INVALID_ARG,
+                      "grammar: its start expands to more than %u parse stacks or deeper than %u (the limits)",
+                      NPL_GRAMMAR_MAX_STACKS, NPL_GRAMMAR_MAX_DEPTH);
+        return NULL;
+    }
+    return m;
+}
+
+void npl_grammar_matcher_free(npl_grammar_matcher *m)
+{
+    if (!m)
+        return;
+    binding_unref(m->b);
+    matcher_release(m);
+}
+
+npl_grammar_matcher *npl_grammar_matcher_clone(const npl_grammar_matcher *m, npl_error *err)
+{
+    if (!m) {
+        npl_error_set(err, NPL_ERR_INVALID_ARG, "grammar matcher: NULL");
+        return NULL;
+    }
+    npl_grammar_matcher *c = matcher_new(m->b);
+    if (!c || !collect(&m->state, (garena *)&m->arena, &c->arena, c->tops)) {
+        if (c)
+            matcher_release(c);
+        npl_error_set(err, NPL_ERR_NOMEM, "grammar matcher: out of memory");
+        return NULL;
+    }
+    m->b->refs++;
+    c->state = m->state;
+    c->state.tops = c->tops;
+    c->finished = m->finished;
+    return c;
+}
+
+void npl_grammar_matcher_reset(npl_grammar_matcher *m)
+{
+    if (!m)
+        return;
+    garena_free(&m->arena);
+    garena_init(&m->arena);
+    m->finished = false;
+    /* the start expanded once already, so it fits */
+    gstate_start(m->b->g, &m->arena, &m->state);
+}
+
+bool npl_grammar_matcher_is_complete(const npl_grammar_matcher *m)
+{
+    return m && (m->finished || gstate_complete(&m->state));
+}
+
+bool npl_grammar_matcher_is_finished(const npl_grammar_matcher *m)
+{
+    return m && m->finished;
+}
+
+bool npl_grammar_matcher_can_continue(const npl_grammar_matcher *m)
+{
+    if (!m || m->finished)
+        return false;
+    for (uint32_t i = 0; i < m->state.n; i++)
+        if (m->state.tops[i])
+            return true;
+    return false;
+}
+
+/* ---- advancing ---------------------------------------------------------- */
+
+bool npl_grammar_matcher_accept_bytes(npl_grammar_matcher *m, const char *s, size_t n)
+{
+    if (!m || m->finished || (!s && n))
+        return false;
+    if (n == 0)
+        return true;
+    gbinding *b = m->b;
+    garena_mark mark = garena_get_mark(&m->arena);
+    gstate cur = m->state, next;
+    int flip = 0;
+    for (size_t i = 0; i < n; i++) {
+        next.tops = b->tmp[flip];
+        if (gstate_advance_byte(b->g, &m->arena, &cur, (uint8_t)s[i], &next) != GSTEP_OK) {
+            garena_release(&m->arena, mark);
+            return false;
+        }
+        cur = next;
+        flip ^= 1;
+    }
+    memcpy(m->tops, cur.tops, cur.n * sizeof *cur.tops);
+    cur.tops = m->tops;
+    m->state = cur;
+    if (m->arena.block >= COLLECT_AFTER_BLOCKS) {
+        garena fresh;
+        if (collect(&m->state, &m->arena, &fresh, m->tops)) {
+            garena_free(&m->arena);
+            m->arena = fresh;
+        }
+    }
+    return true;
+}
+
+static bool is_eog(const npl_vocab_index *vi, int32_t id)
+{
+    for (uint32_t i = 0; i < vi->n_eog; i++)
+        if (vi->eog[i] == id)
+            return true;
+    return false;
+}
+
+bool npl_grammar_matcher_accept_token(npl_grammar_matcher *m, int32_t id)
+{
+    if (!m || m->finished || id < 0 || (uint32_t)id >= m->b->vi->n_vocab)
+        return false;
+    const npl_vocab_index *vi = m->b->vi;
+    if (is_eog(vi, id)) {
+        if (!gstate_complete(&m->state))
+            return false;
+        m->finished = true;
+        return true;
+    }
+    uint32_t off = vi->tok_off[id], n = vi->tok_off[id + 1] - off;
+    if (n == 0)
+        return false; /* control tokens spell nothing a grammar can take */
+    return npl_grammar_matcher_accept_bytes(m, vi->blob + off, n);
+}
+
+/* ---- the mask ------------------------------------------------------------ */
+
+/* The state as positions (pointers differ between equal states). */
+static uint32_t state_key(const gstate *s, uint32_t *key)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        for (const gnode *t = s->tops[i]; t; t = t->parent) {
+            if (k + 2 >= CACHE_MAX_KEY)
+                return 0;
+            key[k++] = t->pos + 1;
+        }
+        key[k++] = 0;
+    }
+    if (k + 2 >= CACHE_MAX_KEY)
+        return 0;
+    key[k++] = 0xFFFFFFFFu;
+    key[k++] = (uint32_t)s->n_pend | (uint32_t)s->need << 4 | (uint32_t)s->pend[0] << 8 |
+               (uint32_t)s->pend[1] << 16 | (uint32_t)s->pend[2] << 24;
+    return k;
+}
+
+static uint64_t key_hash(const uint32_t *key, uint32_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < n; i++)
+        h = (h ^ key[i]) * 1099511628211ull;
+    return h;
+}
+
+static void set_range(const npl_vocab_index *vi, uint32_t lo, uint32_t hi, uint32_t *mask, size_t *allowed)
+{
+    for (uint32_t k = lo; k < hi; k++) {
+        uint32_t id = vi->order[k];
+        mask[id >> 5] |= 1u << (id & 31);
+    }
+    *allowed += hi - lo;
+}
+
+static uint32_t star_slots(const gbinding *b, const gstate *s)
+{
+    uint32_t slots = 0;
+    if (!b->n_star || s->n_pend)
+        return 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        const gnode *t = s->tops[i];
+        if (t && b->g->elems[t->pos].kind == G_STAR) {
+            uint8_t slot = b->slot_of_class[b->g->elems[t->pos].arg];
+            if (slot)
+                slots |= 1u << (slot - 1);
+        }
+    }
+    return slots;
+}
+
+static size_t walk(gbinding *b, const gstate *start, uint32_t *mask)
+{
+    const npl_grammar *g = b->g;
+    const npl_vocab_index *vi = b->vi;
+    size_t allowed = 0;
+    uint32_t depth_cap = vi->max_depth + 1;
+    /* per level: offset of its tops, count, pending UTF-8, arena mark, star slots */
+    typedef struct level {
+        size_t off;
+        gstate st;
+        garena_mark mark;
+        uint32_t slots;
+    } level;
+    level *lv = malloc(depth_cap * sizeof *lv);
+    if (!lv)
+        return 0;
+    garena_release(&b->walk, (garena_mark){0, 0});
+    memcpy(b->lvl_tops, start->tops, start->n * sizeof *start->tops);
+    lv[0].off = 0;
+    lv[0].st = *start;
+    lv[0].mark = garena_get_mark(&b->walk);
+    lv[0].slots = star_slots(b, start);
+    bool use_pure = start->n_pend == 0;
+    for (uint32_t i = 1; i < vi->n_nodes;) {
+        const tnode *n = &vi->nodes[i];
+        level *p = &lv[n->depth - 1];
+        if (use_pure && p->slots && n->cp_state == TN_BOUNDARY) {
+            uint32_t slots = p->slots;
+            bool taken = false;
+            while (slots && !taken) {
+                uint32_t s = (uint32_t)__builtin_ctz(slots);
+                slots &= slots - 1;
+                if ((b->pure[s][i >> 3] >> (i & 7)) & 1)
+                    taken = true;
+            }
+            if (taken) {
+                set_range(vi, n->tok_lo, tnode_tok_hi(vi, i), mask, &allowed);
+                i = n->end;
+                continue;
+            }
+        }
+        /* room for this level's tops after the parent's */
+        size_t off = p->off + p->st.n;
+        if (off + NPL_GRAMMAR_MAX_STACKS > b->lvl_cap) {
+            size_t cap = b->lvl_cap * 2;
+            while (cap < off + NPL_GRAMMAR_MAX_STACKS)
+                cap *= 2;
+            const gnode **nt = realloc(b->lvl_tops, cap * sizeof *nt);
+            if (!nt)
+                break;
+            b->lvl_tops = nt;
+            b->lvl_cap = cap;
+            for (uint32_t d = 0; d < n->depth; d++)
+                lv[d].st.tops = b->lvl_tops + lv[d].off;
+        }
+        garena_release(&b->walk, p->mark);
+        level *c = &lv[n->depth];
+        c->off = off;
+        c->st.tops = b->lvl_tops + off;
+        if (gstate_advance_byte(g, &b->walk, &p->st, n->byte, &c->st) != GSTEP_OK) {
+            i = n->end;
+            continue;
+        }
+        c->mark = garena_get_mark(&b->walk);
+        c->slots = star_slots(b, &c->st);
+        if (n->own_end > n->tok_lo)
+            set_range(vi, n->tok_lo, n->own_end, mask, &allowed);
+        i++;
+    }
+    if (gstate_complete(start)) {
+        for (uint32_t k = 0; k < vi->n_eog; k++) {
+            uint32_t id = (uint32_t)vi->eog[k];
+            if (!((mask[id >> 5] >> (id & 31)) & 1)) {
+                mask[id >> 5] |= 1u << (id & 31);
+                allowed++;
+            }
+        }
+    }
+    free(lv);
+    return allowed;
+}
+
+size_t npl_grammar_matcher_mask(npl_grammar_matcher *m, uint32_t *mask)
+{
+    if (!m || !mask)
+        return 0;
+    gbinding *b = m->b;
+    memset(mask, 0, (size_t)b->n_words * sizeof *mask);
+    if (m->finished)
+        return 0;
+    uint32_t kn = state_key(&m->state, b->key);
+    uint64_t h = kn ? key_hash(b->key, kn) : 0;
+    if (kn) {
+        for (uint32_t i = 0; i < CACHE_ENTRIES; i++) {
+            cache_entry *e = &b->cache[i];
+            if (e->used && e->hash == h && e->key_n == kn && !memcmp(e->key, b->key, kn * sizeof *b->key)) {
+                e->used = ++b->clock;
+                memcpy(mask, e->mask, (size_t)b->n_words * sizeof *mask);
+                return e->allowed;
+            }
+        }
+    }
+    size_t allowed = walk(b, &m->state, mask);
+    if (!kn)
+        return allowed;
+    cache_entry *victim = &b->cache[0];
+    for (uint32_t i = 1; i < CACHE_ENTRIES; i++)
+        if (b->cache[i].used < victim->used)
+            victim = &b->cache[i];
+    if (!victim->mask)
+        victim->mask = malloc((size_t)b->n_words * sizeof *victim->mask);
+    uint32_t *nk = realloc(victim->key, kn * sizeof *nk);
+    if (!victim->mask || !nk) {
+        if (nk)
+            victim->key = nk;
+        victim->used = 0;
+        return allowed;
+    }
+    victim->key = nk;
+    memcpy(victim->key, b->key, kn * sizeof *b->key);
+    memcpy(victim->mask, mask, (size_t)b->n_words * sizeof *mask);
+    victim->key_n = kn;
+    victim->hash = h;
+    victim->allowed = allowed;
+    victim->used = ++b->clock;
+    return allowed;
+}

@@ -1,0 +1,44 @@
+/* The vocabulary trie behind token masks (grammar_vocab.c), shared by the
+ * grammar matcher. */
+#ifndef NPL_GRAMMAR_VOCAB_H
+#define NPL_GRAMMAR_VOCAB_H
+
+#include <stdint.h>
+
+#include "grammar.h"
+
+enum { TN_BOUNDARY = 0, TN_MID, TN_INVALID };
+
+/* A trie node in preorder: its subtree is nodes [this, end), the tokens
+ * spelled by paths through it are order[tok_lo .. nodes[end].tok_lo or
+ * n_order), those ending exactly here order[tok_lo .. own_end). */
+typedef struct tnode {
+    uint32_t end;
+    uint32_t tok_lo;
+    uint32_t own_end;
+    uint32_t cp;      /* code point completed here (TN_BOUNDARY) */
+    uint16_t depth;
+    uint8_t byte;
+    uint8_t cp_state; /* UTF-8 decoding of the path from the root */
+} tnode;
+
+struct npl_vocab_index {
+    uint32_t n_vocab;
+    uint32_t *order; /* token ids sorted by bytes (empty and end tokens left out) */
+    uint32_t n_order;
+    tnode *nodes;    /* nodes[0] is the root */
+    uint32_t n_nodes;
+    uint32_t max_depth;
+    uint32_t *tok_off; /* token id's bytes: blob[tok_off[id] .. tok_off[id + 1]) */
+    char *blob;
+    int32_t *eog;
+    uint32_t n_eog;
+};
+
+static inline uint32_t tnode_tok_hi(const npl_vocab_index *vi, uint32_t i)
+{
+    uint32_t e = vi->nodes[i].end;
+    return e < vi->n_nodes ? vi->nodes[e].tok_lo : vi->n_order;
+}
+
+#endif
