@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "gguf.h"
+#include "grammar.h"
 #include "npl_buf.h"
 #include "model_probe.h"
 #include "npl_error.h"
@@ -242,6 +243,16 @@ void npl_sampler_free(npl_sampler *s);
 int32_t npl_sampler_sample(npl_sampler *s, const float *logits);
 /* Records a token (e.g. from the prompt) for the repetition penalty. */
 void npl_sampler_accept(npl_sampler *s, int32_t id);
+
+/* Constrained output (engine/chat/grammar.h): with a matcher set, each
+ * npl_sampler_sample first drops the tokens the grammar does not allow
+ * (after the repetition penalty, before top-k, min-p, top-p and
+ * temperature; an end-of-generation token only once the output is
+ * complete), then advances the matcher by the picked token. Greedy
+ * output stays deterministic. The sampler borrows the matcher (NULL
+ * removes it); npl_sampler_sample returns -1 when the grammar allows no
+ * token (after the end, or a vocabulary that cannot spell what it needs). */
+npl_status npl_sampler_set_grammar(npl_sampler *s, npl_grammar_matcher *m, npl_error *err);
 
 /* log-softmax top-k of raw logits, highest first (for --top-logprobs). */
 size_t npl_top_logprobs(const float *logits, uint32_t n_vocab, size_t k, int32_t *ids, float *logprobs);

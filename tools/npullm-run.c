@@ -47,6 +47,9 @@ static const char usage_text[] =
     "  --min-p P             0 = off (default 0.05)\n"
     "  --repeat-penalty R    1 = off (default 1)\n"
     "  --stop S              stop when S is generated (repeatable)\n"
+    "  --format json|FILE    constrain the output to any JSON value, or to the JSON\n"
+    "                        Schema in FILE (docs/chat-and-sampling.md)\n"
+    "  --grammar FILE        constrain the output to the grammar in FILE\n"
     "  --top-logprobs K      report the K most likely tokens per step (--json)\n"
     "  --threads N           compute threads (default: online CPUs)\n"
     "  --ctx N               context size in tokens (default: the model's, at most 4096)\n"
@@ -73,6 +76,8 @@ typedef struct options {
     const char **stops;
     size_t n_stops;
     uint32_t top_logprobs;
+    const char *format;  /* --format: "json" or a schema file */
+    const char *grammar; /* --grammar FILE */
     int threads;
     uint32_t ctx;
     uint32_t prefill_chunk;
@@ -230,6 +235,16 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (!strcmp(a, "--stop")) {
             NEED_VALUE();
             o->stops[o->n_stops++] = val;
+        } else if (!strcmp(a, "--format")) {
+            NEED_VALUE();
+            if (!val[0])
+                return BAD_VALUE("json or a JSON Schema file");
+            o->format = val;
+        } else if (!strcmp(a, "--grammar")) {
+            NEED_VALUE();
+            if (!val[0])
+                return BAD_VALUE("a grammar file");
+            o->grammar = val;
         } else if (!strcmp(a, "--top-logprobs")) {
             NEED_VALUE();
             if (!parse_u32(val, &o->top_logprobs) || o->top_logprobs > MAX_TOP_LOGPROBS)
@@ -287,6 +302,8 @@ static int parse_args(int argc, char **argv, options *o)
         return fail(EXIT_USAGE, "--print-prompt shows the chat template's prompt (drop --raw)");
     if (o->system && o->raw)
         return fail(EXIT_USAGE, "--system needs the chat template (drop --raw)");
+    if (o->format && o->grammar)
+        return fail(EXIT_USAGE, "--format and --grammar exclude each other");
     if (o->top_logprobs && !o->json)
         return fail(EXIT_USAGE, "--top-logprobs is reported with --json only");
     return 0;
@@ -601,6 +618,31 @@ static bool write_out(const npl_buf *b, size_t from)
     return fflush(stdout) == 0;
 }
 
+/* The grammar of --format or --grammar (NULL with a message when refused). */
+static npl_grammar *load_grammar(const options *o, npl_error *err)
+{
+    if (o->format && !strcmp(o->format, "json"))
+        return npl_grammar_json_any(err);
+    const char *path = o->format ? o->format : o->grammar;
+    char *arg = malloc(strlen(path) + 2);
+    if (!arg) {
+        npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    arg[0] = '@';
+    strcpy(arg + 1, path);
+    char *text = run_messages_read(arg);
+    free(arg);
+    if (!text) {
+        npl_error_set(err, NPL_ERR_INVALID_ARG, "cannot read %s", path);
+        return NULL;
+    }
+    npl_grammar *g = o->format ? npl_grammar_compile_schema(text, strlen(text), err)
+                               : npl_grammar_compile_text(text, strlen(text), err);
+    free(text);
+    return g;
+}
+
 static int run_generate(const options *o, npl_model *m)
 {
     npl_error err;
@@ -614,7 +656,17 @@ static int run_generate(const options *o, npl_model *m)
     int32_t *top_ids = NULL;
     float *top_lp = NULL;
     npl_buf text = {0};
+    npl_grammar *grammar = NULL;
+    npl_vocab_index *vocab = NULL;
+    npl_grammar_matcher *matcher = NULL;
 
+    if (o->format || o->grammar) {
+        grammar = load_grammar(o, &err);
+        if (!grammar) {
+            rc = fail(EXIT_USAGE, "%s", err.message);
+            goto out;
+        }
+    }
     char *prompt_text = NULL;
     if (build_prompt(o, m, &prompt, o->print_prompt ? &prompt_text : NULL, &err)) {
         rc = fail(exit_code_for(err.code), "%s", err.message);
@@ -655,6 +707,14 @@ static int run_generate(const options *o, npl_model *m)
         rc = fail(EXIT_RUNTIME, "out of memory for %u generated tokens", o->max_tokens);
         goto out;
     }
+    if (grammar) {
+        vocab = npl_vocab_index_create(npl_model_tokenizer(m), &err);
+        matcher = vocab ? npl_grammar_matcher_create(grammar, vocab, &err) : NULL;
+        if (!matcher || npl_sampler_set_grammar(sampler, matcher, &err)) {
+            rc = fail(exit_code_for(err.code), "%s", err.message);
+            goto out;
+        }
+    }
     for (size_t i = 0; i < prompt.n; i++)
         npl_sampler_accept(sampler, prompt.ids[i]);
 
@@ -676,6 +736,15 @@ static int run_generate(const options *o, npl_model *m)
         if (o->top_logprobs)
             gt->n_top = npl_top_logprobs(logits, n_vocab, o->top_logprobs, gt->top_ids, gt->top_lp);
         gt->id = npl_sampler_sample(sampler, logits);
+        if (gt->id < 0) {
+            /* the grammar allows nothing more: complete without an end token */
+            if (matcher && npl_grammar_matcher_is_complete(matcher)) {
+                reason = NPL_FINISH_STOP;
+                break;
+            }
+            rc = fail(EXIT_RUNTIME, "the grammar allows no token of this vocabulary here");
+            goto out;
+        }
         n_toks++;
 
         size_t before = text.len;
@@ -718,6 +787,9 @@ static int run_generate(const options *o, npl_model *m)
     }
 
 out:
+    npl_grammar_matcher_free(matcher);
+    npl_vocab_index_free(vocab);
+    npl_grammar_free(grammar);
     npl_buf_free(&text);
     free(toks);
     free(top_ids);

@@ -63,6 +63,7 @@ npl_grammar_matcher *npl_grammar_matcher_create(const npl_grammar *g, const npl_
 npl_grammar_matcher *npl_grammar_matcher_clone(const npl_grammar_matcher *m, npl_error *err);
 void npl_grammar_matcher_reset(npl_grammar_matcher *m); /* back to the start */
 void npl_grammar_matcher_free(npl_grammar_matcher *m);
+uint32_t npl_grammar_matcher_n_vocab(const npl_grammar_matcher *m);
 
 /* Fills mask (one bit per token id, (n_vocab + 31) / 32 words, bit set =
  * allowed) with the tokens that can continue a valid output; an

@@ -274,6 +274,11 @@ void npl_grammar_matcher_reset(npl_grammar_matcher *m)
     gstate_start(m->b->g, &m->arena, &m->state);
 }
 
+uint32_t npl_grammar_matcher_n_vocab(const npl_grammar_matcher *m)
+{
+    return m ? m->b->vi->n_vocab : 0;
+}
+
 bool npl_grammar_matcher_is_complete(const npl_grammar_matcher *m)
 {
     return m && (m->finished || gstate_complete(&m->state));

@@ -33,6 +33,10 @@ struct npl_sampler {
     uint32_t recent_head;
     /* One bit per vocab entry: "already penalised in this step". */
     uint8_t *penalised;
+    /* Constrained output: the borrowed matcher and its mask. */
+    npl_grammar_matcher *grammar;
+    uint32_t *grammar_mask;
+    uint32_t grammar_n_vocab;
 };
 
 void npl_sampler_params_default(npl_sampler_params *p)
@@ -101,7 +105,41 @@ void npl_sampler_free(npl_sampler *s)
     free(s->cand);
     free(s->recent);
     free(s->penalised);
+    free(s->grammar_mask);
     free(s);
+}
+
+npl_status npl_sampler_set_grammar(npl_sampler *s, npl_grammar_matcher *m, npl_error *err)
+{
+    if (!s)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "sampler: NULL");
+    s->grammar = m;
+    if (!m)
+        return NPL_OK;
+    /* the mask covers the matcher's vocabulary; ids past it are refused */
+    uint32_t nv = npl_grammar_matcher_n_vocab(m);
+    if (!s->grammar_mask || s->grammar_n_vocab != nv) {
+        free(s->grammar_mask);
+        s->grammar_mask = calloc(((size_t)nv + 31) / 32, sizeof *s->grammar_mask);
+        s->grammar_n_vocab = s->grammar_mask ? nv : 0;
+        if (!s->grammar_mask) {
+            s->grammar = NULL;
+            return npl_error_set(err, NPL_ERR_NOMEM, "sampler: out of memory for a grammar mask");
+        }
+    }
+    return NPL_OK;
+}
+
+/* Keeps the candidates the grammar allows (in id order); returns how many. */
+static size_t keep_allowed(npl_sampler *s)
+{
+    npl_grammar_matcher_mask(s->grammar, s->grammar_mask);
+    size_t k = 0;
+    uint32_t n = s->n_vocab < s->grammar_n_vocab ? s->n_vocab : s->grammar_n_vocab;
+    for (uint32_t i = 0; i < n; i++)
+        if ((s->grammar_mask[i >> 5] >> (i & 31)) & 1)
+            s->cand[k++] = s->cand[i];
+    return k;
 }
 
 void npl_sampler_accept(npl_sampler *s, int32_t id)
@@ -286,6 +324,15 @@ static size_t select_mass(npl_candidate *c, size_t n, double target)
     return hi; /* rounding kept the mass just short: keep the whole range */
 }
 
+/* Records the pick (penalty window, grammar). */
+static int32_t sampled(npl_sampler *s, int32_t picked)
+{
+    if (s->grammar && !npl_grammar_matcher_accept_token(s->grammar, picked))
+        return -1;
+    npl_sampler_accept(s, picked);
+    return picked;
+}
+
 int32_t npl_sampler_sample(npl_sampler *s, const float *logits)
 {
     if (!s || !logits)
@@ -296,12 +343,16 @@ int32_t npl_sampler_sample(npl_sampler *s, const float *logits)
 
     load_candidates(s, logits);
     apply_repeat_penalty(s);
+    if (s->grammar) {
+        n = keep_allowed(s);
+        if (n == 0)
+            return -1;
+    }
 
     int32_t picked;
     if (p->temperature <= 0.0f) {
         picked = c[best_index(c, n)].id;
-        npl_sampler_accept(s, picked);
-        return picked;
+        return sampled(s, picked);
     }
 
     if (p->top_k > 0 && p->top_k < n) {
@@ -314,8 +365,7 @@ int32_t npl_sampler_sample(npl_sampler *s, const float *logits)
     if (max_logit == -INFINITY) {
         /* Nothing is possible; answer deterministically rather than fail. */
         picked = c[best].id;
-        npl_sampler_accept(s, picked);
-        return picked;
+        return sampled(s, picked);
     }
 
     /* Unnormalised softmax: the best candidate gets weight 1, so min-p is a
@@ -367,6 +417,5 @@ int32_t npl_sampler_sample(npl_sampler *s, const float *logits)
         if (picked < 0)
             picked = c[0].id;
     }
-    npl_sampler_accept(s, picked);
-    return picked;
+    return sampled(s, picked);
 }

@@ -7,6 +7,7 @@
 
 #include "grammar.h"
 #include "npl_test.h"
+#include "npullm.h"
 
 static npl_vocab_index *ascii_vocab(void)
 {
@@ -377,6 +378,88 @@ static void test_end_token(void)
     npl_grammar_free(g);
 }
 
+/* Random logits through a sampler with a grammar: the output completes
+ * the grammar before the end token, and greedy runs repeat exactly. */
+static void sample_run(const npl_grammar *g, float temperature, uint64_t seed, char *out, size_t cap)
+{
+    npl_vocab_index *vi = vocab();
+    uint32_t n = npl_vocab_index_n_vocab(vi);
+    int32_t eog = (int32_t)n - 1;
+    npl_sampler_params p;
+    npl_sampler_params_default(&p);
+    p.temperature = temperature;
+    p.seed = seed;
+    npl_error err = {0};
+    npl_sampler *s = npl_sampler_create(&p, n, &err);
+    npl_grammar_matcher *m = npl_grammar_matcher_create(g, vi, &err);
+    npl_grammar_matcher *check = npl_grammar_matcher_create(g, vi, &err);
+    float *logits = malloc(n * sizeof *logits);
+    REQUIRE(s && m && check && logits);
+    CHECK(npl_sampler_set_grammar(s, m, &err) == NPL_OK);
+    nt_rng rng = {seed * 7 + 1};
+    for (int step = 0; step < 400; step++) {
+        for (uint32_t i = 0; i < n; i++)
+            logits[i] = (float)(nt_rng_next(&rng) % 1000) / 100.0f;
+        logits[eog] = 5.0f; /* the end is tempting whenever it is allowed */
+        int32_t id = npl_sampler_sample(s, logits);
+        REQUIRE(id >= 0);
+        CHECK(npl_grammar_matcher_accept_token(check, id));
+        if (id == eog)
+            break;
+    }
+    CHECK(npl_grammar_matcher_is_finished(check));
+    CHECK(npl_grammar_matcher_is_finished(m));
+    snprintf(out, cap, "%s", npl_grammar_matcher_is_finished(m) ? "finished" : "open");
+    free(logits);
+    npl_grammar_matcher_free(check);
+    npl_grammar_matcher_free(m);
+    npl_sampler_free(s);
+}
+
+static void test_sampler_grammar(void)
+{
+    npl_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[\"x\",\"yy\"]},"
+                            "\"b\":{\"type\":\"integer\",\"minimum\":-5,\"maximum\":5}},\"required\":[\"a\",\"b\"]}");
+    REQUIRE(g);
+    char out[64];
+    for (uint64_t seed = 1; seed <= 3; seed++)
+        sample_run(g, 0.9f, seed, out, sizeof out);
+    sample_run(g, 0.0f, 5, out, sizeof out);
+    npl_grammar_free(g);
+}
+
+static void test_sampler_greedy_repeats(void)
+{
+    /* two greedy runs over the same logits pick the same tokens */
+    npl_vocab_index *vi = vocab();
+    uint32_t n = npl_vocab_index_n_vocab(vi);
+    npl_grammar *g = schema("{\"type\":\"array\",\"items\":{\"type\":\"number\"},\"maxItems\":4}");
+    REQUIRE(g);
+    float *logits = malloc(n * sizeof *logits);
+    int32_t picks[2][64];
+    for (int run = 0; run < 2; run++) {
+        npl_sampler_params p;
+        npl_sampler_params_default(&p);
+        p.temperature = 0;
+        npl_error err = {0};
+        npl_sampler *s = npl_sampler_create(&p, n, &err);
+        npl_grammar_matcher *m = npl_grammar_matcher_create(g, vi, &err);
+        REQUIRE(s && m && logits);
+        npl_sampler_set_grammar(s, m, &err);
+        nt_rng rng = {99};
+        for (int k = 0; k < 64; k++) {
+            for (uint32_t i = 0; i < n; i++)
+                logits[i] = (float)(nt_rng_next(&rng) % 7); /* many ties */
+            picks[run][k] = npl_sampler_sample(s, logits);
+        }
+        npl_grammar_matcher_free(m);
+        npl_sampler_free(s);
+    }
+    CHECK(!memcmp(picks[0], picks[1], sizeof picks[0]));
+    free(logits);
+    npl_grammar_free(g);
+}
+
 static void cleanup(void)
 {
     npl_vocab_index_free(g_vi);
@@ -391,9 +474,11 @@ static void test_schema_strings_c(void) { test_schema_strings(); cleanup(); }
 static void test_schema_refs_c(void) { test_schema_refs(); cleanup(); }
 static void test_mask_c(void) { test_mask_matches_accept(); cleanup(); }
 static void test_end_token_c(void) { test_end_token(); cleanup(); }
+static void test_sampler_c(void) { test_sampler_grammar(); cleanup(); }
+static void test_sampler_greedy_c(void) { test_sampler_greedy_repeats(); cleanup(); }
 
 NT_MAIN({"text_format", test_text_format_c}, {"text_errors", test_text_errors}, {"json_any", test_json_any_c},
         {"schema_object", test_schema_object_c}, {"schema_numbers", test_schema_numbers_c},
         {"schema_strings", test_schema_strings_c}, {"schema_refs", test_schema_refs_c},
         {"schema_errors", test_schema_errors}, {"mask_matches_accept", test_mask_c},
-        {"end_token", test_end_token_c})
+        {"end_token", test_end_token_c}, {"sampler", test_sampler_c}, {"sampler_greedy_repeats", test_sampler_greedy_c})
