@@ -170,9 +170,11 @@ static const gnode *copy_stack(ptr_map *m, garena *a, const gnode *n, bool *oom)
 }
 
 /* Copies the state's stacks (sharing kept) into a fresh arena. */
-static bool collect(const gstate *in, garena *src, garena *dst, const gnode **tops)
+static bool collect(const gstate *in, garena *dst, const gnode **tops)
 {
-    size_t nodes = (src->block + 1) * 4096u + 16;
+    size_t nodes = 16; /* at most the sum of the stacks' depths */
+    for (uint32_t i = 0; i < in->n; i++)
+        nodes += in->tops[i] ? in->tops[i]->depth : 0;
     size_t cap = 64;
     while (cap < nodes * 2)
         cap *= 2;
@@ -250,7 +252,7 @@ npl_grammar_matcher *npl_grammar_matcher_clone(const npl_grammar_matcher *m, npl
         return NULL;
     }
     npl_grammar_matcher *c = matcher_new(m->b);
-    if (!c || !collect(&m->state, (garena *)&m->arena, &c->arena, c->tops)) {
+    if (!c || !collect(&m->state, &c->arena, c->tops)) {
         if (c)
             matcher_release(c);
         npl_error_set(err, NPL_ERR_NOMEM, "grammar matcher: out of memory");
@@ -325,7 +327,7 @@ bool npl_grammar_matcher_accept_bytes(npl_grammar_matcher *m, const char *s, siz
     m->state = cur;
     if (m->arena.block >= COLLECT_AFTER_BLOCKS) {
         garena fresh;
-        if (collect(&m->state, &m->arena, &fresh, m->tops)) {
+        if (collect(&m->state, &fresh, m->tops)) {
             garena_free(&m->arena);
             m->arena = fresh;
         }
