@@ -17,7 +17,8 @@
  * parallel section (the wake-up and join every kernel call pays);
  * --matmul the matrix kernels alone (bench_matmul.c); --attention a
  * follow-up turn's prefill attention alone (bench_attention.c); --peak
- * the cores' multiply-add ceiling per kind of arithmetic (bench_peak.c). */
+ * the cores' multiply-add ceiling per kind of arithmetic (bench_peak.c);
+ * --grammar the cost of constrained output (bench_grammar.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include <time.h>
 
 #include "bench_attention.h"
+#include "bench_grammar.h"
 #include "bench_peak.h"
 #include "bench_image.h"
 #include "bench_matmul.h"
@@ -41,6 +43,7 @@ static const char usage_text[] =
     "       npullm-bench --attention [-t THREADS] [-r REPS] [--json]\n"
     "       npullm-bench --peak [-t THREADS] [-r REPS] [--json]\n"
     "       npullm-bench --image FILE MMPROJ [MODEL.gguf] [-t THREADS] [-r REPS] [--exact|--bf16|--q8] [--json]\n"
+    "       npullm-bench --grammar [MODEL.gguf] [--vocab VOCAB.gguf] [-n 128] [-t THREADS] [-r REPS] [--json]\n"
     "\n"
     "  -p N        prompt tokens for the prompt-processing test (0 = skip; default 512)\n"
     "  -n N        generated tokens for the generation tests (0 = skip; default 128)\n"
@@ -60,14 +63,18 @@ static const char usage_text[] =
     "              also the prompt's prefill: the time to the first token); -r default 1\n"
     "  --exact     with --image: the exact path (npl_vision_params.exact)\n"
     "  --bf16      with --image: F16 weights as BF16 (npl_vision_params.bf16_weights)\n"
-    "  --q8        with --image: F16 weights quantized to Q8_0 at load (npl_vision_params.q8_weights)\n";
+    "  --q8        with --image: F16 weights quantized to Q8_0 at load (npl_vision_params.q8_weights)\n"
+    "  --grammar   constrained output: the token mask's cost per step on the tokenizer of\n"
+    "              --vocab (or the model's), and greedy decode with a nested JSON Schema vs\n"
+    "              without on MODEL, in alternating rounds\n";
 
 typedef struct options {
     const char *model;
     const char *device;
     const char *kv; /* KV cache format, NULL: the engine's default */
     long p, n, t, b, r, chunk;
-    bool json, barrier, matmul, attention, peak, exact, bf16, q8;
+    bool json, barrier, matmul, attention, peak, exact, bf16, q8, grammar;
+    const char *vocab; /* --vocab for --grammar */
     const char *image, *mmproj; /* --image FILE MMPROJ */
     bool reps_given;
 } options;
@@ -156,6 +163,12 @@ static options parse(int argc, char **argv)
                 usage_error("--image needs an image file and a projector (mmproj) file");
             o.image = argv[++i];
             o.mmproj = argv[++i];
+        } else if (!strcmp(a, "--grammar")) {
+            o.grammar = true;
+        } else if (!strcmp(a, "--vocab")) {
+            if (i + 1 >= argc)
+                usage_error("--vocab needs a GGUF file");
+            o.vocab = argv[++i];
         } else if (!strcmp(a, "--exact")) {
             o.exact = true;
         } else if (!strcmp(a, "--bf16")) {
@@ -177,7 +190,7 @@ static options parse(int argc, char **argv)
                 usage_error("bad or missing number after an option");
         }
     }
-    if (!o.model && !o.barrier && !o.matmul && !o.attention && !o.peak && !o.image)
+    if (!o.model && !o.barrier && !o.matmul && !o.attention && !o.peak && !o.image && !(o.grammar && o.vocab))
         usage_error("no model given");
     return o;
 }
@@ -405,6 +418,11 @@ int main(int argc, char **argv)
         bench_image_opts io = {.image = o.image, .mmproj = o.mmproj, .model = o.model, .n_threads = (int)o.t,
                                .reps = o.reps_given ? o.r : 1, .exact = o.exact, .bf16 = o.bf16, .q8 = o.q8, .json = o.json};
         return bench_image(&io);
+    }
+    if (o.grammar) {
+        bench_grammar_opts go = {.model = o.model, .vocab = o.vocab, .n_threads = (int)o.t, .n = o.n, .reps = o.r,
+                                 .json = o.json};
+        return bench_grammar(&go);
     }
 
     npl_model_params mp;

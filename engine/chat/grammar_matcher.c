@@ -377,8 +377,10 @@ static uint32_t state_key(const gstate *s, uint32_t *key)
     if (k + 2 >= CACHE_MAX_KEY)
         return 0;
     key[k++] = 0xFFFFFFFFu;
-    key[k++] = (uint32_t)s->n_pend | (uint32_t)s->need << 4 | (uint32_t)s->pend[0] << 8 |
-               (uint32_t)s->pend[1] << 16 | (uint32_t)s->pend[2] << 24;
+    uint32_t pend = (uint32_t)s->n_pend | (uint32_t)s->need << 4;
+    for (uint8_t i = 0; i < s->n_pend && i < 3; i++)
+        pend |= (uint32_t)s->pend[i] << (8 * (i + 1));
+    key[k++] = pend;
     return k;
 }
 
@@ -441,7 +443,7 @@ static size_t walk(gbinding *b, const gstate *start, uint32_t *mask)
     for (uint32_t i = 1; i < vi->n_nodes;) {
         const tnode *n = &vi->nodes[i];
         level *p = &lv[n->depth - 1];
-        if (use_pure && p->slots && n->cp_state == TN_BOUNDARY) {
+        if (use_pure && p->slots) {
             uint32_t slots = p->slots;
             bool taken = false;
             while (slots && !taken) {
