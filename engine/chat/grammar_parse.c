@@ -288,7 +288,8 @@ static uint32_t add_class(parser *P, range *rs, size_t n, bool negate)
 {
     if (P->failed)
         return 0;
-    qsort(rs, n, sizeof *rs, range_cmp);
+    if (n)
+        qsort(rs, n, sizeof *rs, range_cmp);
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (k && rs[i].lo <= rs[k - 1].hi + 1) {
@@ -889,7 +890,8 @@ static npl_grammar *flatten(parser *P)
         for (uint32_t a = 0; a < P->rules[r].n_alts; a++) {
             g->alts[ai++] = ei;
             const evec *e = &P->rules[r].alts[a];
-            memcpy(g->elems + ei, e->v, e->n * sizeof *e->v);
+            if (e->n)
+                memcpy(g->elems + ei, e->v, e->n * sizeof *e->v);
             ei += e->n;
             g->elems[ei++] = (gelem){G_END, 0};
         }
@@ -897,7 +899,8 @@ static npl_grammar *flatten(parser *P)
     g->rule_alts[P->n_rules] = ai;
     g->n_elems = ei;
     g->n_rules = P->n_rules;
-    memcpy(g->classes, P->classes, P->n_classes * sizeof *g->classes);
+    if (P->n_classes)
+        memcpy(g->classes, P->classes, P->n_classes * sizeof *g->classes);
     g->n_classes = P->n_classes;
     for (uint32_t i = 0; i < P->n_ranges; i++) {
         g->ranges[i][0] = P->ranges[i].lo;

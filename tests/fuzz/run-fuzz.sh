@@ -29,7 +29,7 @@ targets=(
     "fuzz-gguf corpus-gguf gguf.dict 65536 2500000"
     "fuzz-image corpus-image image.dict 16384 4000000"
     "fuzz-template corpus-template template.dict 16384 600000"
-    "fuzz-grammar corpus-grammar grammar.dict 4096 GRAMMAR_RUNS"
+    "fuzz-grammar corpus-grammar grammar.dict 4096 30000"
 )
 if [ "$mode" = --fixed ]; then
     share=
