@@ -13,11 +13,14 @@
  * ending with G_END. Groups, options and repetitions are compiled into
  * helper rules, except a repeated character class, which stays one
  * G_STAR element (the common case inside strings, and the cheapest). */
-typedef enum gkind { G_END = 0, G_CHAR, G_STAR, G_RULE } gkind;
+typedef enum gkind { G_END = 0, G_CHAR, G_STAR, G_RULE, G_REPC } gkind;
 
+/* G_REPC: a class repeated min..max times (max <= NPL_GRAMMAR_MAX_REPEAT),
+ * one element whose stack node counts the characters taken so far. */
 typedef struct gelem {
     uint32_t kind; /* gkind */
-    uint32_t arg;  /* G_CHAR/G_STAR: class index; G_RULE: rule index */
+    uint32_t arg;  /* G_CHAR/G_STAR/G_REPC: class index; G_RULE: rule index */
+    uint16_t min, max; /* G_REPC */
 } gelem;
 
 /* A set of code points: a bitmap for ASCII and sorted ranges above. */
@@ -63,7 +66,8 @@ bool gclass_meets(const struct npl_grammar *g, const gclass *c, uint32_t lo, uin
  * root rule is complete. */
 typedef struct gnode {
     uint32_t pos;
-    uint32_t depth;
+    uint16_t depth;
+    uint16_t count; /* G_REPC tops: characters taken */
     const struct gnode *parent;
 } gnode;
 

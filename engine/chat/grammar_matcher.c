@@ -14,7 +14,7 @@
 #include "grammar_internal.h"
 #include "grammar_vocab.h"
 
-#define MAX_STAR_SLOTS 16u
+#define MAX_STAR_SLOTS 32u
 #define CACHE_ENTRIES 32u
 #define CACHE_MAX_KEY 4096u  /* words; longer states are not cached */
 #define COLLECT_AFTER_BLOCKS 16u
@@ -36,7 +36,7 @@ typedef struct gbinding {
     uint32_t n_words; /* mask words */
     uint32_t n_star;
     uint32_t star_class[MAX_STAR_SLOTS];
-    uint8_t *pure[MAX_STAR_SLOTS]; /* one bit per trie node */
+    uint8_t *pure[MAX_STAR_SLOTS]; /* one bit per trie node, found on first use */
     uint8_t *slot_of_class;        /* class -> star slot + 1 (0: none) */
     cache_entry cache[CACHE_ENTRIES];
     uint64_t clock;
@@ -119,14 +119,9 @@ static gbinding *binding_create(const npl_grammar *g, const npl_vocab_index *vi)
         return NULL;
     }
     for (uint32_t i = 0; i < g->n_elems && b->n_star < MAX_STAR_SLOTS; i++) {
-        if (g->elems[i].kind != G_STAR || b->slot_of_class[g->elems[i].arg])
+        if ((g->elems[i].kind != G_STAR && g->elems[i].kind != G_REPC) || b->slot_of_class[g->elems[i].arg])
             continue;
         uint32_t s = b->n_star;
-        b->pure[s] = find_pure(g, vi, &g->classes[g->elems[i].arg]);
-        if (!b->pure[s]) {
-            binding_unref(b);
-            return NULL;
-        }
         b->star_class[s] = g->elems[i].arg;
         b->slot_of_class[g->elems[i].arg] = (uint8_t)(s + 1);
         b->n_star++;
@@ -370,7 +365,7 @@ static uint32_t state_key(const gstate *s, uint32_t *key)
         for (const gnode *t = s->tops[i]; t; t = t->parent) {
             if (k + 2 >= CACHE_MAX_KEY)
                 return 0;
-            key[k++] = t->pos + 1;
+            key[k++] = (t->pos + 1) | (uint32_t)t->count << 19;
         }
         key[k++] = 0;
     }
@@ -401,18 +396,28 @@ static void set_range(const npl_vocab_index *vi, uint32_t lo, uint32_t hi, uint3
     *allowed += hi - lo;
 }
 
-static uint32_t star_slots(const gbinding *b, const gstate *s)
+/* Which repeated classes a state is inside, and how many more characters
+ * each may take (rem[slot], UINT16_MAX for a G_STAR). */
+static uint32_t star_slots(const gbinding *b, const gstate *s, uint16_t *rem)
 {
     uint32_t slots = 0;
     if (!b->n_star || s->n_pend)
         return 0;
     for (uint32_t i = 0; i < s->n; i++) {
         const gnode *t = s->tops[i];
-        if (t && b->g->elems[t->pos].kind == G_STAR) {
-            uint8_t slot = b->slot_of_class[b->g->elems[t->pos].arg];
-            if (slot)
-                slots |= 1u << (slot - 1);
-        }
+        if (!t)
+            continue;
+        const gelem *e = &b->g->elems[t->pos];
+        if (e->kind != G_STAR && e->kind != G_REPC)
+            continue;
+        uint8_t slot = b->slot_of_class[e->arg];
+        if (!slot)
+            continue;
+        uint16_t r = e->kind == G_STAR ? UINT16_MAX : (uint16_t)(e->max - t->count);
+        uint32_t bit = 1u << (slot - 1);
+        if (!(slots & bit) || r > rem[slot - 1])
+            rem[slot - 1] = r;
+        slots |= bit;
     }
     return slots;
 }
@@ -429,6 +434,7 @@ static size_t walk(gbinding *b, const gstate *start, uint32_t *mask)
         gstate st;
         garena_mark mark;
         uint32_t slots;
+        uint16_t rem[MAX_STAR_SLOTS];
     } level;
     level *lv = malloc(depth_cap * sizeof *lv);
     if (!lv)
@@ -438,7 +444,7 @@ static size_t walk(gbinding *b, const gstate *start, uint32_t *mask)
     lv[0].off = 0;
     lv[0].st = *start;
     lv[0].mark = garena_get_mark(&b->walk);
-    lv[0].slots = star_slots(b, start);
+    lv[0].slots = star_slots(b, start, lv[0].rem);
     bool use_pure = start->n_pend == 0;
     for (uint32_t i = 1; i < vi->n_nodes;) {
         const tnode *n = &vi->nodes[i];
@@ -446,10 +452,16 @@ static size_t walk(gbinding *b, const gstate *start, uint32_t *mask)
         if (use_pure && p->slots) {
             uint32_t slots = p->slots;
             bool taken = false;
+            /* characters the subtree's tokens take after the parent */
+            uint32_t need = (uint32_t)n->maxc - n->chars + (n->cp_state == TN_BOUNDARY);
             while (slots && !taken) {
                 uint32_t s = (uint32_t)__builtin_ctz(slots);
                 slots &= slots - 1;
-                if ((b->pure[s][i >> 3] >> (i & 7)) & 1)
+                if (need > p->rem[s])
+                    continue;
+                if (!b->pure[s])
+                    b->pure[s] = find_pure(g, vi, &g->classes[b->star_class[s]]);
+                if (b->pure[s] && ((b->pure[s][i >> 3] >> (i & 7)) & 1))
                     taken = true;
             }
             if (taken) {
@@ -481,7 +493,7 @@ static size_t walk(gbinding *b, const gstate *start, uint32_t *mask)
             continue;
         }
         c->mark = garena_get_mark(&b->walk);
-        c->slots = star_slots(b, &c->st);
+        c->slots = star_slots(b, &c->st, c->rem);
         if (n->own_end > n->tok_lo)
             set_range(vi, n->tok_lo, n->own_end, mask, &allowed);
         i++;

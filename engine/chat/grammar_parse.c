@@ -512,7 +512,7 @@ static gelem as_one(parser *P, evec *unit)
         unit->v = NULL;
         unit->n = unit->cap = 0;
     }
-    return (gelem){G_RULE, r};
+    return (gelem){G_RULE, r, 0, 0};
 }
 
 static uint32_t rule_of(parser *P, gelem e1, gelem e2, bool two)
@@ -533,15 +533,15 @@ static uint32_t rule_of(parser *P, gelem e1, gelem e2, bool two)
 static gelem star_of(parser *P, gelem e)
 {
     if (e.kind == G_CHAR)
-        return (gelem){G_STAR, e.arg};
+        return (gelem){G_STAR, e.arg, 0, 0};
     uint32_t r = helper_rule(P);
     evec *a = P->failed ? NULL : rule_new_alt(P, r);
     if (a) {
         evec_push(P, a, e);
-        evec_push(P, a, (gelem){G_RULE, r});
+        evec_push(P, a, (gelem){G_RULE, r, 0, 0});
         rule_new_alt(P, r);
     }
-    return (gelem){G_RULE, r};
+    return (gelem){G_RULE, r, 0, 0};
 }
 
 static void apply_repeat(parser *P, evec *seq, evec *unit, uint32_t min, uint32_t max, bool unbounded)
@@ -549,6 +549,12 @@ static void apply_repeat(parser *P, evec *seq, evec *unit, uint32_t min, uint32_
     if (unit->n == 0)
         return; /* repeating nothing matches nothing more */
     gelem e = as_one(P, unit);
+    if (e.kind == G_CHAR && !unbounded) {
+        /* a bounded run of one class: one counting element */
+        if (max > 0)
+            evec_push(P, seq, (gelem){G_REPC, e.arg, (uint16_t)min, (uint16_t)max});
+        return;
+    }
     for (uint32_t i = 0; i < min; i++)
         evec_push(P, seq, e);
     if (unbounded) {
@@ -559,7 +565,7 @@ static void apply_repeat(parser *P, evec *seq, evec *unit, uint32_t min, uint32_
     gelem tail = {0};
     for (uint32_t k = 1; k + min <= max && !P->failed; k++) {
         uint32_t r = rule_of(P, e, tail, k > 1);
-        tail = (gelem){G_RULE, r};
+        tail = (gelem){G_RULE, r, 0, 0};
     }
     if (max > min)
         evec_push(P, seq, tail);
@@ -604,7 +610,7 @@ static void parse_class(parser *P, evec *unit)
     if (!P->failed) {
         P->p++; /* ] */
         uint32_t c = add_class(P, rs, n, negate);
-        evec_push(P, unit, (gelem){G_CHAR, c});
+        evec_push(P, unit, (gelem){G_CHAR, c, 0, 0});
     }
     free(rs);
 }
@@ -633,14 +639,14 @@ static void parse_sequence(parser *P, evec *seq, unsigned nesting)
                 }
                 uint32_t cp = read_char(P);
                 if (!P->failed)
-                    evec_push(P, &unit, (gelem){G_CHAR, char_class(P, cp)});
+                    evec_push(P, &unit, (gelem){G_CHAR, char_class(P, cp), 0, 0});
             }
         } else if (c == '[') {
             parse_class(P, &unit);
         } else if (c == '.') {
             P->p++;
             range any = {0, MAX_CP};
-            evec_push(P, &unit, (gelem){G_CHAR, add_class(P, &any, 1, false)});
+            evec_push(P, &unit, (gelem){G_CHAR, add_class(P, &any, 1, false), 0, 0});
         } else if (c == '(') {
             size_t st = P->p++;
             if (nesting + 1 > NPL_GRAMMAR_MAX_NESTING) {
@@ -653,12 +659,12 @@ static void parse_sequence(parser *P, evec *seq, unsigned nesting)
             if (!P->failed && (P->p >= P->n || P->s[P->p] != ')'))
                 fail_at(P, st, "'(' is not closed");
             P->p++;
-            evec_push(P, &unit, (gelem){G_RULE, r});
+            evec_push(P, &unit, (gelem){G_RULE, r, 0, 0});
         } else if (name_len_at(P, P->p)) {
             size_t k = name_len_at(P, P->p);
             uint32_t r = rule_named(P, P->s + P->p, k, P->p);
             P->p += k;
-            evec_push(P, &unit, (gelem){G_RULE, r});
+            evec_push(P, &unit, (gelem){G_RULE, r, 0, 0});
         } else {
             fail_at(P, P->p, "unexpected character '%c'", c);
             break;
@@ -756,7 +762,7 @@ static void parse_grammar(parser *P)
 
 static bool elem_nullable(const gelem *e, const bool *nullable)
 {
-    return e->kind == G_STAR || (e->kind == G_RULE && nullable[e->arg]);
+    return e->kind == G_STAR || (e->kind == G_REPC && e->min == 0) || (e->kind == G_RULE && nullable[e->arg]);
 }
 
 /* A rule that can reach itself without consuming input would expand
@@ -893,7 +899,7 @@ static npl_grammar *flatten(parser *P)
             if (e->n)
                 memcpy(g->elems + ei, e->v, e->n * sizeof *e->v);
             ei += e->n;
-            g->elems[ei++] = (gelem){G_END, 0};
+            g->elems[ei++] = (gelem){G_END, 0, 0, 0};
         }
     }
     g->rule_alts[P->n_rules] = ai;

@@ -416,8 +416,8 @@ static void string_expr(sc *S, const jv *s, gbuf *out)
         sfail(S, "minLength and maxLength above %u are not supported (the limit)", NPL_GRAMMAR_MAX_REPEAT);
         return;
     }
-    if (has_max)
-        gbuf_printf(out, "\"\\\"\" json-char{%lld,%lld} \"\\\"\"", min, max);
+    if (has_max) /* one counting element: no escapes in a bounded string */
+        gbuf_printf(out, "\"\\\"\" [^\"\\\\\\x00-\\x1f]{%lld,%lld} \"\\\"\"", min, max);
     else
         gbuf_printf(out, "\"\\\"\" json-char{%lld,} \"\\\"\"", min);
 }

@@ -61,11 +61,11 @@ typedef struct expander {
     unsigned recursion;
 } expander;
 
-static bool has_top(const gstate *s, uint32_t pos, const gnode *parent)
+static bool has_top(const gstate *s, uint32_t pos, const gnode *parent, uint16_t count)
 {
     for (uint32_t i = 0; i < s->n; i++) {
         const gnode *t = s->tops[i];
-        if (t && t->pos == pos && t->parent == parent)
+        if (t && t->pos == pos && t->parent == parent && t->count == count)
             return true;
     }
     return false;
@@ -86,18 +86,29 @@ static void push_top(expander *x, const gnode *n)
     s->tops[s->n++] = n;
 }
 
-static const gnode *make_node(expander *x, uint32_t pos, const gnode *parent)
+static const gnode *make_node(expander *x, uint32_t pos, const gnode *parent, uint16_t count)
 {
-    uint32_t depth = parent ? parent->depth + 1 : 1;
+    uint32_t depth = parent ? parent->depth + 1u : 1u;
     gnode *n = depth > NPL_GRAMMAR_MAX_DEPTH ? NULL : garena_node(x->a);
     if (!n) {
         x->st = GSTEP_OVERFLOW;
         return NULL;
     }
     n->pos = pos;
-    n->depth = depth;
+    n->depth = (uint16_t)depth;
+    n->count = count;
     n->parent = parent;
     return n;
+}
+
+/* A G_REPC top that has taken count characters (when more may come). */
+static void push_rep(expander *x, uint32_t pos, const gnode *parent, uint16_t count)
+{
+    if (count >= x->g->elems[pos].max || has_top(x->out, pos, parent, count))
+        return;
+    const gnode *n = make_node(x, pos, parent, count);
+    if (n)
+        push_top(x, n);
 }
 
 /* Adds to x->out every top reachable from element pos with parent below. */
@@ -120,9 +131,16 @@ static void expand(expander *x, uint32_t pos, const gnode *parent)
             parent = parent->parent;
             continue;
         }
+        if (e->kind == G_REPC) {
+            push_rep(x, pos, parent, 0);
+            if (e->min > 0)
+                break;
+            pos++;
+            continue;
+        }
         if (e->kind == G_CHAR || e->kind == G_STAR) {
-            if (!has_top(x->out, pos, parent)) {
-                const gnode *n = make_node(x, pos, parent);
+            if (!has_top(x->out, pos, parent, 0)) {
+                const gnode *n = make_node(x, pos, parent, 0);
                 if (n)
                     push_top(x, n);
             }
@@ -135,7 +153,7 @@ static void expand(expander *x, uint32_t pos, const gnode *parent)
          * ends an alternative returns straight to our parent). */
         const gnode *np = parent;
         if (g->elems[pos + 1].kind != G_END) {
-            np = make_node(x, pos + 1, parent);
+            np = make_node(x, pos + 1, parent, 0);
             if (!np)
                 break;
         }
@@ -178,7 +196,14 @@ static gstep advance_cp(const npl_grammar *g, garena *a, const gstate *in, uint3
         const gelem *e = &g->elems[t->pos];
         if (!gclass_has(g, &g->classes[e->arg], cp))
             continue;
-        if (e->kind == G_STAR && !has_top(out, t->pos, t->parent))
+        if (e->kind == G_REPC) {
+            uint16_t k = (uint16_t)(t->count + 1);
+            push_rep(&x, t->pos, t->parent, k);
+            if (k >= e->min)
+                expand(&x, t->pos + 1, t->parent);
+            continue;
+        }
+        if (e->kind == G_STAR && !has_top(out, t->pos, t->parent, 0))
             push_top(&x, t);
         expand(&x, t->pos + 1, t->parent);
     }

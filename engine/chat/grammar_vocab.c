@@ -260,6 +260,7 @@ static npl_status build_trie(npl_vocab_index *vi, npl_error *err)
             lefts[d] = lefts[d - 1];
             needs[d] = needs[d - 1];
             node_decode(n, &vi->nodes[path[d - 1]], &accs[d], &lefts[d], &needs[d]);
+            n->chars = (uint16_t)(vi->nodes[path[d - 1]].chars + (n->cp_state == TN_BOUNDARY));
             path[d] = vi->n_nodes++;
         }
         depth = e->n;
@@ -271,6 +272,15 @@ static npl_status build_trie(npl_vocab_index *vi, npl_error *err)
     for (; depth > 0; depth--)
         vi->nodes[path[depth]].end = vi->n_nodes;
     vi->nodes[0].end = vi->n_nodes;
+    /* subtree maxima, children before parents */
+    for (uint32_t i = vi->n_nodes; i-- > 1;) {
+        tnode *n = &vi->nodes[i];
+        uint16_t m = n->own_end > n->tok_lo ? n->chars : 0;
+        for (uint32_t j = i + 1; j < n->end; j = vi->nodes[j].end)
+            if (vi->nodes[j].maxc > m)
+                m = vi->nodes[j].maxc;
+        n->maxc = m;
+    }
     free(ents);
     free(path);
     free(accs);

@@ -17,6 +17,8 @@ typedef struct tnode {
     uint32_t tok_lo;
     uint32_t own_end;
     uint32_t cp;      /* code point completed here (TN_BOUNDARY) */
+    uint16_t chars;   /* whole characters on the path from the root */
+    uint16_t maxc;    /* the most whole characters of a token in the subtree */
     uint16_t depth;
     uint8_t byte;
     uint8_t cp_state; /* UTF-8 decoding of the path from the root */

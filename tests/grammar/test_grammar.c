@@ -339,8 +339,9 @@ static void test_mask_matches_accept(void)
         check_mask_walk(any, seed, 30);
     npl_grammar_free(any);
     npl_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\"},"
-                            "\"d\":{\"type\":\"string\",\"format\":\"date-time\"},\"n\":{\"type\":\"number\"}},"
-                            "\"required\":[\"s\",\"d\"]}");
+                            "\"d\":{\"type\":\"string\",\"format\":\"date-time\"},\"n\":{\"type\":\"number\"},"
+                            "\"b\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":5}},"
+                            "\"required\":[\"s\",\"d\",\"b\"]}");
     REQUIRE(g);
     for (uint64_t seed = 1; seed <= 3; seed++)
         check_mask_walk(g, seed, 30);
