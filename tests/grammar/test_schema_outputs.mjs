@@ -101,8 +101,31 @@ try {
       }
     }
   }
+  // --grammar, and refusals with exit status 2 and a message naming the place
+  const gfile = join(dir, "yn.gbnf"), bad = join(dir, "bad.json"), badg = join(dir, "bad.gbnf");
+  writeFileSync(gfile, 'root ::= ("yes" | "no") "!"\n');
+  writeFileSync(bad, JSON.stringify({ type: "object", properties: { age: { type: "int" } } }));
+  writeFileSync(badg, 'root ::= "a"\nx ::= [b-a]\n');
+  const cli = [
+    ["--grammar", ["--grammar", gfile, "--temperature", "0"], 0, /^(yes|no)!$/],
+    ["bad schema", ["--format", bad], 2, /schema: \/properties\/age\/type: unknown type 'int'/],
+    ["bad grammar", ["--grammar", badg], 2, /grammar: line 2, column \d+: range is backwards/],
+    ["both", ["--format", "json", "--grammar", gfile], 2, /exclude each other/],
+  ];
+  for (const [name, args, status, re] of cli) {
+    checks++;
+    const p = spawnSync(run, [models[0], "--prompt", "Yes or no?", ...args],
+      { encoding: "utf8" });
+    const text = status === 0 ? p.stdout.trim() : p.stderr;
+    if (p.status !== status || !re.test(text)) {
+      failures++;
+      console.log(`not ok - ${name}: status ${p.status}, ${JSON.stringify(text)}`);
+    } else {
+      console.log(`ok - ${name}: ${text.trim()}`);
+    }
+  }
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
-console.log(`${checks - failures}/${checks} outputs valid`);
+console.log(`${checks - failures}/${checks} checks passed`);
 process.exit(failures ? 1 : 0);
