@@ -70,8 +70,18 @@ npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, 
     memset(out, 0, sizeof *out);
     npl_chat_options def = {.add_generation_prompt = true, .enable_thinking = -1, .tools_in_user_message = -1};
     const npl_chat_options *o = in->opts ? in->opts : &def;
+    struct tm now_local;
+    const struct tm *now = in->now;
+    if (!now) {
+        npl_chat_now(&now_local);
+        now = &now_local;
+    }
+    /* date_string: what Llama 3.1+ templates print as "Today Date" (llama.cpp passes it too) */
+    char date[32];
+    if (!strftime(date, sizeof date, "%d %b %Y", now))
+        date[0] = 0;
     npl_buf vars = {0}, data = {0};
-    npl_status st = npl_buf_append(&vars, "{\"bos_token\": ", 14, err);
+    npl_status st = npl_buf_appendf(&vars, err, "{\"date_string\": \"%s\", \"bos_token\": ", date);
     if (!st)
         st = npl_json_append_str(&vars, in->bos_text ? in->bos_text : "", err);
     if (!st)
@@ -97,12 +107,8 @@ npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, 
         t = npl_jinja_parse(in->template_src, strlen(in->template_src), NULL, err);
     if (!st && !t)
         st = err ? err->code : NPL_ERR_FORMAT;
-    if (!st) {
-        struct tm now;
-        if (!in->now)
-            npl_chat_now(&now);
-        st = npl_jinja_render(t, vars.data, data.data, in->now ? in->now : &now, out, err);
-    }
+    if (!st)
+        st = npl_jinja_render(t, vars.data, data.data, now, out, err);
     npl_jinja_free(t);
     npl_buf_free(&vars);
     npl_buf_free(&data);
