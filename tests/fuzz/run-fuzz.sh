@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs the fuzz targets (GGUF reader, image decoding, chat templates) one after the other,
+# Runs the fuzz targets (GGUF reader, image decoding, chat templates, tool calls) one after the other,
 # splitting a bounded time between them, each on a scratch copy of its
 # seed corpus (the committed corpora are never written to). Exits non-zero
 # on any crash, leak or sanitizer report; crashing inputs are kept in
@@ -29,6 +29,7 @@ targets=(
     "fuzz-gguf corpus-gguf gguf.dict 65536 2500000"
     "fuzz-image corpus-image image.dict 16384 4000000"
     "fuzz-template corpus-template template.dict 16384 600000"
+    "fuzz-tool-calls corpus-tool-calls tool-calls.dict 4096 200000"
 )
 if [ "$mode" = --fixed ]; then
     share=
