@@ -67,6 +67,12 @@ run_target() {
                 if (typeof t === "string") fs.writeFileSync(path.join(process.argv[2], "npm-" + d + ".jinja"), t);
             }' "$here/.." "$work/corpus" || true
     fi
+    # and the templates of ../shared/chat-templates when the checkout has them beside it
+    if [ "$name" = fuzz-template ] && [ -d "$here/../../../shared/chat-templates" ]; then
+        for f in "$here/../../../shared/chat-templates"/*.jinja; do
+            cp "$f" "$work/corpus/shared-$(basename "$f")"
+        done
+    fi
 
     local status=0
     (cd "$work" && "$target" "${bound[@]}" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
