@@ -1,10 +1,12 @@
 /* Chat prompts from the model's own template (see chat_prompt.h). */
 #include "chat_prompt.h"
 
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "jinja_internal.h"
 #include "npl_buf.h"
 
 npl_status npl_json_append_str(npl_buf *b, const char *s, npl_error *err)
@@ -65,6 +67,100 @@ void npl_chat_now(struct tm *out)
     localtime_r(&now, out);
 }
 
+/* A string holding a JSON object, parsed; else the value as it is. */
+static jv object_from_string(jarena *a, jv v)
+{
+    if (v.k != JV_STR)
+        return v;
+    jmp_buf jb, *outer = a->on_fail;
+    a->on_fail = &jb;
+    if (setjmp(jb)) { /* not JSON */
+        a->on_fail = outer;
+        return v;
+    }
+    jv obj = jv_from_json(a, v.u.s.s, v.u.s.n, false);
+    a->on_fail = outer;
+    return obj.k == JV_DICT ? obj : v;
+}
+
+/* The conversation as llama.cpp hands it to templates. OpenAI clients send
+ * tool-call arguments as a JSON string, templates expect the object
+ * (transformers' convention; llama.cpp turns such strings into objects
+ * too). With empty_null_content, a null "content" (what OpenAI clients send
+ * beside tool_calls) becomes "", for the templates that cannot take null.
+ * The messages changed (malloc'd), or NULL when nothing changes or the JSON
+ * does not parse. */
+static char *normalize_messages(const char *messages_json, bool empty_null_content)
+{
+    if (!messages_json || (!strstr(messages_json, "\"arguments\"") && !empty_null_content))
+        return NULL;
+    jarena a;
+    jmp_buf jb;
+    char msg[128];
+    char *volatile out = NULL;
+    jarena_init(&a, 64u << 20, &jb, msg, sizeof msg);
+    if (!setjmp(jb)) {
+        jv l = jv_from_json(&a, messages_json, strlen(messages_json), false);
+        bool changed = false;
+        for (size_t i = 0; l.k == JV_LIST && i < l.u.l->n; i++) {
+            const jv *m = &l.u.l->v[i];
+            const jv *content = m->k == JV_DICT ? jdict_get(m->u.d, "content", 7) : NULL;
+            if (empty_null_content && content && content->k == JV_NONE) {
+                jdict_set(&a, m->u.d, (jstr){.s = "content", .n = 7}, jv_cstr(""));
+                changed = true;
+            }
+            const jv *calls = m->k == JV_DICT ? jdict_get(m->u.d, "tool_calls", 10) : NULL;
+            for (size_t k = 0; calls && calls->k == JV_LIST && k < calls->u.l->n; k++) {
+                const jv *c = &calls->u.l->v[k];
+                const jv *fn = c->k == JV_DICT ? jdict_get(c->u.d, "function", 8) : NULL;
+                const jv *args = fn && fn->k == JV_DICT ? jdict_get(fn->u.d, "arguments", 9) : NULL;
+                if (!args || args->k != JV_STR)
+                    continue;
+                jv obj = object_from_string(&a, *args);
+                if (obj.k == JV_DICT) {
+                    jdict_set(&a, fn->u.d, (jstr){.s = "arguments", .n = 9}, obj);
+                    changed = true;
+                }
+            }
+        }
+        if (changed) {
+            jsb b;
+            jsb_init(&b, &a, 0);
+            jjson_opts o = {.indent = -1};
+            jv_to_json(&b, &l, &o, 0);
+            jstr t = jsb_done(&b);
+            out = malloc(t.n + 1);
+            if (out) {
+                memcpy(out, t.s, t.n);
+                out[t.n] = 0;
+            }
+        }
+    }
+    jarena_free(&a);
+    return out;
+}
+
+/* Renders with the conversation normalized (tool-call arguments as objects),
+ * or as given in `normalized` when not NULL. */
+static npl_status render_messages(const npl_jinja_template *t, const char *vars, const char *messages_json,
+                                  const char *normalized, const npl_chat_options *o, const struct tm *now,
+                                  npl_jinja_output *out, npl_error *err)
+{
+    char *own = normalized ? NULL : normalize_messages(messages_json, false);
+    const char *messages = normalized ? normalized : own ? own : messages_json ? messages_json : "[]";
+    npl_buf data = {0};
+    npl_status st = npl_buf_appendf(&data, err, "{\"messages\": %s", messages);
+    free(own);
+    if (!st && o->tools_json)
+        st = npl_buf_appendf(&data, err, ", \"tools\": %s", o->tools_json);
+    if (!st)
+        st = npl_buf_append(&data, "}", 1, err);
+    if (!st)
+        st = npl_jinja_render(t, vars, data.data, now, out, err);
+    npl_buf_free(&data);
+    return st;
+}
+
 npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, npl_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -80,7 +176,7 @@ npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, 
     char date[32];
     if (!strftime(date, sizeof date, "%d %b %Y", now))
         date[0] = 0;
-    npl_buf vars = {0}, data = {0};
+    npl_buf vars = {0};
     npl_status st = npl_buf_appendf(&vars, err, "{\"date_string\": \"%s\", \"bos_token\": ", date);
     if (!st)
         st = npl_json_append_str(&vars, in->bos_text ? in->bos_text : "", err);
@@ -96,22 +192,21 @@ npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, 
         st = npl_buf_appendf(&vars, err, ", \"tools_in_user_message\": %s", o->tools_in_user_message ? "true" : "false");
     if (!st)
         st = npl_buf_append(&vars, "}", 1, err);
-    if (!st)
-        st = npl_buf_appendf(&data, err, "{\"messages\": %s", in->messages_json ? in->messages_json : "[]");
-    if (!st && o->tools_json)
-        st = npl_buf_appendf(&data, err, ", \"tools\": %s", o->tools_json);
-    if (!st)
-        st = npl_buf_append(&data, "}", 1, err);
     npl_jinja_template *t = NULL;
     if (!st)
         t = npl_jinja_parse(in->template_src, strlen(in->template_src), NULL, err);
     if (!st && !t)
         st = err ? err->code : NPL_ERR_FORMAT;
     if (!st)
-        st = npl_jinja_render(t, vars.data, data.data, now, out, err);
+        st = render_messages(t, vars.data, in->messages_json, NULL, o, now, out, err);
+    if (st == NPL_ERR_FORMAT && t) { /* a template that fails on null content gets "", as from llama.cpp */
+        char *retry = normalize_messages(in->messages_json, true);
+        if (retry)
+            st = render_messages(t, vars.data, in->messages_json, retry, o, now, out, err);
+        free(retry);
+    }
     npl_jinja_free(t);
     npl_buf_free(&vars);
-    npl_buf_free(&data);
     return st;
 }
 
@@ -139,10 +234,6 @@ npl_status npl_chat_tokenize_rendering(const npl_tokenizer *tok, const npl_jinja
 }
 
 /* ---- conversations as JSON -------------------------------------------------- */
-
-#include <setjmp.h>
-
-#include "jinja_internal.h"
 
 void npl_chat_messages_free(npl_chat_messages *cm)
 {

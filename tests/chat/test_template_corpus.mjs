@@ -52,6 +52,10 @@ const EXCLUDED_CASES = [
     `${POLYFILL} raises on a system message: it merges it into the first user turn`],
   ["meetkai-functionary-medium-v3.1", /tool call/, `${POLYFILL} concatenates arguments: it passes them as a JSON string`],
   ["meetkai-functionary-medium-v3.2", /tool call/, `${POLYFILL} concatenates arguments: it passes them as a JSON string`],
+  // llama.cpp makes every null content "" (DeepSeek-R1's template then drops the calls); we pass
+  // null as transformers does, and "" only to a template that fails on null
+  ["LiquidAI-LFM2.5-1.2B-Instruct", /string arguments/, "llama.cpp turns null content into \"\"; this template prints null with tojson, as under transformers"],
+  ["llama-cpp-lfm2", /string arguments/, "llama.cpp turns null content into \"\"; this template prints null with tojson, as under transformers"],
   ["openai-gpt-oss-20b", /^assistant last \(no generation prompt\)$/, "llama.cpp replaces the final <|return|> by <|end|> when no generation prompt follows"],
 ];
 const excludedCase = (name, label) => EXCLUDED_CASES.find(([t, c]) => t === name && c.test(label.slice(name.length + 2)))?.[2];
