@@ -251,6 +251,13 @@ npl_tool_family npl_tool_family_detect(const char *template_src, bool (*has_toke
 /* npl_tool_family_detect on the model's own template and vocabulary. */
 npl_tool_family npl_model_tool_family(const npl_model *m);
 
+/* The literals the parser looks for in the output (triggers and markers,
+ * e.g. "[TOOL_CALLS]", "<|python_tag|>", "<｜tool▁call▁begin｜>"), up to cap of
+ * them into out; returns how many there are. Many are control tokens, which
+ * the output stream leaves out of its text: the text fed to the parser must
+ * keep the tokens whose text is one of these. */
+size_t npl_tool_family_markers(npl_tool_family f, const char **out, size_t cap);
+
 /* What a call must look like, as data for a grammar (tool_choice required
  * or a named function). Output with calls is
  *   section_prefix call (separator call)* section_suffix

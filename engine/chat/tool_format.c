@@ -95,6 +95,24 @@ const char *npl_tool_family_name(npl_tool_family f)
     return (unsigned)f < NPL_TOOLS_COUNT ? SPECS[f].name : "?";
 }
 
+size_t npl_tool_family_markers(npl_tool_family f, const char **out, size_t cap)
+{
+    const npl_tool_spec *sp = npl_tool_spec_of(f);
+    if (!sp)
+        return 0;
+    const char *all[] = {sp->triggers[0], sp->triggers[1], sp->open, sp->name_skip, sp->close, sp->end,
+                         sp->name_end && strlen(sp->name_end) > 1 ? sp->name_end : NULL};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (!all[i])
+            continue;
+        if (n < cap && out)
+            out[n] = all[i];
+        n++;
+    }
+    return n;
+}
+
 /* Template markers, most specific first: each names the family whose
  * template writes (or teaches the model) that call syntax. */
 static const struct {

@@ -188,6 +188,13 @@ static void check_shapes(void)
         CHECK(strcmp(npl_tool_family_name(f), "?") != 0);
     }
     CHECK(npl_tool_call_shape_of(NPL_TOOLS_COUNT) == NULL);
+    const char *m[8];
+    CHECK(npl_tool_family_markers(NPL_TOOLS_MISTRAL, m, 8) == 1 && strcmp(m[0], "[TOOL_CALLS]") == 0);
+    CHECK(npl_tool_family_markers(NPL_TOOLS_LLAMA3, m, 8) == 1 && strcmp(m[0], "<|python_tag|>") == 0);
+    CHECK(npl_tool_family_markers(NPL_TOOLS_MISTRAL_ARGS, m, 8) == 2 && strcmp(m[1], "[ARGS]") == 0);
+    CHECK(npl_tool_family_markers(NPL_TOOLS_DEEPSEEK_R1, m, 8) == 5);
+    CHECK(npl_tool_family_markers(NPL_TOOLS_HERMES, NULL, 0) == 2);
+    CHECK(npl_tool_family_markers(NPL_TOOLS_COUNT, m, 8) == 0);
     CHECK(npl_tool_parser_new(NPL_TOOLS_COUNT, NULL, on_text, on_call, NULL) == NULL);
     CHECK(npl_tool_parser_feed(NULL, "x", 1, NULL) == NPL_ERR_INVALID_ARG);
 }
