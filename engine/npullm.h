@@ -220,6 +220,96 @@ npl_status npl_chat_tokenize_json(const npl_model *m, const char *messages_json,
 npl_status npl_chat_tokenize_messages(const npl_model *m, const npl_chat_message *msgs, size_t n_msgs,
                                       const npl_chat_options *opts, npl_tokens *out, char **prompt, npl_error *err);
 
+/* ---- tool calls ------------------------------------------------------- */
+
+/* How a model family writes tool calls in its output (docs/chat-and-sampling.md,
+ * "Tool calls"). */
+typedef enum npl_tool_family {
+    NPL_TOOLS_GENERIC = 0,      /* {"tool_calls": [...]} / {"tool_call": ...} / {"response": ...} */
+    NPL_TOOLS_LLAMA3,           /* {"name": .., "parameters": ..} at the start; <|python_tag|> */
+    NPL_TOOLS_HERMES,           /* <tool_call>{..}</tool_call> (Qwen 2.5/3, QwQ, Hermes) */
+    NPL_TOOLS_MISTRAL,          /* [TOOL_CALLS][{..}, ..] (Mistral 7B v0.3, Nemo, Small 3) */
+    NPL_TOOLS_MISTRAL_ARGS,     /* [TOOL_CALLS]name[ARGS]{..} (Mistral Small 3.2) */
+    NPL_TOOLS_GRANITE,          /* <|tool_call|>[{..}] */
+    NPL_TOOLS_PHI4_MINI,        /* <|tool_call|>[{..}]<|/tool_call|> */
+    NPL_TOOLS_COMMAND_R7B,      /* <|START_ACTION|>[{"tool_name": .., "parameters": ..}]<|END_ACTION|> */
+    NPL_TOOLS_FUNCTIONARY_V31,  /* <function=name>{..}</function>; <|python_tag|> */
+    NPL_TOOLS_FUNCTIONARY_V32,  /* name\n{..} then >>>name\n{..}; "all" is text */
+    NPL_TOOLS_FIREFUNCTION_V2,  /*  functools[{..}] */
+    NPL_TOOLS_DEEPSEEK_R1,      /* <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name ... */
+    NPL_TOOLS_NEMOTRON,         /* <TOOLCALL>[{..}]</TOOLCALL> */
+    NPL_TOOLS_COUNT
+} npl_tool_family;
+
+const char *npl_tool_family_name(npl_tool_family f); /* "hermes", ... ("?" when out of range) */
+
+/* The family from the chat template's text and, through has_token (may be
+ * NULL), the vocabulary's control tokens (e.g. "[TOOL_CALLS]"). Templates
+ * that match no family get NPL_TOOLS_GENERIC. */
+npl_tool_family npl_tool_family_detect(const char *template_src, bool (*has_token)(const char *text, void *ctx),
+                                       void *ctx);
+
+/* npl_tool_family_detect on the model's own template and vocabulary. */
+npl_tool_family npl_model_tool_family(const npl_model *m);
+
+/* The literals the parser looks for in the output (triggers and markers,
+ * e.g. "[TOOL_CALLS]", "<|python_tag|>", "<｜tool▁call▁begin｜>"), up to cap of
+ * them into out; returns how many there are. Many are control tokens, which
+ * the output stream leaves out of its text: the text fed to the parser must
+ * keep the tokens whose text is one of these. */
+size_t npl_tool_family_markers(npl_tool_family f, const char **out, size_t cap);
+
+/* What a call must look like, as data for a grammar (tool_choice required
+ * or a named function). Output with calls is
+ *   section_prefix call (separator call)* section_suffix
+ * (one call only when !parallel), and each call is
+ *   call_prefix BODY call_suffix
+ * where BODY is, for NPL_TOOL_CALL_OBJECT, one JSON object whose keys are,
+ * in this order, id_key (when not NULL: a string), name_key (the function's
+ * name as a JSON string) and args_key (the arguments object); for
+ * NPL_TOOL_CALL_NAME_ARGS, the bare name, name_suffix, then the arguments
+ * object. Literals are exact; JSON may hold the usual whitespace. */
+typedef enum npl_tool_call_layout { NPL_TOOL_CALL_OBJECT, NPL_TOOL_CALL_NAME_ARGS } npl_tool_call_layout;
+
+typedef struct npl_tool_call_shape {
+    const char *section_prefix, *section_suffix;
+    const char *call_prefix, *call_suffix, *separator;
+    npl_tool_call_layout layout;
+    const char *id_key, *name_key, *args_key; /* NPL_TOOL_CALL_OBJECT */
+    const char *name_suffix;                  /* NPL_TOOL_CALL_NAME_ARGS */
+    bool parallel;    /* the family may write several calls in one turn */
+    bool text_before; /* free text may come before the calls */
+} npl_tool_call_shape;
+
+const npl_tool_call_shape *npl_tool_call_shape_of(npl_tool_family f); /* NULL when out of range */
+
+/* One parsed call: arguments is a JSON object's text (compact,
+ * json.dumps separators); id is the model's own when it wrote one, else
+ * id_prefix + the call's index in the output. */
+typedef struct npl_tool_call {
+    const char *id, *name, *arguments;
+} npl_tool_call;
+
+/* Streamed output -> plain text and complete calls. Each call is handed to
+ * on_call as soon as its last byte arrives; text as soon as it cannot be
+ * the start of a call. Output that looks like a call but is not one
+ * (malformed JSON, no name, over NPL_TOOL_CALL_MAX bytes) is passed on as
+ * text. The pointers given to the callbacks are valid during the call. */
+#define NPL_TOOL_CALL_MAX (1u << 20)
+typedef struct npl_tool_parser npl_tool_parser;
+typedef void (*npl_tool_text_fn)(const char *text, size_t len, void *ctx);
+typedef void (*npl_tool_call_fn)(const npl_tool_call *call, void *ctx);
+
+/* id_prefix: NULL = "call_" (copied, at most 64 bytes). NULL when out of memory
+ * or the family is out of range. */
+npl_tool_parser *npl_tool_parser_new(npl_tool_family f, const char *id_prefix, npl_tool_text_fn on_text,
+                                     npl_tool_call_fn on_call, void *ctx);
+npl_status npl_tool_parser_feed(npl_tool_parser *p, const char *text, size_t len, npl_error *err);
+/* End of output: what is still held is decided (a call cut short is text). */
+npl_status npl_tool_parser_finish(npl_tool_parser *p, npl_error *err);
+size_t npl_tool_parser_calls(const npl_tool_parser *p); /* calls emitted so far */
+void npl_tool_parser_free(npl_tool_parser *p);
+
 /* ---- sampling --------------------------------------------------------- */
 
 typedef struct npl_sampler_params {

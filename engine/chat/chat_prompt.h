@@ -24,7 +24,8 @@ typedef struct npl_chat_render_in {
     const struct tm *now; /* NULL = npl_chat_now() */
 } npl_chat_render_in;
 
-/* Renders the template: messages, tools (only when given), bos_token,
+/* Renders the template: messages, tools (only when given), date_string
+ * ("26 Jul 2024" form, as llama.cpp passes it), bos_token,
  * eos_token, add_generation_prompt, enable_thinking and
  * tools_in_user_message (only when set), strftime_now(). */
 npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, npl_error *err);

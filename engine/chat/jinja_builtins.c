@@ -663,8 +663,10 @@ bool jtest(jrender *r, jframe *f, const jstr *name, const jv *in, const jv *args
 static jv select_reject(jrender *r, jframe *f, jv in, const jv *args, size_t n_args, bool by_attr, bool keep,
                         uint32_t line)
 {
-    jlist *l = jv_iterable(r, &in, line);
     jv out = jv_list(r->a);
+    if (in.k == JV_NONE || in.k == JV_UNDEF) /* as llama.cpp: functionary's `none | selectattr(...)` */
+        return out;
+    jlist *l = jv_iterable(r, &in, line);
     size_t a0 = by_attr ? 1 : 0;
     if (by_attr && n_args < 1)
         jfail(r->a, "line %u: selectattr/rejectattr need an attribute", line);
@@ -708,8 +710,8 @@ jv jfilter(jrender *r, jframe *f, const jstr *name, jv in, const jv *args, size_
         jv_to_json(&b, &in, &jo, 0);
         return str_v(jsb_done(&b));
     }
-    if (name_is(n, "trim"))
-        return strip(r, need_str(r, &in, "trim", line), ARG(0, "chars"), true, true, line);
+    if (name_is(n, "trim")) /* an undefined value trims to "" (jinja2: a missing description) */
+        return in.k == JV_UNDEF ? jv_cstr("") : strip(r, need_str(r, &in, "trim", line), ARG(0, "chars"), true, true, line);
     if (name_is(n, "length") || name_is(n, "count")) {
         switch (in.k) {
         case JV_STR: {

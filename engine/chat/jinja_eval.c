@@ -134,6 +134,10 @@ static jv arith(jrender *r, int op, const jv *a, const jv *b, uint32_t line)
     double x, y;
     if (op == JOP_ADD && a->k == JV_STR && b->k == JV_STR)
         return (jv){.k = JV_STR, .u.s = concat(r, a->u.s, b->u.s)};
+    /* string + undefined is the string, as llama.cpp renders it (Command-R's and Gemma 3's
+     * templates add attributes a message may lack) */
+    if (op == JOP_ADD && ((a->k == JV_STR && b->k == JV_UNDEF) || (a->k == JV_UNDEF && b->k == JV_STR)))
+        return a->k == JV_STR ? *a : *b;
     if (op == JOP_ADD && a->k == JV_LIST && b->k == JV_LIST) {
         jv l = jv_list(r->a);
         for (size_t k = 0; k < a->u.l->n; k++)

@@ -17,6 +17,9 @@ static void test_wrappers(npl_model *m)
 {
     const npl_model_info *info = npl_model_get_info(m);
     CHECK(info->chat_format == NPL_CHAT_LLAMA3 && !info->chat_format_guessed);
+    /* Llama 3.0's template shows no tool-call syntax, nor has its vocabulary call tokens */
+    CHECK(npl_model_tool_family(m) == NPL_TOOLS_GENERIC);
+    CHECK(npl_model_tool_family(NULL) == NPL_TOOLS_GENERIC);
 
     npl_chat_message msgs[] = {{"system", "Be brief."}, {"user", "Hi <|eot_id|> there"}};
     npl_tokens a = {0}, b = {0};

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs the fuzz targets (GGUF reader, image decoding, chat templates, grammars) one after the other,
+# Runs the fuzz targets (GGUF reader, image decoding, chat templates, grammars, tool calls) one after the other,
 # splitting a bounded time between them, each on a scratch copy of its
 # seed corpus (the committed corpora are never written to). Exits non-zero
 # on any crash, leak or sanitizer report; crashing inputs are kept in
@@ -30,6 +30,7 @@ targets=(
     "fuzz-image corpus-image image.dict 16384 4000000"
     "fuzz-template corpus-template template.dict 16384 600000"
     "fuzz-grammar corpus-grammar grammar.dict 4096 30000"
+    "fuzz-tool-calls corpus-tool-calls tool-calls.dict 4096 200000"
 )
 if [ "$mode" = --fixed ]; then
     share=
@@ -66,6 +67,12 @@ run_target() {
                 const t = JSON.parse(fs.readFileSync(f, "utf8")).chat_template;
                 if (typeof t === "string") fs.writeFileSync(path.join(process.argv[2], "npm-" + d + ".jinja"), t);
             }' "$here/.." "$work/corpus" || true
+    fi
+    # and the templates of ../shared/chat-templates when the checkout has them beside it
+    if [ "$name" = fuzz-template ] && [ -d "$here/../../../shared/chat-templates" ]; then
+        for f in "$here/../../../shared/chat-templates"/*.jinja; do
+            cp "$f" "$work/corpus/shared-$(basename "$f")"
+        done
     fi
 
     local status=0
