@@ -158,10 +158,14 @@ static void add_norm_task(void *ctx, size_t begin, size_t end, int thread)
         float *xn = c->m->fw.xn + i * e;
         if (c->delta) {
             const float *d = c->delta + i * e;
+            float rs = c->m->residual_scale;
             if (c->delta_norm_w) {
                 float ds = rms_scale(d, e, hp->rms_eps);
                 for (size_t j = 0; j < e; j++)
                     x[j] += (d[j] * ds) * c->delta_norm_w[j];
+            } else if (rs != 1.0f) {
+                for (size_t j = 0; j < e; j++)
+                    x[j] += d[j] * rs;
             } else {
                 for (size_t j = 0; j < e; j++)
                     x[j] += d[j];
@@ -202,11 +206,14 @@ static void rope_rotate_neox(float *h, const float *cs, uint32_t half)
     }
 }
 
-/* One Q or K head: the per-head norm when the layer has one, then RoPE. */
+/* One Q or K head: the per-head norm when the layer has one, then RoPE
+ * unless the layer has none (cs NULL). */
 static void norm_rope_head(const npl_model *m, float *h, const float *norm_w, const float *cs)
 {
     if (norm_w)
         head_norm(h, norm_w, m->hp.head_dim, m->hp.rms_eps);
+    if (!cs)
+        return;
     if (m->rope_neox)
         rope_rotate_neox(h, cs, m->hp.n_rot / 2);
     else
@@ -245,7 +252,7 @@ static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
     size_t hd = hp->head_dim, rb = m->kv_row_bytes;
     const float *table = L->local && fw->rope_swa ? fw->rope_swa : fw->rope;
     for (size_t i = begin; i < end; i++) {
-        const float *cs = table + i * hp->n_rot;
+        const float *cs = L->no_rope ? NULL : table + i * hp->n_rot;
         float *q = fw->q + i * q_dim(hp);
         float *k = fw->k + i * kv_dim(hp);
         float *v = fw->v + i * kv_dim(hp);
@@ -414,18 +421,20 @@ static void gated_ffn_task(void *ctx, size_t begin, size_t end, int thread)
                       fw->up + begin * f, (end - begin) * f);
 }
 
-/* cos/sin per rotated pair for each row's position. */
+/* cos/sin per rotated pair for each row's position, times the model's
+ * RoPE magnitude (phi3's LongRoPE attention factor; 1 elsewhere). */
 static void fill_rope_tables(npl_model *m, size_t n, const double *inv_freq, float *table)
 {
     const npl_hparams *hp = &m->hp;
     uint32_t half = hp->n_rot / 2;
+    double mscale = m->rope_mscale;
     for (size_t i = 0; i < n; i++) {
         float *cs = table + i * hp->n_rot;
         double pos = (double)m->fw.row_pos[i];
         for (uint32_t j = 0; j < half; j++) {
             double theta = pos * inv_freq[j];
-            cs[2 * j] = (float)cos(theta);
-            cs[2 * j + 1] = (float)sin(theta);
+            cs[2 * j] = (float)(cos(theta) * mscale);
+            cs[2 * j + 1] = (float)(sin(theta) * mscale);
         }
     }
 }
@@ -523,6 +532,10 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
         s->has_logits = true;
     }
     npl_matmul(pool, ws, &m->output, fw->xn + first_logit_row * e, e, n_out, fw->logit_out);
+    if (m->logit_scale != 1.0f)
+        for (size_t j = 0; j < n_out; j++)
+            for (size_t t = 0; t < hp->n_vocab; t++)
+                fw->logit_out[j][t] *= m->logit_scale;
 }
 
 /* ---- public entry points -------------------------------------------- */

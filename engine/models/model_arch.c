@@ -53,6 +53,21 @@ static const npl_arch_tensor qwen3_tensors[] = {ATTN_NORM, ATTN_QKV, QK_NORM, AT
 static const char *const refused_biases_moe[] = {
     "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_gate_inp.weight",
 };
+/* Granite's optional biases (in no published dense file), and MoE. */
+static const char *const refused_granite[] = {
+    "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias",
+    "ffn_gate_inp.weight",
+};
+/* Phi-3 / Phi-4: the fused projections are bound by its finish hook. */
+static const npl_arch_tensor phi3_tensors[] = {
+    ATTN_NORM, ATTN_OUT,
+    {"ffn_norm.weight", NPL_SHAPE_EMBD, LAYER(ffn_norm), false},
+    {"ffn_down.weight", NPL_SHAPE_FF_EMBD, LAYER(w_down), false},
+};
+static const char *const refused_phi3[] = {
+    "attn_qkv.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_up.bias", "ffn_down.bias",
+    "ffn_gate_inp.weight",
+};
 static const char *const refused_o_bias_moe[] = {"attn_output.bias", "ffn_gate_inp.weight"};
 
 static const npl_arch arches[] = {
@@ -90,6 +105,30 @@ static const npl_arch arches[] = {
         .n_refused = COUNT(refused_o_bias_moe),
         .rope = NPL_ROPE_NEOX,
         .ffn = NPL_FFN_SILU,
+    },
+    /* Llama's graph with multipliers (model_granite.c), without RoPE in
+     * every fourth layer (model_smollm3.c), with fused projections and
+     * LongRoPE (model_phi3.c). */
+    {
+        .name = "granite", .default_rope_base = 10000.0f,
+        .read_extra = npl_granite_read_extra, .finish = npl_granite_finish,
+        .tensors = llama_tensors, .n_tensors = COUNT(llama_tensors),
+        .refused = refused_granite, .n_refused = COUNT(refused_granite),
+        .rope_freqs = true, .rope = NPL_ROPE_NORM, .ffn = NPL_FFN_SILU,
+    },
+    {
+        .name = "smollm3", .default_rope_base = 10000.0f,
+        .read_extra = npl_llama_read_extra, .finish = npl_smollm3_finish,
+        .tensors = llama_tensors, .n_tensors = COUNT(llama_tensors),
+        .refused = refused_biases_moe, .n_refused = COUNT(refused_biases_moe),
+        .rope = NPL_ROPE_NORM, .ffn = NPL_FFN_SILU,
+    },
+    {
+        .name = "phi3", .default_rope_base = 10000.0f,
+        .read_extra = npl_phi3_read_extra, .finish = npl_phi3_finish,
+        .tensors = phi3_tensors, .n_tensors = COUNT(phi3_tensors),
+        .refused = refused_phi3, .n_refused = COUNT(refused_phi3),
+        .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_SILU,
     },
     {
         .name = "qwen3",
@@ -247,6 +286,10 @@ npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err)
 
     m->embd_scale = 1.0f;
     m->attn_scale = 0.0f;
+    m->residual_scale = 1.0f;
+    m->logit_scale = 1.0f;
+    m->rope_mscale = 1.0f;
+    m->npu_refusal = NULL;
     m->rope_neox = a->rope == NPL_ROPE_NEOX;
     m->ffn_gelu = a->ffn == NPL_FFN_GELU;
     hp->rope_scale = 1.0f;

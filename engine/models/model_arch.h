@@ -89,10 +89,15 @@ npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err);
 /* "<arch>.<key>" = v as a rope base, or an error naming the key. */
 npl_status npl_arch_check_rope_base(const npl_binder *b, const char *key, float v);
 
-/* engine/models/model_llama.c, engine/models/model_gemma3.c: the families' hooks. */
+/* engine/models/model_<family>.c: the families' hooks. */
 npl_status npl_llama_read_extra(npl_binder *b);
 npl_status npl_gemma3_prepare(npl_binder *b);
 npl_status npl_gemma3_read_extra(npl_binder *b);
 npl_status npl_gemma3_finish(npl_binder *b);
+npl_status npl_granite_read_extra(npl_binder *b);
+npl_status npl_granite_finish(npl_binder *b);
+npl_status npl_smollm3_finish(npl_binder *b);
+npl_status npl_phi3_read_extra(npl_binder *b);
+npl_status npl_phi3_finish(npl_binder *b);
 
 #endif

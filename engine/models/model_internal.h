@@ -58,6 +58,7 @@ typedef struct npl_layer {
     bool local;                  /* sliding-window layer (hp.n_swa) */
     /* qwen2; NULL otherwise. */
     const float *bq, *bk, *bv;   /* biases added to the Q, K and V projections */
+    bool no_rope;                /* Q and K enter attention unrotated (smollm3's every fourth layer) */
 } npl_layer;
 
 /* Scratch for one forward step of up to `rows` tokens; one set per model
@@ -123,6 +124,10 @@ struct npl_model {
     float attn_scale;  /* multiplies q.k */
     bool rope_neox;    /* RoPE pairs (x[i], x[i + n_rot/2]) instead of (x[2i], x[2i+1]) */
     bool ffn_gelu;     /* GELU(tanh)-gated FFN instead of SiLU-gated */
+    float residual_scale; /* each sub-layer output is multiplied by it before the residual add (granite) */
+    float logit_scale;    /* logits are multiplied by it (granite: 1 / granite.logit_scale) */
+    float rope_mscale;    /* rotated dimensions of Q and K are multiplied by it (phi3: rope.scaling.attn_factor) */
+    const char *npu_refusal; /* what of the architecture the NPU kernels lack (static text), NULL when none */
     double *rope_inv_freq_swa; /* n_rot / 2, local layers; NULL without them */
 
     npl_kv_format kv_format; /* of every sequence's KV cache (npl_model_params.kv_type) */

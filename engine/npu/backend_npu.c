@@ -283,6 +283,10 @@ static npl_status init_base_shape(npl_backend_npu *b, npl_error *err)
         return npl_error_set(err, NPL_ERR_UNSUPPORTED,
                              "npu: n_embd = %u is not a multiple of 32, which the device's "
                              "argument alignment needs (bf16 rows)", hp->n_embd);
+    /* Variations without a kernel variant yet (the architecture's hook
+     * names them): the CPU runs those. */
+    if (m->npu_refusal)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "npu: %s is not supported", m->npu_refusal);
     /* The kernels' variants are flags of the shape, model-wide. */
     const npl_layer *L0 = &m->layers[0];
     bool qk_norm = L0->attn_q_norm != NULL, post_norms = L0->post_attn_norm != NULL;

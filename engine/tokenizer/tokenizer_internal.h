@@ -29,9 +29,11 @@ enum {
 };
 
 typedef enum npl_pretok_kind {
-    NPL_PRETOK_LLAMA3 = 1, /* also the fallback for unknown names */
+    NPL_PRETOK_LLAMA3 = 1, /* also for files without tokenizer.ggml.pre */
     NPL_PRETOK_QWEN2 = 2,
     NPL_PRETOK_SMOLLM = 3, /* GPT-2's rules with digits one by one (SmolLM2, StarCoder) */
+    NPL_PRETOK_TEKKEN = 4, /* Mistral's: camel case split, digits one by one */
+    NPL_PRETOK_GPT4O = 5,  /* o200k: camel case split with contractions, digits by three */
 } npl_pretok_kind;
 
 /* Upper bound on tokens and on merges (real vocabularies have < 1M);
@@ -59,9 +61,6 @@ typedef struct npl_tokenizer_spec {
 /* Spec with every id -1 and every flag at "default". */
 void npl_tokenizer_spec_init(npl_tokenizer_spec *spec);
 npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *err);
-/* Why the tokenizer deviates from the reference, "" when it does not
- * (e.g. an unknown pre-tokenizer name replaced by llama-bpe). */
-const char *npl_tokenizer_note(const npl_tokenizer *tok);
 
 /* Open-addressing map from token text to id. A slot holds the text's
  * hash in the high half and id + 1 in the low half (0 = empty), so most
@@ -107,7 +106,6 @@ struct npl_tokenizer {
     npl_tokenizer_kind kind;
     char pre_name[64];
     npl_pretok_kind pretok;
-    char note[160];
 
     int32_t n_vocab;
     npl_str *text;     /* per token (views) */

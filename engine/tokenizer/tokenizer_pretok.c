@@ -49,6 +49,36 @@ static const char smollm_pattern[] =
     "| ?[^\\s\\p{L}\\p{N}]+"
     "|\\s+(?![^\\s\\p{N}])";
 
+/* Tekken (Mistral Nemo, Small 3.x) as the reference runs it: the
+ * published pattern's upper/lower letter classes become "a letter that is
+ * not a-z" and "a letter that is not A-Z", so every letter outside ASCII
+ * counts as both (an accented capital does not start a new word). */
+#define CASED_WORDS                                                                                \
+    "[^\\r\\n\\p{L}\\p{N}]?(?:(?=\\p{L})[^a-z])*(?:(?=\\p{L})[^A-Z])+" CONTRACTION                 \
+    "|[^\\r\\n\\p{L}\\p{N}]?(?:(?=\\p{L})[^a-z])+(?:(?=\\p{L})[^A-Z])*" CONTRACTION
+#define CONTRACTION ""
+static const char tekken_pattern[] =
+    CASED_WORDS
+    "|\\p{N}"
+    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*"
+    "|\\s*[\\r\\n]+"
+    "|\\s+(?!\\S)"
+    "|\\s+";
+#undef CONTRACTION
+
+/* GPT-4o's o200k (Phi-4-mini, Llama 4): Tekken's words, each with an
+ * optional contraction, and digits in threes. */
+#define CONTRACTION "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+static const char gpt4o_pattern[] =
+    CASED_WORDS
+    "|\\p{N}{1,3}"
+    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*"
+    "|\\s*[\\r\\n]+"
+    "|\\s+(?!\\S)"
+    "|\\s+";
+#undef CONTRACTION
+#undef CASED_WORDS
+
 /* Letters (L) and numbers (N) assigned in Unicode 15.0 and 15.1, which
  * PCRE2 10.42 does not know yet. */
 typedef struct cp_range {
@@ -95,6 +125,8 @@ npl_status npl_pretok_compile(npl_tokenizer *tok, npl_error *err)
 {
     const char *pattern = tok->pretok == NPL_PRETOK_QWEN2    ? qwen2_pattern
                           : tok->pretok == NPL_PRETOK_SMOLLM ? smollm_pattern
+                          : tok->pretok == NPL_PRETOK_TEKKEN ? tekken_pattern
+                          : tok->pretok == NPL_PRETOK_GPT4O  ? gpt4o_pattern
                                                              : llama3_pattern;
     int code;
     PCRE2_SIZE offset;

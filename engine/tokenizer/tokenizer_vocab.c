@@ -251,20 +251,60 @@ void npl_tokenizer_spec_init(npl_tokenizer_spec *spec)
     spec->add_bos = spec->add_eos = spec->add_space_prefix = -1;
 }
 
-/* Pre-tokenizer names that mean the Llama 3 / Qwen2 split rules. */
-static const char *const llama3_pre_names[] = {
-    "llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
-    "jina-v5-nano", NULL};
-static const char *const qwen2_pre_names[] = {
-    "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open", NULL};
-static const char *const smollm_pre_names[] = {"smollm", NULL}; /* the others of its split rules clean spaces when detokenizing */
+/* Pre-tokenizer names (tokenizer.ggml.pre) the engine knows, as the
+ * reference maps them: the split rules, whether a pre-token that is a
+ * vocabulary entry is taken whole, and whether BOS is added by default.
+ * Names whose rules differ from these only in detokenization cleanup
+ * (which streaming, token by token, never applies) share their entry. */
+typedef struct pre_name {
+    const char *name;
+    npl_pretok_kind kind;
+    bool ignore_merges, add_bos;
+} pre_name;
 
-static bool name_in(const char *name, const char *const *list)
+static const pre_name pre_names[] = {
+    {"llama-bpe", NPL_PRETOK_LLAMA3, true, true},
+    {"llama3", NPL_PRETOK_LLAMA3, true, true},
+    {"llama-v3", NPL_PRETOK_LLAMA3, true, true},
+    {"falcon3", NPL_PRETOK_LLAMA3, true, true},
+    {"falcon-h1", NPL_PRETOK_LLAMA3, true, true},
+    {"pixtral", NPL_PRETOK_LLAMA3, true, true},
+    {"midm-2.0", NPL_PRETOK_LLAMA3, true, true},
+    {"lfm2", NPL_PRETOK_LLAMA3, true, true},
+    {"jina-v5-nano", NPL_PRETOK_LLAMA3, true, true},
+    /* Llama 3's split without its merge and BOS rules (Phi-4's cl100k) */
+    {"dbrx", NPL_PRETOK_LLAMA3, false, false},
+    {"smaug-bpe", NPL_PRETOK_LLAMA3, false, false},
+    {"qwen2", NPL_PRETOK_QWEN2, false, false},
+    {"deepseek-r1-qwen", NPL_PRETOK_QWEN2, false, false},
+    {"kormo", NPL_PRETOK_QWEN2, false, false},
+    {"f2llmv2", NPL_PRETOK_QWEN2, false, false},
+    {"megrez", NPL_PRETOK_QWEN2, false, false},
+    {"stablelm2", NPL_PRETOK_QWEN2, false, false},
+    {"hunyuan", NPL_PRETOK_QWEN2, false, false},
+    {"solar-open", NPL_PRETOK_QWEN2, false, false},
+    /* StarCoder's rules: SmolLM2, Granite 3.x ("refact") */
+    {"smollm", NPL_PRETOK_SMOLLM, false, false},
+    {"refact", NPL_PRETOK_SMOLLM, false, false},
+    {"starcoder", NPL_PRETOK_SMOLLM, false, false},
+    {"command-r", NPL_PRETOK_SMOLLM, false, false},
+    {"codeshell", NPL_PRETOK_SMOLLM, false, false},
+    {"exaone", NPL_PRETOK_SMOLLM, false, false},
+    {"minerva-7b", NPL_PRETOK_SMOLLM, false, false},
+    /* Mistral Nemo, Small 3.x, Ministral */
+    {"tekken", NPL_PRETOK_TEKKEN, true, true},
+    /* o200k: Phi-4-mini, Llama 4 */
+    {"gpt-4o", NPL_PRETOK_GPT4O, false, false},
+    {"llama4", NPL_PRETOK_GPT4O, false, false},
+    {"minimax-m2", NPL_PRETOK_GPT4O, false, false},
+};
+
+static const pre_name *find_pre_name(const char *name)
 {
-    for (; *list; list++)
-        if (!strcmp(name, *list))
-            return true;
-    return false;
+    for (size_t i = 0; i < sizeof pre_names / sizeof *pre_names; i++)
+        if (!strcmp(name, pre_names[i].name))
+            return &pre_names[i];
+    return NULL;
 }
 
 static int32_t id_or_default(const npl_tokenizer *tok, int32_t given, int32_t fallback)
@@ -326,20 +366,21 @@ npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *er
 
     bool default_add_bos = spm;
     if (!spm) {
+        /* A file without the key is split as Llama 3 (the oldest BPE
+         * conversions carry none); a name we do not know is refused: a
+         * different split gives different tokens, silently. */
         const char *pre = spec->pre ? spec->pre : "llama-bpe";
         snprintf(tok->pre_name, sizeof tok->pre_name, "%s", pre);
-        if (name_in(pre, qwen2_pre_names)) {
-            tok->pretok = NPL_PRETOK_QWEN2;
-        } else if (name_in(pre, smollm_pre_names)) {
-            tok->pretok = NPL_PRETOK_SMOLLM;
-        } else {
-            tok->pretok = NPL_PRETOK_LLAMA3;
-            tok->ignore_merges = true;
-            default_add_bos = true;
-            if (!name_in(pre, llama3_pre_names))
-                snprintf(tok->note, sizeof tok->note,
-                         "unknown pre-tokenizer '%.60s': using llama-bpe rules", pre);
+        const pre_name *p = find_pre_name(pre);
+        if (!p) {
+            npl_error_set(err, NPL_ERR_UNSUPPORTED,
+                          "tokenizer: pre-tokenizer '%.60s' is not supported (known: llama-bpe, dbrx, qwen2, "
+                          "smollm, refact, tekken, gpt-4o and their aliases)", pre);
+            goto fail;
         }
+        tok->pretok = p->kind;
+        tok->ignore_merges = p->ignore_merges;
+        default_add_bos = p->add_bos;
     } else {
         snprintf(tok->pre_name, sizeof tok->pre_name, "%s", spec->pre ? spec->pre : "default");
     }
@@ -378,9 +419,4 @@ void npl_tokenizer_free(npl_tokenizer *tok)
     free(tok->attr);
     free(tok->text);
     free(tok);
-}
-
-const char *npl_tokenizer_note(const npl_tokenizer *tok)
-{
-    return tok->note;
 }

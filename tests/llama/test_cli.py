@@ -54,6 +54,14 @@ def case_unsupported_architecture():
     expect_error([path, "--info"], 2, "architecture 'mamba' is not supported")
 
 
+def case_unknown_pretokenizer():
+    """A pre-tokenizer name the engine does not know is refused by name,
+    never replaced by another split (ListModels shows the same reason)."""
+    path = variant("unknown-pre", lambda g: g.set_kv("tokenizer.ggml.pre", gguf_patch.STRING, b"some-future-bpe"))
+    expect_error([path, "--prompt", "hi"], 2, "pre-tokenizer 'some-future-bpe' is not supported")
+    expect_error([path, "--info"], 2, "pre-tokenizer 'some-future-bpe' is not supported")
+
+
 def case_bad_tensor_shape():
     def shrink(g):
         t = g.tensor("blk.1.attn_k.weight")

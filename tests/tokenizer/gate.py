@@ -83,8 +83,9 @@ def run_oracle_mjs(node, oracle, model, texts, parse_special):
 
 def with_pre(src, dst, pre):
     """Copy of a vocab-only GGUF with tokenizer.ggml.pre replaced (the
-    Qwen2 and SmolLM split rules run on the Llama 3 vocabulary: the
-    vocabulary does not matter to the splitter)."""
+    Qwen2, SmolLM, Tekken... split rules run on the Llama 3 vocabulary: the
+    splitter does not depend on the vocabulary, and no npm package ships
+    Tekken's)."""
     data = open(src, "rb").read()
     key = b"tokenizer.ggml.pre"
     at = data.find(struct.pack("<Q", len(key)) + key + struct.pack("<I", 8))
@@ -138,12 +139,14 @@ def main():
     ap.add_argument("--addon", required=True)
     ap.add_argument("--node", required=True)
     ap.add_argument("--oracle", required=True)
-    ap.add_argument("--split-rules-on", help="also test the Qwen2 and SmolLM split rules on this BPE vocabulary")
+    ap.add_argument("--split-rules-on", help="also test the --split-rules pre-tokenizers on this BPE vocabulary")
+    ap.add_argument("--split-rules", default="qwen2,smollm",
+                    help="comma-separated tokenizer.ggml.pre names for --split-rules-on")
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
     tmp = tempfile.TemporaryDirectory(prefix="tok-gate-")
     models = list(a.models)
-    for pre in ["qwen2", "smollm"] if a.split_rules_on else []:
+    for pre in a.split_rules.split(",") if a.split_rules_on else []:
         q = os.path.join(tmp.name, pre + "-split-on-" + os.path.basename(a.split_rules_on))
         with_pre(a.split_rules_on, q, pre)
         models.append(q)
