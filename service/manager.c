@@ -74,7 +74,7 @@ static const char *default_model_name(NpdDaemon *d)
 {
     if (d->cfg->default_model != NULL && d->cfg->default_model[0] != '\0')
         return d->cfg->default_model;
-    const NpdModelEntry *e = npd_model_catalog_default(d->catalog);
+    const NpdModelEntry *e = npd_model_catalog_default(d->catalog, NULL);
     return e != NULL ? e->name : NULL;
 }
 
@@ -449,6 +449,9 @@ static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv,
 static GVariant *list_models(NpdDaemon *d)
 {
     g_autoptr(GPtrArray) models = npd_model_catalog_list(d->catalog);
+    const char *configured = d->cfg->default_model != NULL && d->cfg->default_model[0] ? d->cfg->default_model : NULL;
+    const char *because = "configured ([Models] Default)";
+    const NpdModelEntry *def = configured == NULL ? npd_model_catalog_pick_default(models, &because) : NULL;
     GVariantBuilder b;
     g_variant_builder_init(&b, G_VARIANT_TYPE("aa{sv}"));
     for (guint i = 0; i < models->len; i++) {
@@ -466,6 +469,9 @@ static GVariant *list_models(NpdDaemon *d)
         g_variant_builder_add(&b, "{sv}", "file_size", g_variant_new_uint64(e->file_size));
         g_variant_builder_add(&b, "{sv}", "supported", g_variant_new_boolean(e->supported));
         g_variant_builder_add(&b, "{sv}", "reason", g_variant_new_string(e->reason));
+        g_variant_builder_add(&b, "{sv}", "administrator", g_variant_new_boolean(e->administrators));
+        if (e == def || (configured != NULL && strcmp(e->name, configured) == 0))
+            g_variant_builder_add(&b, "{sv}", "default_because", g_variant_new_string(because));
         g_variant_builder_close(&b);
     }
     return g_variant_new("(aa{sv})", &b);

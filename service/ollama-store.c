@@ -17,6 +17,7 @@ void npd_ollama_model_free(NpdOllamaModel *m)
     if (m == NULL)
         return;
     g_free(m->name);
+    g_free(m->manifest);
     g_free(m->model);
     g_free(m->projector);
     g_free(m);
@@ -152,6 +153,7 @@ static NpdOllamaModel *parse_manifest(const char *store, int dirfd, const char *
     }
     g_autoptr(NpdOllamaModel) m = g_new0(NpdOllamaModel, 1);
     m->name = g_strdup(name);
+    m->manifest = g_strdup(path);
     JsonArray *layers = json_node_get_array(layers_node);
     for (guint i = 0; i < json_array_get_length(layers); i++) {
         JsonNode *ln = json_array_get_element(layers, i);

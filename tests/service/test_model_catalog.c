@@ -10,6 +10,11 @@
  *    store) are skipped without blocking or growing the scan (issue #34:
  *    the FIFO hung the main thread, /dev/zero grew it to GBs); an alarm
  *    turns a hang into a failure.
+ *  - default: with no Default= configured, a model in a root anyone can
+ *    write to ("0", listed first) is not the default while an
+ *    administrator's model exists ("zeta" in a later root); without one,
+ *    the first by root order (issue #34: "0:latest" in a writable store
+ *    became every user's default).
  *
  *   test-model-catalog CASE MODEL.gguf */
 #include <errno.h>
@@ -63,7 +68,7 @@ static int case_uaf(const char *model)
     const gchar *dirs[] = {dir, NULL};
     NpdModelCatalog *cat = npd_model_catalog_new(dirs);
     for (long round = 1; round <= 3; round++) {
-        const NpdModelEntry *def = npd_model_catalog_default(cat);
+        const NpdModelEntry *def = npd_model_catalog_default(cat, NULL);
         g_assert_nonnull(def);
         const char *name = def->name; /* borrowed, as manager.c's default_model_name */
         touch_later(path, round);
@@ -198,10 +203,45 @@ static int case_ollama(const char *model)
     return 0;
 }
 
+static int case_default(const char *model)
+{
+    g_autofree gchar *shared = make_dir_with_model(model, "0");
+    g_assert_cmpint(chmod(shared, 0777), ==, 0);
+    g_autofree gchar *admin = make_dir_with_model(model, "zeta");
+    const gchar *dirs[] = {shared, admin, NULL};
+    NpdModelCatalog *cat = npd_model_catalog_new(dirs);
+    const char *because = NULL;
+    const NpdModelEntry *def = npd_model_catalog_default(cat, &because);
+    g_assert_nonnull(def);
+    g_assert_cmpstr(def->name, ==, "zeta");
+    g_assert_true(def->administrators);
+    g_assert_nonnull(strstr(because, "administrator's first model"));
+
+    /* a file anyone may rewrite is not the administrator's either */
+    g_autofree gchar *zeta = g_build_filename(admin, "zeta.gguf", NULL);
+    g_assert_cmpint(chmod(zeta, 0666), ==, 0);
+    def = npd_model_catalog_default(cat, &because);
+    g_assert_nonnull(def);
+    g_assert_cmpstr(def->name, ==, "0");
+    g_assert_false(def->administrators);
+    g_assert_nonnull(strstr(because, "no administrator's model"));
+
+    /* both writable: root order, then name (the admin root is second) */
+    g_autofree gchar *extra = g_build_filename(admin, "a.gguf", NULL);
+    g_assert_cmpint(link(zeta, extra), ==, 0);
+    def = npd_model_catalog_default(cat, NULL);
+    g_assert_cmpstr(def->name, ==, "0");
+    npd_model_catalog_free(cat);
+    remove_tree(shared);
+    remove_tree(admin);
+    printf("ok default\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: test-model-catalog uaf|transient|ollama MODEL.gguf\n");
+        fprintf(stderr, "usage: test-model-catalog uaf|transient|ollama|default MODEL.gguf\n");
         return 2;
     }
     if (strcmp(argv[1], "uaf") == 0)
@@ -210,6 +250,8 @@ int main(int argc, char **argv)
         return case_transient(argv[2]);
     if (strcmp(argv[1], "ollama") == 0)
         return case_ollama(argv[2]);
+    if (strcmp(argv[1], "default") == 0)
+        return case_default(argv[2]);
     fprintf(stderr, "unknown case %s\n", argv[1]);
     return 2;
 }

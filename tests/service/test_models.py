@@ -123,6 +123,11 @@ class ModelsTest(ServiceTestCase):
         self.assertIn("not supported", m["reason"])
         # never the default, although its name sorts first
         self.assertEqual(c.prop("DefaultModel"), LMSTUDIO)
+        # ListModels says which model is the default and by which rule
+        models = self.models(c)
+        self.assertEqual([n for n, e in models.items() if "default_because" in e], [LMSTUDIO])
+        self.assertIn("by directory order, then name", models[LMSTUDIO]["default_because"])
+        self.assertTrue(all(isinstance(e["administrator"], bool) for e in models.values()))
         msg = self.assertDBusError("org.npullm.Error.NotSupported", c.generate, "hi",
                                    variant_dict({"model": ("s", MAMBA)}))
         self.assertIn("mamba", msg)
