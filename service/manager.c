@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "call-fds.h"
+#include "fd-filesystem.h"
 #include "image-input.h"
 #include "manager-call.h"
 #include "model-install.h"
@@ -48,8 +49,21 @@ static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv, const 
     return p;
 }
 
+/* Takes the call's descriptors for the check before fds_checked (owned by
+ * p until it takes them). */
+void npd_pending_call_take_fds(NpdPendingCall *p, const int *fds, guint n, NpdMethodFdsChecked fds_checked)
+{
+    p->unchecked_fds = g_array_sized_new(FALSE, FALSE, sizeof(int), n);
+    g_array_append_vals(p->unchecked_fds, fds, n);
+    p->fds_checked = fds_checked;
+}
+
 static void pending_free(PendingCall *p)
 {
+    for (guint i = 0; p->unchecked_fds != NULL && i < p->unchecked_fds->len; i++)
+        if (g_array_index(p->unchecked_fds, int, i) >= 0)
+            close(g_array_index(p->unchecked_fds, int, i));
+    g_clear_pointer(&p->unchecked_fds, g_array_unref);
     pending_free_image(p);
     if (p->op != NULL)
         p->op_free(p->op);
@@ -356,9 +370,26 @@ static gboolean prepare_complete(NpdDaemon *d, GDBusMethodInvocation *inv, Pendi
     return prepare_single_turn(d, p, params, NPD_CALL_COMPLETE, error);
 }
 
+/* Once their filesystems are known not to stall: the images'
+ * descriptors checked and made the daemon's own (image-input.c). */
+static gboolean images_checked(PendingCall *p, GError **error)
+{
+    p->image_src = g_ptr_array_new_with_free_func((GDestroyNotify)npd_image_source_free);
+    gboolean ok = TRUE;
+    for (guint i = 0; i < p->unchecked_fds->len; i++) {
+        /* each takes its descriptor, also after a failure */
+        int fd = g_array_index(p->unchecked_fds, int, i);
+        g_array_index(p->unchecked_fds, int, i) = -1;
+        NpdImageSource *src = npd_image_source_new(fd, p->daemon->cfg->max_image_bytes, ok ? error : NULL);
+        ok = ok && src != NULL;
+        g_ptr_array_add(p->image_src, src);
+    }
+    return ok;
+}
+
 /* The images: a slot of the image budget first (Busy when the user or
  * everyone has too many images in flight), then the descriptors the
- * handles name, checked and made the daemon's own (image-input.c). */
+ * handles name, checked once their filesystems are (images_checked). */
 static gboolean take_images(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, const gint32 *handles, guint n,
                             GError **error)
 {
@@ -368,15 +399,8 @@ static gboolean take_images(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCal
     g_autofree int *fds = g_new(int, n);
     if (!npd_call_fds_take(inv, handles, n, fds, error))
         return FALSE;
-    p->image_src = g_ptr_array_new_with_free_func((GDestroyNotify)npd_image_source_free);
-    gboolean ok = TRUE;
-    for (guint i = 0; i < n; i++) {
-        /* each takes its descriptor, also after a failure */
-        NpdImageSource *src = npd_image_source_new(fds[i], d->cfg->max_image_bytes, ok ? error : NULL);
-        ok = ok && src != NULL;
-        g_ptr_array_add(p->image_src, src);
-    }
-    return ok;
+    npd_pending_call_take_fds(p, fds, n, images_checked);
+    return TRUE;
 }
 
 /* The model must have a vision projector beside it (NAME.mmproj.gguf). */
@@ -626,7 +650,23 @@ static const NpdManagerMethod *find_method(const char *name)
     return NULL;
 }
 
-/* Validates (prepare), then polkit, then run; or reply for the methods
+static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data)
+{
+    PendingCall *p = data;
+    g_autoptr(GError) error = NULL;
+    g_autofree int *fds = npd_fd_filesystem_check_finish(res, &error);
+    if (fds != NULL)
+        memcpy(p->unchecked_fds->data, fds, p->unchecked_fds->len * sizeof(int));
+    if (fds == NULL || !p->fds_checked(p, &error)) {
+        g_dbus_method_invocation_return_gerror(p->invocation, error);
+        pending_free(p);
+        return;
+    }
+    authorize_then(p->daemon, p->invocation, p);
+}
+
+/* Validates (prepare), checks the filesystems of the descriptors it took
+ * off the main thread, then polkit, then run; or reply for the methods
  * that need no authorization. */
 static void dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m, GVariant *params)
 {
@@ -639,6 +679,12 @@ static void dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerM
     if (!m->prepare(d, inv, p, params, &error)) {
         g_dbus_method_invocation_return_gerror(inv, error);
         pending_free(p);
+        return;
+    }
+    if (p->unchecked_fds != NULL) {
+        p->invocation = inv;
+        npd_fd_filesystem_check_async((int *)(gpointer)p->unchecked_fds->data, p->unchecked_fds->len,
+                                      p->client->uid, fds_checked_cb, p);
         return;
     }
     authorize_then(d, inv, p);

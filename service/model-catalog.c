@@ -236,6 +236,12 @@ static gboolean named_as_projector(const char *file)
     return g_str_has_suffix(file, MMPROJ_SUFFIX) || g_str_has_prefix(file, "mmproj");
 }
 
+gboolean npd_model_name_is_projectors(const char *name)
+{
+    g_autofree gchar *file = g_strconcat(name, MODEL_SUFFIX, NULL);
+    return named_as_projector(file);
+}
+
 /* The model NAME for FILE = "NAME.gguf", or NULL (reported) when NAME is
  * not a valid model name. */
 static gchar *name_of_file(Scan *s, const char *path, const char *file)

@@ -59,6 +59,11 @@ void npd_model_catalog_set_changed_func(NpdModelCatalog *cat, NpdModelCatalogCha
  * duplicate names. The array is the caller's, its entries the catalog's. */
 GPtrArray *npd_model_catalog_list(NpdModelCatalog *cat);
 
+/* Whether NAME.gguf would be taken for a vision projector's file
+ * (NAME ending in ".mmproj" or starting with "mmproj"), never listed as a
+ * model: AddModel refuses such names. */
+gboolean npd_model_name_is_projectors(const char *name);
+
 /* Scans the roots now (ModelsChanged when the list changed). */
 void npd_model_catalog_rescan(NpdModelCatalog *cat);
 

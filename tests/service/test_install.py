@@ -128,6 +128,11 @@ class InstallTest(InstallTestBase):
         # refused at the call: a taken name, a bad name, no regular file, an unknown option
         for name in ("tiny", "../evil", ""):
             self.assertDBusError("org.npullm.Error.InvalidArgument", self.add, c, model, name)
+        # names the catalog never lists as models (vision projectors' files):
+        # installed, RemoveModel could not find them again (issue #34)
+        for name in ("vision.mmproj", "mmproj-f16", "mmproj"):
+            msg = self.assertDBusError("org.npullm.Error.InvalidArgument", self.add, c, model, name)
+            self.assertIn("vision projector", msg)
         r, w = os.pipe()
         try:
             fds = Gio.UnixFDList.new()
