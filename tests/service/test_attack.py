@@ -292,6 +292,26 @@ class AttackTest(VisionDaemonCase):
         self.assertIn("files on fuse filesystems are not accepted", msg)
         self.assert_still_serving()
 
+    def test_disconnects_do_not_flood_the_journal(self):
+        """Thirty clients that each leave with a request running or
+        queued: the daemon cancels them all but writes at most 10 journal
+        lines about it per minute (issue #34: one line each let a user
+        flood the log)."""
+        def lines():
+            with open(self.daemon.log_path) as f:
+                return f.read().count("disconnected; cancelling")
+        before = lines()
+        for _ in range(30):
+            c = tb.Client(self.bus)
+            c.generate("Hello", variant_dict(dict(GREEDY, max_tokens=("u", 400))))
+            c.close()
+        c = self.client()
+        self.wait_idle(c)
+        written = lines() - before
+        print("# %d journal lines for 30 disconnects" % written)
+        self.assertLessEqual(written, 10)  # (earlier cases may have used some of the minute's lines)
+        self.assert_still_serving()
+
     # ---- 5: decoding off the engine thread ------------------------------------
 
     def test_jpeg_scans(self):
