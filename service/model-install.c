@@ -304,10 +304,18 @@ static gboolean install(Job *j, GError **error)
     return ok;
 }
 
+/* One install at a time: two that each fit alone would otherwise both
+ * pass the free-space check and then both run out (their fallocate or
+ * writes interleaved); the second waits and checks what the first left. */
+static GMutex install_lock;
+
 static void install_thread(GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
 {
     GError *error = NULL;
-    if (install(data, &error))
+    g_mutex_lock(&install_lock);
+    gboolean ok = install(data, &error);
+    g_mutex_unlock(&install_lock);
+    if (ok)
         g_task_return_boolean(task, TRUE);
     else
         g_task_return_error(task, error);
