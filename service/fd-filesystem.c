@@ -13,6 +13,7 @@ typedef struct {
     guint32 uid;
     GTask *task;       /* NULL once answered (in time or not) */
     GSource *deadline;
+    GMainContext *context; /* the caller's, where the answer is given */
     gchar *problem;    /* set by the thread: why the descriptors are refused */
 } Check;
 
@@ -54,6 +55,8 @@ static void close_fds(Check *c)
 static void check_free(Check *c)
 {
     close_fds(c);
+    if (c->context != NULL)
+        g_main_context_unref(c->context);
     g_free(c->problem);
     g_free(c);
 }
@@ -125,7 +128,12 @@ static gpointer check_thread(gpointer data)
     }
     if (c->problem != NULL)
         close_fds(c);
-    g_main_context_invoke_full(NULL, G_PRIORITY_DEFAULT, thread_answered, c, (GDestroyNotify)check_free);
+    /* an idle source, not g_main_context_invoke: that would run the
+     * answer right here whenever the main thread is between iterations */
+    GSource *idle = g_idle_source_new();
+    g_source_set_callback(idle, thread_answered, c, (GDestroyNotify)check_free);
+    g_source_attach(idle, c->context);
+    g_source_unref(idle);
     return NULL;
 }
 
@@ -139,6 +147,7 @@ void npd_fd_filesystem_check_async(int *fds, guint n, guint32 uid, GAsyncReadyCa
     guint mine = GPOINTER_TO_UINT(g_hash_table_lookup(per_user, GUINT_TO_POINTER(uid)));
     Check *c = g_new0(Check, 1);
     c->uid = uid;
+    c->context = g_main_context_ref_thread_default();
     c->n = MIN(n, NPD_FD_CHECK_MAX);
     for (guint i = 0; i < n; i++) {
         if (i < c->n)
@@ -165,7 +174,7 @@ void npd_fd_filesystem_check_async(int *fds, guint n, guint32 uid, GAsyncReadyCa
     g_hash_table_insert(per_user, GUINT_TO_POINTER(uid), GUINT_TO_POINTER(mine + 1));
     c->deadline = g_timeout_source_new(NPD_FD_CHECK_TIMEOUT_MS);
     g_source_set_callback(c->deadline, deadline_passed, c, NULL);
-    g_source_attach(c->deadline, NULL);
+    g_source_attach(c->deadline, c->context);
 }
 
 int *npd_fd_filesystem_check_finish(GAsyncResult *result, GError **error)

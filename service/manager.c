@@ -370,8 +370,24 @@ static gboolean prepare_complete(NpdDaemon *d, GDBusMethodInvocation *inv, Pendi
     return prepare_single_turn(d, p, params, NPD_CALL_COMPLETE, error);
 }
 
+/* The model must have a vision projector beside it (NAME.mmproj.gguf). */
+static gboolean check_vision(NpdDaemon *d, PendingCall *p, GError **error)
+{
+    const NpdModelEntry *e = npd_model_catalog_lookup(d->catalog, p->model_name, error);
+    if (e == NULL)
+        return FALSE;
+    if (!e->vision) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_NOT_SUPPORTED,
+                    "model '%s' has no vision projector (none of its folder matches it)", e->name);
+        return FALSE;
+    }
+    p->mmproj_path = g_strdup(e->projector);
+    return TRUE;
+}
+
 /* Once their filesystems are known not to stall: the images'
- * descriptors checked and made the daemon's own (image-input.c). */
+ * descriptors checked and made the daemon's own (image-input.c), then the
+ * model's projector. */
 static gboolean images_checked(PendingCall *p, GError **error)
 {
     p->image_src = g_ptr_array_new_with_free_func((GDestroyNotify)npd_image_source_free);
@@ -384,7 +400,8 @@ static gboolean images_checked(PendingCall *p, GError **error)
         ok = ok && src != NULL;
         g_ptr_array_add(p->image_src, src);
     }
-    return ok;
+    /* after the descriptors, as before they were checked off the main thread */
+    return ok && check_vision(p->daemon, p, error);
 }
 
 /* The images: a slot of the image budget first (Busy when the user or
@@ -400,21 +417,6 @@ static gboolean take_images(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCal
     if (!npd_call_fds_take(inv, handles, n, fds, error))
         return FALSE;
     npd_pending_call_take_fds(p, fds, n, images_checked);
-    return TRUE;
-}
-
-/* The model must have a vision projector beside it (NAME.mmproj.gguf). */
-static gboolean check_vision(NpdDaemon *d, PendingCall *p, GError **error)
-{
-    const NpdModelEntry *e = npd_model_catalog_lookup(d->catalog, p->model_name, error);
-    if (e == NULL)
-        return FALSE;
-    if (!e->vision) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_NOT_SUPPORTED,
-                    "model '%s' has no vision projector (none of its folder matches it)", e->name);
-        return FALSE;
-    }
-    p->mmproj_path = g_strdup(e->projector);
     return TRUE;
 }
 
@@ -441,7 +443,7 @@ static gboolean prepare_chat(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCa
         }
         g_ptr_array_insert(p->messages, 0, chat_message_new("system", p->opts.system));
     }
-    return resolve_model(d, p, error) && (handles->len == 0 || check_vision(d, p, error));
+    return resolve_model(d, p, error); /* with images: check_vision in images_checked */
 }
 
 /* One user turn: the image, then the prompt (a default one when empty). */
@@ -457,7 +459,7 @@ static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv,
     if (!take_images(d, inv, p, &handle, 1, error) ||
         !npd_request_options_parse(options, NPD_CALL_DESCRIBE_IMAGE, d->cfg, &p->opts, error) ||
         !check_prompt(d, len, &p->opts, error) ||
-        !resolve_model(d, p, error) || !check_vision(d, p, error))
+        !resolve_model(d, p, error)) /* check_vision in images_checked */
         return FALSE;
     p->messages = g_ptr_array_new_with_free_func((GDestroyNotify)npd_chat_message_free);
     if (p->opts.system != NULL)
