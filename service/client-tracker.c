@@ -3,6 +3,11 @@
  * it owns is cancelled and freed, its image reads stop). */
 #include "daemon.h"
 
+#include "log-limit.h"
+
+/* journal lines about clients that left with unfinished requests */
+#define DISCONNECT_LINES_PER_MINUTE 10
+
 NpdClient *npd_client_ref(NpdClient *c)
 {
     g_atomic_int_inc(&c->refs);
@@ -66,8 +71,15 @@ static void client_vanished(NpdDaemon *d, NpdClient *c)
     g_cancellable_cancel(c->cancellable);
     g_hash_table_remove(d->clients, c->name);
     guint n = g_list_length(c->requests);
-    if (c->outstanding > 0)
-        g_message("client %s disconnected; cancelling its %u unfinished requests", c->name, c->outstanding);
+    /* one line per disconnect would let a user flood the journal */
+    static NpdLogLimit disconnects;
+    guint left_out = 0;
+    if (c->outstanding > 0 &&
+        npd_log_limit_allow(&disconnects, DISCONNECT_LINES_PER_MINUTE, 60 * G_USEC_PER_SEC, &left_out)) {
+        g_autofree gchar *note = left_out > 0 ? g_strdup_printf(" (%u such lines left out before)", left_out) : NULL;
+        g_message("client %s disconnected; cancelling its %u unfinished requests%s", c->name, c->outstanding,
+                  note != NULL ? note : "");
+    }
     /* npd_request_destroy unlinks each request from c->requests. */
     while (c->requests != NULL && n-- > 0)
         npd_request_destroy(c->requests->data);

@@ -34,49 +34,6 @@ void npd_image_source_free(NpdImageSource *src)
     g_free(src);
 }
 
-/* Filesystems whose reads can wait on another process or the network
- * for as long as it likes. */
-static gboolean fstype_may_stall(const char *type)
-{
-    static const char *const stalling[] = {"fuse", "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph",
-                                           "afs", "glusterfs", "davfs", "sshfs", "lustre", "gfs2", "ocfs2"};
-    if (g_str_has_prefix(type, "fuse"))
-        return TRUE;
-    for (gsize i = 0; i < G_N_ELEMENTS(stalling); i++)
-        if (strcmp(type, stalling[i]) == 0)
-            return TRUE;
-    return FALSE;
-}
-
-/* The type of the filesystem fd lives on, from procfs only: asking the
- * file itself (fstat, fstatfs) may call into a FUSE server, which can
- * take forever. NULL for the kernel's internal mounts (pipes). */
-static gchar *fd_fstype(int fd)
-{
-    g_autofree gchar *info_path = g_strdup_printf("/proc/self/fdinfo/%d", fd);
-    g_autofree gchar *info = NULL;
-    if (!g_file_get_contents(info_path, &info, NULL, NULL))
-        return NULL;
-    const char *m = strstr(info, "mnt_id:");
-    if (m == NULL)
-        return NULL;
-    guint64 mnt_id = g_ascii_strtoull(m + strlen("mnt_id:"), NULL, 10);
-    g_autofree gchar *mounts = NULL;
-    if (!g_file_get_contents("/proc/self/mountinfo", &mounts, NULL, NULL))
-        return NULL;
-    g_auto(GStrv) lines = g_strsplit(mounts, "\n", -1);
-    for (gchar **l = lines; *l != NULL; l++) {
-        if (g_ascii_strtoull(*l, NULL, 10) != mnt_id || **l == '\0')
-            continue;
-        const char *sep = strstr(*l, " - ");
-        if (sep == NULL)
-            return NULL;
-        const char *type = sep + 3;
-        return g_strndup(type, strcspn(type, " "));
-    }
-    return NULL;
-}
-
 static NpdImageSource *source_fail(int fd, GError **error, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 static NpdImageSource *source_fail(int fd, GError **error, const char *fmt, ...)
 {
@@ -91,9 +48,6 @@ static NpdImageSource *source_fail(int fd, GError **error, const char *fmt, ...)
 
 NpdImageSource *npd_image_source_new(int fd, gsize max_bytes, GError **error)
 {
-    g_autofree gchar *fstype = fd_fstype(fd);
-    if (fstype != NULL && fstype_may_stall(fstype))
-        return source_fail(fd, error, "files on %s filesystems are not accepted (pass a pipe instead)", fstype);
     struct stat st;
     int flags = fcntl(fd, F_GETFL);
     if (fstat(fd, &st) != 0 || flags < 0)

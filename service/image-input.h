@@ -2,9 +2,11 @@
  * (the daemon never opens a client's path) to the preprocessed tensor the
  * engine encodes.
  *
- * On arrival (main thread, before polkit): the descriptor must be a
- * readable regular file of sane size or a pipe, and not on FUSE or a
- * network filesystem (whose reads a user process can stall forever). The
+ * On arrival, before polkit: the descriptor must not be on FUSE or a
+ * network filesystem (whose operations, even fstat, a user process can
+ * stall forever: fd-filesystem.c asks fstatfs on a thread of its own,
+ * with a deadline), then (main thread) a readable regular file of sane
+ * size or a pipe. The
  * daemon then reads from a description of its own: a regular file is
  * reopened through /proc/self/fd (non-blocking; when the daemon may not
  * open the file itself, positional reads on the caller's description,
@@ -27,7 +29,8 @@
 
 typedef struct NpdImageSource NpdImageSource;
 
-/* Checks fd and takes it (closed on every path). NULL with
+/* Checks fd, whose filesystem fd-filesystem.c found not to stall, and
+ * takes it (closed on every path). NULL with
  * NPD_ERROR_INVALID_ARGUMENT saying what is wrong. */
 NpdImageSource *npd_image_source_new(int fd, gsize max_bytes, GError **error);
 void npd_image_source_free(NpdImageSource *src);

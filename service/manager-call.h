@@ -14,6 +14,9 @@ typedef struct NpdPendingCall NpdPendingCall;
  * call is answered with the error. */
 typedef gboolean (*NpdMethodPrepare)(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p,
                                      GVariant *params, GError **error);
+/* Completes prepare once the filesystems of p->unchecked_fds are known
+ * not to stall (fd-filesystem.c): only then may they be fstat()ed. */
+typedef gboolean (*NpdMethodFdsChecked)(NpdPendingCall *p, GError **error);
 /* Runs once authorized and answers p->invocation (now or later). Returns
  * TRUE when it kept p (and frees it with npd_pending_call_free later). */
 typedef gboolean (*NpdMethodRun)(NpdPendingCall *p);
@@ -45,10 +48,18 @@ struct NpdPendingCall {
     GPtrArray *image_src; /* NpdImageSource*: the caller's images until read */
     gchar *mmproj_path;   /* the projector they are prepared for */
     GPtrArray *images;    /* NpdImagePixels*: those read, preprocessed */
+    /* descriptors prepare took, checked off the main thread before
+     * fds_checked takes them (entries set to -1); those left are closed */
+    GArray *unchecked_fds; /* int */
+    NpdMethodFdsChecked fds_checked;
     gpointer op;            /* a method's own state (AddModel's job, RemoveModel's removal) */
     GDestroyNotify op_free; /* frees op with the call, unless run took it */
 };
 
 void npd_pending_call_free(NpdPendingCall *p);
+
+/* prepare hands the n descriptors it took (p owns them from now on) to the
+ * filesystem check; fds_checked then takes those it keeps. */
+void npd_pending_call_take_fds(NpdPendingCall *p, const int *fds, guint n, NpdMethodFdsChecked fds_checked);
 
 #endif

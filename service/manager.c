@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "call-fds.h"
+#include "fd-filesystem.h"
 #include "image-input.h"
 #include "manager-call.h"
 #include "model-install.h"
@@ -48,8 +49,21 @@ static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv, const 
     return p;
 }
 
+/* Takes the call's descriptors for the check before fds_checked (owned by
+ * p until it takes them). */
+void npd_pending_call_take_fds(NpdPendingCall *p, const int *fds, guint n, NpdMethodFdsChecked fds_checked)
+{
+    p->unchecked_fds = g_array_sized_new(FALSE, FALSE, sizeof(int), n);
+    g_array_append_vals(p->unchecked_fds, fds, n);
+    p->fds_checked = fds_checked;
+}
+
 static void pending_free(PendingCall *p)
 {
+    for (guint i = 0; p->unchecked_fds != NULL && i < p->unchecked_fds->len; i++)
+        if (g_array_index(p->unchecked_fds, int, i) >= 0)
+            close(g_array_index(p->unchecked_fds, int, i));
+    g_clear_pointer(&p->unchecked_fds, g_array_unref);
     pending_free_image(p);
     if (p->op != NULL)
         p->op_free(p->op);
@@ -74,7 +88,7 @@ static const char *default_model_name(NpdDaemon *d)
 {
     if (d->cfg->default_model != NULL && d->cfg->default_model[0] != '\0')
         return d->cfg->default_model;
-    const NpdModelEntry *e = npd_model_catalog_default(d->catalog);
+    const NpdModelEntry *e = npd_model_catalog_default(d->catalog, NULL);
     return e != NULL ? e->name : NULL;
 }
 
@@ -356,29 +370,6 @@ static gboolean prepare_complete(NpdDaemon *d, GDBusMethodInvocation *inv, Pendi
     return prepare_single_turn(d, p, params, NPD_CALL_COMPLETE, error);
 }
 
-/* The images: a slot of the image budget first (Busy when the user or
- * everyone has too many images in flight), then the descriptors the
- * handles name, checked and made the daemon's own (image-input.c). */
-static gboolean take_images(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, const gint32 *handles, guint n,
-                            GError **error)
-{
-    if (!npd_user_admit_image(d, p->client, error))
-        return FALSE;
-    p->image_slot = TRUE;
-    g_autofree int *fds = g_new(int, n);
-    if (!npd_call_fds_take(inv, handles, n, fds, error))
-        return FALSE;
-    p->image_src = g_ptr_array_new_with_free_func((GDestroyNotify)npd_image_source_free);
-    gboolean ok = TRUE;
-    for (guint i = 0; i < n; i++) {
-        /* each takes its descriptor, also after a failure */
-        NpdImageSource *src = npd_image_source_new(fds[i], d->cfg->max_image_bytes, ok ? error : NULL);
-        ok = ok && src != NULL;
-        g_ptr_array_add(p->image_src, src);
-    }
-    return ok;
-}
-
 /* The model must have a vision projector beside it (NAME.mmproj.gguf). */
 static gboolean check_vision(NpdDaemon *d, PendingCall *p, GError **error)
 {
@@ -391,6 +382,41 @@ static gboolean check_vision(NpdDaemon *d, PendingCall *p, GError **error)
         return FALSE;
     }
     p->mmproj_path = g_strdup(e->projector);
+    return TRUE;
+}
+
+/* Once their filesystems are known not to stall: the images'
+ * descriptors checked and made the daemon's own (image-input.c), then the
+ * model's projector. */
+static gboolean images_checked(PendingCall *p, GError **error)
+{
+    p->image_src = g_ptr_array_new_with_free_func((GDestroyNotify)npd_image_source_free);
+    gboolean ok = TRUE;
+    for (guint i = 0; i < p->unchecked_fds->len; i++) {
+        /* each takes its descriptor, also after a failure */
+        int fd = g_array_index(p->unchecked_fds, int, i);
+        g_array_index(p->unchecked_fds, int, i) = -1;
+        NpdImageSource *src = npd_image_source_new(fd, p->daemon->cfg->max_image_bytes, ok ? error : NULL);
+        ok = ok && src != NULL;
+        g_ptr_array_add(p->image_src, src);
+    }
+    /* after the descriptors, as before they were checked off the main thread */
+    return ok && check_vision(p->daemon, p, error);
+}
+
+/* The images: a slot of the image budget first (Busy when the user or
+ * everyone has too many images in flight), then the descriptors the
+ * handles name, checked once their filesystems are (images_checked). */
+static gboolean take_images(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, const gint32 *handles, guint n,
+                            GError **error)
+{
+    if (!npd_user_admit_image(d, p->client, error))
+        return FALSE;
+    p->image_slot = TRUE;
+    g_autofree int *fds = g_new(int, n);
+    if (!npd_call_fds_take(inv, handles, n, fds, error))
+        return FALSE;
+    npd_pending_call_take_fds(p, fds, n, images_checked);
     return TRUE;
 }
 
@@ -417,7 +443,7 @@ static gboolean prepare_chat(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCa
         }
         g_ptr_array_insert(p->messages, 0, chat_message_new("system", p->opts.system));
     }
-    return resolve_model(d, p, error) && (handles->len == 0 || check_vision(d, p, error));
+    return resolve_model(d, p, error); /* with images: check_vision in images_checked */
 }
 
 /* One user turn: the image, then the prompt (a default one when empty). */
@@ -433,7 +459,7 @@ static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv,
     if (!take_images(d, inv, p, &handle, 1, error) ||
         !npd_request_options_parse(options, NPD_CALL_DESCRIBE_IMAGE, d->cfg, &p->opts, error) ||
         !check_prompt(d, len, &p->opts, error) ||
-        !resolve_model(d, p, error) || !check_vision(d, p, error))
+        !resolve_model(d, p, error)) /* check_vision in images_checked */
         return FALSE;
     p->messages = g_ptr_array_new_with_free_func((GDestroyNotify)npd_chat_message_free);
     if (p->opts.system != NULL)
@@ -449,6 +475,9 @@ static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv,
 static GVariant *list_models(NpdDaemon *d)
 {
     g_autoptr(GPtrArray) models = npd_model_catalog_list(d->catalog);
+    const char *configured = d->cfg->default_model != NULL && d->cfg->default_model[0] ? d->cfg->default_model : NULL;
+    const char *because = "configured ([Models] Default)";
+    const NpdModelEntry *def = configured == NULL ? npd_model_catalog_pick_default(models, &because) : NULL;
     GVariantBuilder b;
     g_variant_builder_init(&b, G_VARIANT_TYPE("aa{sv}"));
     for (guint i = 0; i < models->len; i++) {
@@ -466,6 +495,9 @@ static GVariant *list_models(NpdDaemon *d)
         g_variant_builder_add(&b, "{sv}", "file_size", g_variant_new_uint64(e->file_size));
         g_variant_builder_add(&b, "{sv}", "supported", g_variant_new_boolean(e->supported));
         g_variant_builder_add(&b, "{sv}", "reason", g_variant_new_string(e->reason));
+        g_variant_builder_add(&b, "{sv}", "administrator", g_variant_new_boolean(e->administrators));
+        if (e == def || (configured != NULL && strcmp(e->name, configured) == 0))
+            g_variant_builder_add(&b, "{sv}", "default_because", g_variant_new_string(because));
         g_variant_builder_close(&b);
     }
     return g_variant_new("(aa{sv})", &b);
@@ -620,7 +652,23 @@ static const NpdManagerMethod *find_method(const char *name)
     return NULL;
 }
 
-/* Validates (prepare), then polkit, then run; or reply for the methods
+static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data)
+{
+    PendingCall *p = data;
+    g_autoptr(GError) error = NULL;
+    g_autofree int *fds = npd_fd_filesystem_check_finish(res, &error);
+    if (fds != NULL)
+        memcpy(p->unchecked_fds->data, fds, p->unchecked_fds->len * sizeof(int));
+    if (fds == NULL || !p->fds_checked(p, &error)) {
+        g_dbus_method_invocation_return_gerror(p->invocation, error);
+        pending_free(p);
+        return;
+    }
+    authorize_then(p->daemon, p->invocation, p);
+}
+
+/* Validates (prepare), checks the filesystems of the descriptors it took
+ * off the main thread, then polkit, then run; or reply for the methods
  * that need no authorization. */
 static void dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m, GVariant *params)
 {
@@ -633,6 +681,12 @@ static void dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerM
     if (!m->prepare(d, inv, p, params, &error)) {
         g_dbus_method_invocation_return_gerror(inv, error);
         pending_free(p);
+        return;
+    }
+    if (p->unchecked_fds != NULL) {
+        p->invocation = inv;
+        npd_fd_filesystem_check_async((int *)(gpointer)p->unchecked_fds->data, p->unchecked_fds->len,
+                                      p->client->uid, fds_checked_cb, p);
         return;
     }
     authorize_then(d, inv, p);

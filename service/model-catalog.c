@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dbus-errors.h"
 #include "npullm.h"
@@ -142,12 +143,14 @@ typedef struct {
     GPtrArray *entries;  /* new NpdModelEntry* */
     GHashTable *names;   /* names taken */
     guint files;         /* looked at, against NPD_CATALOG_MAX_FILES */
+    guint root;          /* index of the root being scanned */
 } Scan;
 
 /* A model file waiting for its folder's projectors. */
 typedef struct {
     gchar *name;
-    gchar *path;
+    gchar *origin; /* the folder entry */
+    gchar *path;   /* resolved */
     const Probe *probe;
 } Candidate;
 
@@ -159,6 +162,7 @@ typedef struct {
 static void candidate_free(Candidate *c)
 {
     g_free(c->name);
+    g_free(c->origin);
     g_free(c->path);
     g_free(c);
 }
@@ -176,7 +180,32 @@ gboolean npd_model_projector_fits(const npl_model_facts *model, const npl_model_
            proj->embedding_length == model->embedding_length;
 }
 
-static void add_entry(Scan *s, const char *name, const char *path, const Probe *p, const char *projector)
+/* Whether only root or the daemon's own user can change path: it and
+ * every directory above it owned by one of them and writable by no one
+ * else. A sticky directory above (/tmp) is fine: others cannot rename or
+ * replace what they do not own there. */
+static gboolean only_administrators_change(const char *path)
+{
+    g_autofree gchar *p = g_canonicalize_filename(path, NULL);
+    for (gboolean leaf = TRUE;; leaf = FALSE) {
+        struct stat st;
+        if (lstat(p, &st) != 0 || (st.st_uid != 0 && st.st_uid != geteuid()))
+            return FALSE;
+        gboolean sticky_dir = !leaf && S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
+        if (!S_ISLNK(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_dir)
+            return FALSE;
+        if (strcmp(p, "/") == 0)
+            return TRUE;
+        gchar *up = g_path_get_dirname(p);
+        g_free(p);
+        p = up;
+    }
+}
+
+/* origin: where the name comes from (the folder entry, the manifest);
+ * path: the file itself, resolved. */
+static void add_entry(Scan *s, const char *name, const char *origin, const char *path, const Probe *p,
+                      const char *projector)
 {
     if (!g_hash_table_add(s->names, g_strdup(name))) {
         g_message("model catalog: %s: a model named '%s' was found earlier, this one is not listed", path, name);
@@ -194,6 +223,8 @@ static void add_entry(Scan *s, const char *name, const char *path, const Probe *
     e->supported = p->readable && p->facts.supported;
     e->reason = g_utf8_make_valid(p->readable ? p->facts.reason : p->error, -1);
     e->file_size = p->size;
+    e->root = s->root;
+    e->administrators = only_administrators_change(origin) && only_administrators_change(path);
     g_ptr_array_add(s->entries, e);
 }
 
@@ -203,6 +234,12 @@ static void add_entry(Scan *s, const char *name, const char *path, const Probe *
 static gboolean named_as_projector(const char *file)
 {
     return g_str_has_suffix(file, MMPROJ_SUFFIX) || g_str_has_prefix(file, "mmproj");
+}
+
+gboolean npd_model_name_is_projectors(const char *name)
+{
+    g_autofree gchar *file = g_strconcat(name, MODEL_SUFFIX, NULL);
+    return named_as_projector(file);
 }
 
 /* The model NAME for FILE = "NAME.gguf", or NULL (reported) when NAME is
@@ -249,7 +286,7 @@ static void pair_and_add(Scan *s, GPtrArray *models, GPtrArray *projectors)
             if (chosen == NULL || g_str_has_suffix(p->path, own))
                 chosen = p->path;
         }
-        add_entry(s, c->name, c->path, c->probe, chosen);
+        add_entry(s, c->name, c->origin, c->path, c->probe, chosen);
     }
 }
 
@@ -305,6 +342,7 @@ static void scan_folder(Scan *s, const char *dir, const char *real_root, guint d
             continue;
         Candidate *c = g_new0(Candidate, 1);
         c->name = name;
+        c->origin = g_steal_pointer(&path);
         c->path = g_steal_pointer(&real);
         c->probe = p;
         g_ptr_array_add(models, c);
@@ -351,7 +389,7 @@ static void scan_ollama(Scan *s, const char *store)
             report_once(s->cat, projector, "the projector layer does not fit its model, images are not offered");
             g_clear_pointer(&projector, g_free);
         }
-        add_entry(s, m->name, model, p, projector);
+        add_entry(s, m->name, m->manifest, model, p, projector);
     }
 }
 
@@ -411,8 +449,8 @@ gchar *npd_model_projector_for(const char *model_path)
 static void scan(NpdModelCatalog *cat)
 {
     Scan s = {cat, g_ptr_array_new_with_free_func((GDestroyNotify)entry_free),
-              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL), 0};
-    for (gchar **dir = cat->dirs; dir != NULL && *dir != NULL; dir++) {
+              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL), 0, 0};
+    for (gchar **dir = cat->dirs; dir != NULL && *dir != NULL; dir++, s.root++) {
         if (**dir == '\0' || !g_file_test(*dir, G_FILE_TEST_IS_DIR))
             continue;
         g_autofree gchar *store = npd_ollama_store_find(*dir);
@@ -456,15 +494,37 @@ GPtrArray *npd_model_catalog_list(NpdModelCatalog *cat)
     return out;
 }
 
-const NpdModelEntry *npd_model_catalog_default(NpdModelCatalog *cat)
+/* Whether a is a better default than b (NULL): the administrator's
+ * first, then the earlier root, then (entries are sorted) the name. */
+static gboolean better_default(const NpdModelEntry *a, const NpdModelEntry *b)
+{
+    if (b == NULL)
+        return TRUE;
+    if (a->administrators != b->administrators)
+        return a->administrators;
+    return a->root < b->root;
+}
+
+const NpdModelEntry *npd_model_catalog_pick_default(GPtrArray *entries, const char **because)
+{
+    const NpdModelEntry *best = NULL;
+    for (guint i = 0; i < entries->len; i++) {
+        const NpdModelEntry *e = entries->pdata[i];
+        if (e->supported && better_default(e, best))
+            best = e;
+    }
+    if (because != NULL)
+        *because = best == NULL ? ""
+                   : best->administrators
+                       ? "the administrator's first model (by directory order, then name)"
+                       : "no administrator's model: the first model by directory order, then name";
+    return best;
+}
+
+const NpdModelEntry *npd_model_catalog_default(NpdModelCatalog *cat, const char **because)
 {
     scan(cat);
-    for (guint i = 0; i < cat->entries->len; i++) {
-        const NpdModelEntry *e = cat->entries->pdata[i];
-        if (e->supported)
-            return e;
-    }
-    return NULL;
+    return npd_model_catalog_pick_default(cat->entries, because);
 }
 
 const NpdModelEntry *npd_model_catalog_lookup(NpdModelCatalog *cat, const char *name, GError **error)

@@ -42,6 +42,8 @@ typedef struct {
     gboolean supported;  /* this engine can run it */
     gchar *reason;       /* why not, "" when supported */
     guint64 file_size;
+    guint root;              /* index of its root in the configured list */
+    gboolean administrators; /* only root or the daemon's user can change it */
 } NpdModelEntry;
 
 typedef struct NpdModelCatalog NpdModelCatalog;
@@ -57,11 +59,26 @@ void npd_model_catalog_set_changed_func(NpdModelCatalog *cat, NpdModelCatalogCha
  * duplicate names. The array is the caller's, its entries the catalog's. */
 GPtrArray *npd_model_catalog_list(NpdModelCatalog *cat);
 
+/* Whether NAME.gguf would be taken for a vision projector's file
+ * (NAME ending in ".mmproj" or starting with "mmproj"), never listed as a
+ * model: AddModel refuses such names. */
+gboolean npd_model_name_is_projectors(const char *name);
+
 /* Scans the roots now (ModelsChanged when the list changed). */
 void npd_model_catalog_rescan(NpdModelCatalog *cat);
 
-/* The first supported model by name, or NULL. */
-const NpdModelEntry *npd_model_catalog_default(NpdModelCatalog *cat);
+/* The default model when none is configured, or NULL: the supported
+ * model that sorts first by (administrator's first, root order, name).
+ * A model is the administrator's when its file, the path its name comes
+ * from (the folder entry or the Ollama manifest) and every directory above
+ * them are owned by root or the daemon's user and writable by no one else
+ * (sticky directories such as /tmp excepted above), so a user who can only
+ * write to a shared store cannot make every user's default. because, when
+ * not NULL, gets the rule that chose it (a static string). */
+const NpdModelEntry *npd_model_catalog_default(NpdModelCatalog *cat, const char **because);
+
+/* The same choice among entries of npd_model_catalog_list, without a scan. */
+const NpdModelEntry *npd_model_catalog_pick_default(GPtrArray *entries, const char **because);
 
 /* The entry for name, or NULL with NPD_ERROR_NO_SUCH_MODEL, or with
  * NPD_ERROR_NOT_SUPPORTED and the reason when the engine cannot run it. */

@@ -304,10 +304,18 @@ static gboolean install(Job *j, GError **error)
     return ok;
 }
 
+/* One install at a time: two that each fit alone would otherwise both
+ * pass the free-space check and then both run out (their fallocate or
+ * writes interleaved); the second waits and checks what the first left. */
+static GMutex install_lock;
+
 static void install_thread(GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
 {
     GError *error = NULL;
-    if (install(data, &error))
+    g_mutex_lock(&install_lock);
+    gboolean ok = install(data, &error);
+    g_mutex_unlock(&install_lock);
+    if (ok)
         g_task_return_boolean(task, TRUE);
     else
         g_task_return_error(task, error);
@@ -373,8 +381,6 @@ static gboolean name_free(NpdDaemon *d, const char *name, GError **error)
     return FALSE;
 }
 
-/* The descriptor at index of the call's list, checked: a regular file
- * open for reading, not empty. */
 /* A part's descriptor (taken from the call): a regular file open for
  * reading, not empty. */
 static gboolean check_part(Part *pt, GError **error)
@@ -423,18 +429,22 @@ static gboolean parse_options(GVariant *options, gint32 *projector, GError **err
     return TRUE;
 }
 
-/* The descriptors the handles name (the model's, then the projector's
- * when given), made the job's own (call-fds.c), each checked. */
-static gboolean take_parts(GDBusMethodInvocation *inv, const gint32 *handles, guint n, Job *j, GError **error)
+/* Once their filesystems are known not to stall: the parts' descriptors
+ * (the model's, then the projector's when given) taken and checked. */
+static gboolean parts_checked(NpdPendingCall *p, GError **error)
 {
-    int fds[N_PARTS];
-    if (!npd_call_fds_take(inv, handles, n, fds, error))
-        return FALSE;
-    for (guint i = 0; i < n; i++)
-        j->parts[i].fd = fds[i];
-    for (guint i = 0; i < n; i++)
+    Job *j = p->op;
+    for (guint i = 0; i < p->unchecked_fds->len; i++) {
+        j->parts[i].fd = g_array_index(p->unchecked_fds, int, i);
+        g_array_index(p->unchecked_fds, int, i) = -1;
+    }
+    for (guint i = 0; i < N_PARTS; i++) {
+        if (j->parts[i].fd < 0)
+            continue;
         if (!check_part(&j->parts[i], error))
             return FALSE;
+        j->size += j->parts[i].size;
+    }
     return TRUE;
 }
 
@@ -457,19 +467,27 @@ gboolean npd_model_add_prepare(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPend
         g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "name: not a valid model name");
         return FALSE;
     }
-    gint32 handles[N_PARTS] = {[PART_MODEL] = index, [PART_PROJECTOR] = -1};
-    if (!parse_options(options, &handles[PART_PROJECTOR], error) ||
-        !take_parts(inv, handles, handles[PART_PROJECTOR] >= 0 ? 2 : 1, j, error))
+    if (npd_model_name_is_projectors(name)) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                    "name: '%s' names a vision projector's file (ending in '.mmproj' or starting with 'mmproj'), "
+                    "never listed as a model",
+                    name);
         return FALSE;
+    }
+    gint32 handles[N_PARTS] = {[PART_MODEL] = index, [PART_PROJECTOR] = -1};
+    if (!parse_options(options, &handles[PART_PROJECTOR], error))
+        return FALSE;
+    guint n = handles[PART_PROJECTOR] >= 0 ? 2 : 1;
+    int fds[N_PARTS];
+    if (!npd_call_fds_take(inv, handles, n, fds, error))
+        return FALSE;
+    npd_pending_call_take_fds(p, fds, n, parts_checked);
     j->name = g_strdup(name);
     if (!name_free(d, name, error) || (j->dir = install_dir(d, error)) == NULL)
         return FALSE;
-    for (int i = 0; i < N_PARTS; i++) {
-        if (j->parts[i].fd < 0)
-            continue;
+    for (guint i = 0; i < n; i++) {
         g_autofree gchar *file = g_strconcat(name, i == PART_MODEL ? ".gguf" : ".mmproj.gguf", NULL);
         j->parts[i].target = g_build_filename(j->dir, file, NULL);
-        j->size += j->parts[i].size;
     }
     return TRUE;
 }

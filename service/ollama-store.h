@@ -14,6 +14,7 @@
 
 typedef struct {
     gchar *name;      /* NAME:TAG */
+    gchar *manifest;  /* path of the manifest (where the name comes from) */
     gchar *model;     /* path of the model blob */
     gchar *projector; /* path of the projector blob, or NULL */
 } NpdOllamaModel;

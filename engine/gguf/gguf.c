@@ -31,6 +31,12 @@
 /* Deeper nesting has no use in any model and would let a tiny file
  * drive deep recursion. */
 #define GGUF_MAX_ARRAY_DEPTH 8
+/* Strings and nested arrays inside arrays, all arrays of a file together:
+ * each is parsed into an npl_gguf_value (40 bytes, from as few as 8 in the
+ * file), so this bounds what a parse can allocate (about 84 MB) whatever
+ * the file holds. Real tokenizers need far fewer (262,144 tokens plus
+ * ~500,000 merges for the largest vocabularies). */
+#define GGUF_MAX_ARRAY_ITEMS (UINT64_C(1) << 21)
 /* ggml keeps names in a fixed char[256] including the NUL. */
 #define GGUF_MAX_TENSOR_NAME_LEN 255
 
@@ -70,6 +76,7 @@ struct npl_gguf {
     name_index kv_index;
     name_index tensor_index;
     items_block *blocks;
+    uint64_t n_items; /* parsed array elements, against GGUF_MAX_ARRAY_ITEMS */
 };
 
 /* ---- error messages ---- */
@@ -417,6 +424,11 @@ static bool parse_array(npl_gguf *g, cursor *c, npl_gguf_value *v, unsigned dept
 
     if (count == 0)
         return true;
+    if (count > GGUF_MAX_ARRAY_ITEMS - g->n_items)
+        return FAIL(c, count_at,
+                    "array of %llu %s elements: more than %llu string or array elements in all arrays together",
+                    (unsigned long long)count, npl_gguf_type_name(et), (unsigned long long)GGUF_MAX_ARRAY_ITEMS);
+    g->n_items += count;
     npl_gguf_value *items = alloc_items(g, count);
     if (!items)
         return fail_at(c, NPL_ERR_NOMEM, count_at, "out of memory for an array of %llu elements",

@@ -208,6 +208,37 @@ static void test_string_length(void)
     gb_free(&b);
 }
 
+/* A key "name" holding count empty strings; the offset of its count. */
+static size_t empty_strings(gguf_builder *b, const char *name, uint64_t count)
+{
+    gb_key(b, name, NPL_GGUF_ARRAY);
+    gb_u32(b, NPL_GGUF_STRING);
+    size_t at = b->len;
+    gb_u64(b, count);
+    for (uint64_t i = 0; i < count; i++)
+        gb_str(b, "");
+    return at;
+}
+
+/* Arrays of strings together hold at most 2^21 elements: each costs 40
+ * bytes parsed from as few as 8 in the file (issue #34: a 97 MB file cost
+ * 515 MB when probed). Exactly the bound is fine. */
+static void test_array_items_total(void)
+{
+    const uint64_t half = UINT64_C(1) << 20;
+    gguf_builder b = { 0 };
+    gb_header(&b, 3, 0, 2);
+    empty_strings(&b, "a", half);
+    size_t at = empty_strings(&b, "b", half + 1);
+    EXPECT_FAIL(&b, NPL_ERR_FORMAT, at, "more than 2097152 string or array elements in all arrays together");
+    gb_free(&b);
+    gb_header(&b, 3, 0, 2);
+    empty_strings(&b, "a", half);
+    empty_strings(&b, "b", half);
+    EXPECT_OK(&b);
+    gb_free(&b);
+}
+
 static void test_array_count(void)
 {
     /* count * 8 wraps to 0 in 64 bits: must still be rejected */
@@ -630,6 +661,7 @@ static const nt_case cases[] = {
     { "huge_tensor_count", test_huge_tensor_count },
     { "string_length", test_string_length },
     { "array_count", test_array_count },
+    { "array_items_total", test_array_items_total },
     { "empty_key", test_empty_key },
     { "duplicate_key", test_duplicate_key },
     { "unknown_value_type", test_unknown_value_type },

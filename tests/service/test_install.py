@@ -128,6 +128,11 @@ class InstallTest(InstallTestBase):
         # refused at the call: a taken name, a bad name, no regular file, an unknown option
         for name in ("tiny", "../evil", ""):
             self.assertDBusError("org.npullm.Error.InvalidArgument", self.add, c, model, name)
+        # names the catalog never lists as models (vision projectors' files):
+        # installed, RemoveModel could not find them again (issue #34)
+        for name in ("vision.mmproj", "mmproj-f16", "mmproj"):
+            msg = self.assertDBusError("org.npullm.Error.InvalidArgument", self.add, c, model, name)
+            self.assertIn("vision projector", msg)
         r, w = os.pipe()
         try:
             fds = Gio.UnixFDList.new()
@@ -254,14 +259,15 @@ class InstallTest(InstallTestBase):
 
 
 @unittest.skipUnless(os.geteuid() == 0, "mounting a tmpfs needs root")
-class FullDiskTest(InstallTestBase):
-    """The install directory is a 32 MiB tmpfs: the test model does not fit."""
+class TmpfsInstallBase(InstallTestBase):
+    """The install directory is a tmpfs of tmpfs_size() bytes (as root)."""
 
     @classmethod
     def install_root(cls, workdir):
         d = os.path.join(workdir, "small-disk")
         os.makedirs(d)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m,mode=0755", "tmpfs", d], capture_output=True)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d,mode=0755" % cls.tmpfs_size(), "tmpfs", d],
+                           capture_output=True)
         if r.returncode != 0:  # root without CAP_SYS_ADMIN (some containers)
             raise unittest.SkipTest("cannot mount a tmpfs: %s" % r.stderr.decode().strip())
         cls.mounted = d
@@ -276,6 +282,14 @@ class FullDiskTest(InstallTestBase):
             # (the mount point was busy while the workdir was removed)
             shutil.rmtree(cls.workdir, ignore_errors=True)
 
+
+class FullDiskTest(TmpfsInstallBase):
+    """The install directory is a 32 MiB tmpfs: the test model does not fit."""
+
+    @classmethod
+    def tmpfs_size(cls):
+        return 32 << 20
+
     def test_full_disk(self):
         c = self.client()
         with open(os.path.join(self.install_dir, "filler"), "wb") as f:
@@ -284,6 +298,36 @@ class FullDiskTest(InstallTestBase):
         self.assertEqual(err, "org.npullm.Error.NoSpace", msg)
         self.assertIn("not enough space", msg)
         self.assertEqual(self.contents(), ["filler"])
+
+
+
+class TwoInstallsTest(TmpfsInstallBase):
+    """The install directory is a tmpfs with room for one test model (and
+    the 16 MiB spare) but not two: two installs started together must not
+    both fail (issue #34: both ended with NoSpace, their space reservations
+    interleaved); one is installed, the other refused with NoSpace."""
+
+    @classmethod
+    def tmpfs_size(cls):
+        return os.path.getsize(tb.env_path("NPULLM_TEST_MODEL")) + (16 << 20) + (8 << 20)
+
+    def test_two_at_once(self):
+        c = self.client()
+        model = tb.env_path("NPULLM_TEST_MODEL")
+        jobs = []
+        for name in ("first", "second"):
+            fds = Gio.UnixFDList.new()
+            fd = os.open(model, os.O_RDONLY)
+            idx = fds.append(fd)
+            os.close(fd)
+            jobs.append(c.call("AddModel", "(hsa{sv})", (idx, name, {}), "(o)", fd_list=fds)[0])
+
+        def finished(job):
+            return next((s[3] for s in c.signals if s[0] == job and s[2] == "Finished"), None)
+        self.assertTrue(c.wait(lambda: all(finished(j) is not None for j in jobs), 120))
+        errors = sorted(finished(j)[0] for j in jobs)
+        self.assertEqual(errors, ["", "org.npullm.Error.NoSpace"], [finished(j) for j in jobs])
+        self.assertEqual(len(self.contents()), 1, self.contents())
 
 
 if __name__ == "__main__":

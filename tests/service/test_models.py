@@ -15,10 +15,13 @@ NPULLM_TEST_MODEL (llama), NPULLM_TEST_VISION_MODEL (gemma3),
 NPULLM_TEST_MMPROJ, NPULLM_TEST_IMAGES.
 """
 
+import configparser
 import hashlib
 import json
 import os
+import re
 import sys
+import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
@@ -123,6 +126,11 @@ class ModelsTest(ServiceTestCase):
         self.assertIn("not supported", m["reason"])
         # never the default, although its name sorts first
         self.assertEqual(c.prop("DefaultModel"), LMSTUDIO)
+        # ListModels says which model is the default and by which rule
+        models = self.models(c)
+        self.assertEqual([n for n, e in models.items() if "default_because" in e], [LMSTUDIO])
+        self.assertIn("by directory order, then name", models[LMSTUDIO]["default_because"])
+        self.assertTrue(all(isinstance(e["administrator"], bool) for e in models.values()))
         msg = self.assertDBusError("org.npullm.Error.NotSupported", c.generate, "hi",
                                    variant_dict({"model": ("s", MAMBA)}))
         self.assertIn("mamba", msg)
@@ -154,6 +162,24 @@ class ModelsTest(ServiceTestCase):
         finally:
             os.unlink(os.path.join(self.model_dir, "fresh.gguf"))
         self.assertNotIn("fresh", self.models(c))
+
+
+class ShippedConfigTest(unittest.TestCase):
+    """The shipped npullm.conf searches the directories docs/models.md
+    says are searched by default (issue #34: its Directories= left out the
+    Ollama stores, and a key set in the file replaces the built-in list)."""
+
+    def test_directories_match_the_docs(self):
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        with open(os.path.join(root, "docs", "models.md")) as f:
+            docs = f.read()
+        sentence = re.search(r"The default list is (.*?)\(each", docs, re.S).group(1)
+        documented = re.findall(r"`(/[^`]+)`", sentence)
+        self.assertGreaterEqual(len(documented), 4, sentence)
+        conf = configparser.ConfigParser(interpolation=None)
+        conf.read(os.path.join(root, "data", "npullm.conf"))
+        shipped = [d for d in conf.get("Models", "Directories", fallback="").split(";") if d]
+        self.assertEqual(shipped, documented)
 
 
 if __name__ == "__main__":
