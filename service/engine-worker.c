@@ -159,6 +159,7 @@ struct NpdWorker {
     /* worker thread only */
     GQueue queue;       /* QueuedJob*, interactive before background */
     GPtrArray *running; /* ActiveJob*, in admission order */
+    GPtrArray *parked;  /* ActiveJob*, paused to share the slots, oldest first */
     GHashTable *models; /* name -> LoadedModel* */
     guint64 admit_counter;
     /* fair queueing, per class (interactive, background) */
@@ -536,7 +537,8 @@ static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, G
         aj->lm->n_jobs--;
         aj->lm->last_used = now;
     }
-    g_ptr_array_remove(w->running, aj);
+    if (!g_ptr_array_remove(w->running, aj))
+        g_ptr_array_remove(w->parked, aj);
     npd_job_free(aj->job);
     g_free(aj);
 }
@@ -849,12 +851,89 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
     post_state(w, job->id, NPD_JOB_RUNNING, 0);
 }
 
+/* ---- sharing the running slots ----------------------------------------
+ *
+ * The queue's round-robin only decides who starts next; once one user's
+ * requests fill every slot, another user's would wait for one of them to
+ * end. So a request that must wait for a slot may park a running request
+ * of the user holding the most slots, if that user holds at least two
+ * more than the waiting request's user: the parked request keeps its KV
+ * cache, sampler and stream untouched and resumes later exactly where it
+ * stopped (greedy output unchanged, nothing recomputed). Parking never
+ * takes a slot from a more urgent class. A free slot goes to whichever of
+ * the oldest parked request and the queue's head belongs to the user
+ * running fewer requests (the parked one on a tie: it came first); so the
+ * slots end up shared with at most one between users, and a new user's
+ * request starts within one scheduling step. */
+
+static guint running_of(NpdWorker *w, guint32 uid)
+{
+    guint n = 0;
+    for (guint i = 0; i < w->running->len; i++)
+        n += ((ActiveJob *)w->running->pdata[i])->job->uid == uid;
+    return n;
+}
+
+/* The request to park so that a request of (uid, priority) gets a slot,
+ * or NULL: the longest running request of the user with the most slots,
+ * among requests not more urgent than the waiting one. */
+static ActiveJob *park_victim(NpdWorker *w, guint32 uid, NpdPriority priority)
+{
+    guint mine = running_of(w, uid);
+    ActiveJob *victim = NULL;
+    guint victim_slots = 0;
+    for (guint i = 0; i < w->running->len; i++) {
+        ActiveJob *aj = w->running->pdata[i];
+        if (aj->job->uid == uid || aj->job->priority < priority)
+            continue;
+        guint slots = running_of(w, aj->job->uid);
+        if (slots < mine + 2)
+            continue;
+        if (victim == NULL || slots > victim_slots || (slots == victim_slots && aj->admit_order < victim->admit_order)) {
+            victim = aj;
+            victim_slots = slots;
+        }
+    }
+    return victim;
+}
+
+/* TRUE when the parked request should have the next slot before the
+ * queue's head. */
+static gboolean resumes_first(NpdWorker *w, const ActiveJob *parked, const QueuedJob *head)
+{
+    if (head == NULL)
+        return TRUE;
+    if (parked->job->priority != head->job->priority)
+        return parked->job->priority < head->job->priority;
+    return running_of(w, parked->job->uid) <= running_of(w, head->job->uid);
+}
+
 static void admit_jobs(NpdWorker *w)
 {
     gboolean changed = FALSE;
-    while (w->running->len < w->cfg.max_running && !g_queue_is_empty(&w->queue)) {
-        start_job(w, dequeue_next(w));
-        changed = TRUE;
+    for (;;) {
+        QueuedJob *head = g_queue_peek_head(&w->queue);
+        ActiveJob *parked = w->parked->len > 0 ? w->parked->pdata[0] : NULL;
+        if (head == NULL && parked == NULL)
+            break;
+        gboolean resume = parked != NULL && resumes_first(w, parked, head);
+        if (w->running->len >= w->cfg.max_running) {
+            const NpdJob *next = resume ? parked->job : head->job;
+            ActiveJob *victim = park_victim(w, next->uid, next->priority);
+            if (victim == NULL)
+                break;
+            g_ptr_array_remove(w->running, victim);
+            g_ptr_array_add(w->parked, victim);
+            g_debug("request %" G_GUINT64_FORMAT " of uid %u parked for a request of uid %u", victim->job->id,
+                    victim->job->uid, next->uid);
+        }
+        if (resume) {
+            g_ptr_array_remove_index(w->parked, 0);
+            g_ptr_array_add(w->running, parked);
+        } else {
+            start_job(w, dequeue_next(w));
+            changed = TRUE;
+        }
     }
     if (changed)
         post_queue_positions(w);
@@ -1098,8 +1177,8 @@ static void cancel_job(NpdWorker *w, guint64 job_id)
             return;
         }
     }
-    for (guint i = 0; i < w->running->len; i++) {
-        ActiveJob *aj = w->running->pdata[i];
+    for (guint i = 0; i < w->running->len + w->parked->len; i++) {
+        ActiveJob *aj = i < w->running->len ? w->running->pdata[i] : w->parked->pdata[i - w->running->len];
         if (aj->job->id == job_id) {
             finish_active(w, aj, NPD_FINISH_CANCELLED, NULL);
             return;
@@ -1180,7 +1259,7 @@ static gpointer worker_main(gpointer data)
     NpdWorker *w = data;
     for (;;) {
         Command *cmd;
-        if (w->running->len > 0 || !g_queue_is_empty(&w->queue)) {
+        if (w->running->len > 0 || w->parked->len > 0 || !g_queue_is_empty(&w->queue)) {
             cmd = g_async_queue_try_pop(w->commands);
         } else {
             gint64 due = next_unload_time(w);
@@ -1210,6 +1289,8 @@ static gpointer worker_main(gpointer data)
         finish_queued(w, qj, NPD_FINISH_CANCELLED, NULL);
     while (w->running->len > 0)
         finish_active(w, w->running->pdata[0], NPD_FINISH_CANCELLED, NULL);
+    while (w->parked->len > 0)
+        finish_active(w, w->parked->pdata[0], NPD_FINISH_CANCELLED, NULL);
     g_hash_table_remove_all(w->models);
     return NULL;
 }
@@ -1233,6 +1314,7 @@ NpdWorker *npd_worker_new(const NpdWorkerConfig *cfg, GMainContext *main_context
     g_queue_init(&w->events);
     g_queue_init(&w->queue);
     w->running = g_ptr_array_new();
+    w->parked = g_ptr_array_new();
     w->models = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)loaded_model_free);
     for (int i = 0; i < 2; i++)
         w->user_tags[i] = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
@@ -1267,6 +1349,7 @@ void npd_worker_free(NpdWorker *w)
     g_mutex_clear(&w->lock);
 
     g_ptr_array_unref(w->running);
+    g_ptr_array_unref(w->parked);
     g_hash_table_destroy(w->models);
     for (int i = 0; i < 2; i++)
         g_hash_table_destroy(w->user_tags[i]);
