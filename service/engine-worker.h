@@ -11,7 +11,8 @@
  * slots so that slots are shared between users), feed one prefill
  * chunk of one prompt, then run ONE batched decode step for all sequences
  * that are generating. So a long prompt only delays other streams by one
- * chunk per token. */
+ * chunk per token. Prompts are rendered (chat template) and tokenized on
+ * render threads, never on the engine thread. */
 #ifndef NPD_ENGINE_WORKER_H
 #define NPD_ENGINE_WORKER_H
 
