@@ -79,6 +79,7 @@ typedef enum {
     PHASE_ENCODE, /* the image through the vision tower, one stage per step */
     PHASE_PREFILL,
     PHASE_DECODE,
+    PHASE_RENDER, /* the prompt being rendered and tokenized on a render thread */
 } Phase;
 
 /* An image of a running job: where its rows go, then its rows. */
@@ -119,8 +120,47 @@ typedef struct {
     npl_buf answer, thinking;
 } ActiveJob;
 
+/* A prompt rendered (chat template) and tokenized off the engine thread:
+ * a template may take up to its render deadline, and the engine must keep
+ * stepping everyone else's streams meanwhile. The task holds its own
+ * references to the job's inputs, and its model's n_jobs count, until the
+ * engine thread takes its result (CMD_RENDERED): a job cancelled while
+ * rendering ends at once, its render finishes on its own (within the
+ * template's deadline) and is dropped. Rendering only reads the model's
+ * GGUF metadata and tokenizer, which serve several threads at once. */
+typedef struct {
+    guint64 job_id;
+    LoadedModel *lm;
+    gboolean raw;
+    gchar *prompt;       /* raw */
+    GPtrArray *messages; /* NpdChatMessage*, a reference */
+    guint n_images;
+    gint think;
+    /* the result */
+    npl_status st;
+    npl_error err;
+    npl_tokens ids;  /* without images: the prompt */
+    npl_tokens *runs; /* with images: n_images + 1 token runs between them */
+    char *text;      /* the rendered prompt, for the thinking split */
+} RenderTask;
+
+static void render_task_free(RenderTask *t)
+{
+    g_free(t->prompt);
+    if (t->messages != NULL)
+        g_ptr_array_unref(t->messages);
+    npl_tokens_free(&t->ids);
+    if (t->runs != NULL)
+        for (guint k = 0; k <= t->n_images; k++)
+            npl_tokens_free(&t->runs[k]);
+    g_free(t->runs);
+    free(t->text);
+    g_free(t);
+}
+
 typedef enum {
     CMD_SUBMIT,
+    CMD_RENDERED,
     CMD_CANCEL,
     CMD_LOAD,
     CMD_UNLOAD,
@@ -139,6 +179,7 @@ typedef struct {
     guint seconds;
     guint32 uid;
     gint64 t_submit;
+    RenderTask *rendered;
 } Command;
 
 struct NpdWorker {
@@ -159,15 +200,19 @@ struct NpdWorker {
     /* worker thread only */
     GQueue queue;       /* QueuedJob*, interactive before background */
     GPtrArray *running; /* ActiveJob*, in admission order */
+    GPtrArray *parked;  /* ActiveJob*, paused to share the slots, oldest first */
     GHashTable *models; /* name -> LoadedModel* */
     guint64 admit_counter;
     /* fair queueing, per class (interactive, background) */
     GHashTable *user_tags[2]; /* uid -> guint64* last tag given */
     guint64 admitted_tag[2];
+    GThreadPool *renders; /* RenderTask*, answered with CMD_RENDERED */
 };
 
 static void command_free(Command *cmd)
 {
+    if (cmd->rendered != NULL)
+        render_task_free(cmd->rendered);
     npd_job_free(cmd->job);
     g_free(cmd->name);
     g_free(cmd->path);
@@ -532,11 +577,12 @@ static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, G
     npl_buf_free(&aj->answer);
     npl_buf_free(&aj->thinking);
     npl_think_split_free(&aj->think);
-    if (aj->lm != NULL) {
+    if (aj->lm != NULL && aj->phase != PHASE_RENDER) { /* else its render task holds the count */
         aj->lm->n_jobs--;
         aj->lm->last_used = now;
     }
-    g_ptr_array_remove(w->running, aj);
+    if (!g_ptr_array_remove(w->running, aj))
+        g_ptr_array_remove(w->parked, aj);
     npd_job_free(aj->job);
     g_free(aj);
 }
@@ -644,43 +690,47 @@ static QueuedJob *dequeue_next(NpdWorker *w)
     return qj;
 }
 
-/* Also sets up the thinking split: a raw prompt's output is all answer;
- * a templated one may start with (or, by the template, inside) a
- * <think> block. */
-static npl_status tokenize_job(ActiveJob *aj, npl_tokens *out, npl_error *err)
+/* On a render thread: the job's prompt as tokens (with images: the runs
+ * between them), and the rendered text for the thinking split. */
+static void render_prompt(gpointer data, gpointer user_data)
 {
-    const NpdJob *job = aj->job;
-    npl_think_split_init(&aj->think, NULL);
-    if (job->raw) {
-        aj->think.state = NPL_THINK_ANSWER;
-        const npl_tokenizer *tok = npl_model_tokenizer(aj->lm->model);
-        return npl_tokenize(tok, job->prompt, strlen(job->prompt), NPL_TOKENIZE_ADD_BOS, out, err);
+    RenderTask *t = data;
+    NpdWorker *w = user_data;
+    npl_error_clear(&t->err);
+    const npl_model *model = t->lm->model;
+    if (t->raw) {
+        t->st = npl_tokenize(npl_model_tokenizer(model), t->prompt, strlen(t->prompt), NPL_TOKENIZE_ADD_BOS, &t->ids,
+                             &t->err);
+    } else {
+        guint n = t->messages->len;
+        npl_chat_message *msgs = g_new0(npl_chat_message, n);
+        uint32_t *counts = g_new0(uint32_t, n);
+        for (guint i = 0; i < n; i++) {
+            const NpdChatMessage *m = t->messages->pdata[i];
+            msgs[i] = (npl_chat_message){m->role, m->content};
+            counts[i] = m->n_images;
+        }
+        npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = t->think, .tools_in_user_message = -1};
+        if (t->n_images > 0) {
+            t->runs = g_new0(npl_tokens, t->n_images + 1);
+            t->st = npl_vision_chat_prompt_messages(model, msgs, counts, n, &o, t->runs, &t->err);
+        } else {
+            t->st = npl_chat_tokenize_messages(model, msgs, n, &o, &t->ids, &t->text, &t->err);
+        }
+        g_free(msgs);
+        g_free(counts);
     }
-    guint n = job->messages->len;
-    npl_chat_message *msgs = g_new0(npl_chat_message, n);
-    for (guint i = 0; i < n; i++) {
-        const NpdChatMessage *m = job->messages->pdata[i];
-        msgs[i].role = m->role;
-        msgs[i].content = m->content;
-    }
-    npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = job->think, .tools_in_user_message = -1};
-    char *prompt = NULL;
-    npl_status st = npl_chat_tokenize_messages(aj->lm->model, msgs, n, &o, out, &prompt, err);
-    g_free(msgs);
-    npl_think_split_init(&aj->think, prompt);
-    free(prompt);
-    return st;
+    Command *cmd = g_new0(Command, 1);
+    cmd->kind = CMD_RENDERED;
+    cmd->rendered = t;
+    g_async_queue_push(w->commands, cmd);
 }
 
-/* A job with images: the model's projector must fit them; the prompt
- * becomes the token runs between the images with each image's keys in
- * its rows' places. The images, decoded and preprocessed when the call
- * came in, are encoded later (those the KV pool holds never are). FALSE
- * when the job failed (and was finished). */
-static gboolean start_images(NpdWorker *w, ActiveJob *aj)
+/* A job with images: its model's projector must fit them. FALSE when the
+ * job failed (and was finished). */
+static gboolean check_vision(NpdWorker *w, ActiveJob *aj)
 {
     LoadedModel *lm = aj->lm;
-    const NpdJob *job = aj->job;
     npl_error err;
     npl_error_clear(&err);
     if (lm->vision == NULL) {
@@ -696,45 +746,36 @@ static gboolean start_images(NpdWorker *w, ActiveJob *aj)
         fail_active(w, aj, st, "the vision projector", &err);
         return FALSE;
     }
-    guint n = job->messages->len, n_images = job->images->len;
-    npl_chat_message *msgs = g_new0(npl_chat_message, n);
-    uint32_t *counts = g_new0(uint32_t, n);
-    for (guint i = 0; i < n; i++) {
-        const NpdChatMessage *m = job->messages->pdata[i];
-        msgs[i] = (npl_chat_message){m->role, m->content};
-        counts[i] = m->n_images;
-    }
-    npl_tokens *runs = g_new0(npl_tokens, n_images + 1);
-    npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = job->think, .tools_in_user_message = -1};
-    st = npl_vision_chat_prompt_messages(lm->model, msgs, counts, n, &o, runs, &err);
-    g_free(msgs);
-    g_free(counts);
-    npl_think_split_init(&aj->think, NULL);
-    guint32 rows = npl_vision_get_info(lm->vision)->n_tokens;
+    return TRUE;
+}
+
+/* With images, the prompt becomes the rendered token runs between the
+ * images with each image's keys in its rows' places. The images, decoded
+ * and preprocessed when the call came in, are encoded later (those the KV
+ * pool holds never are). */
+static npl_status place_images(ActiveJob *aj, const RenderTask *t, npl_error *err)
+{
+    const NpdJob *job = aj->job;
+    guint n_images = job->images->len;
+    guint32 rows = npl_vision_get_info(aj->lm->vision)->n_tokens;
     aj->images = g_new0(JobImage, n_images);
     aj->n_images = n_images;
+    npl_status st = NPL_OK;
     for (guint k = 0; k <= n_images && st == NPL_OK; k++) {
-        for (size_t i = 0; i < runs[k].n && st == NPL_OK; i++)
-            st = npl_tokens_push(&aj->prompt, runs[k].ids[i], &err);
+        for (size_t i = 0; i < t->runs[k].n && st == NPL_OK; i++)
+            st = npl_tokens_push(&aj->prompt, t->runs[k].ids[i], err);
         if (k == n_images || st != NPL_OK)
             break;
         JobImage *im = &aj->images[k];
         im->at = aj->prompt.n;
         im->pixels = job->images->pdata[k];
         for (guint32 r = 0; r < rows && st == NPL_OK; r++)
-            st = npl_tokens_push(&aj->prompt, -1, &err);
+            st = npl_tokens_push(&aj->prompt, -1, err);
         if (st == NPL_OK)
             npl_vision_image_keys(im->pixels->pixels, npl_vision_pixel_count(&im->pixels->params),
                                   aj->prompt.ids + im->at, rows);
     }
-    for (guint k = 0; k <= n_images; k++)
-        npl_tokens_free(&runs[k]);
-    g_free(runs);
-    if (st != NPL_OK) {
-        fail_active(w, aj, st, "building the prompt", &err);
-        return FALSE;
-    }
-    return TRUE;
+    return st;
 }
 
 /* The images whose rows the reused prefix holds are done: the tower runs
@@ -756,8 +797,10 @@ static gboolean skip_cached_images(ActiveJob *aj, guint32 n_ctx, npl_error *err)
     return aj->seq != NULL;
 }
 
-/* Moves a queued job to the running set: loads its model if needed,
- * tokenizes, sizes its KV cache to what it can use. */
+static void start_prompted(NpdWorker *w, ActiveJob *aj);
+
+/* Moves a queued job to the running set: loads its model if needed and
+ * has its prompt rendered on a render thread (start_prompted goes on). */
 static void start_job(NpdWorker *w, QueuedJob *qj)
 {
     NpdJob *job = qj->job;
@@ -780,18 +823,77 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
     g_free(qj);
     g_ptr_array_add(w->running, aj);
 
+    if (job->images != NULL && !check_vision(w, aj))
+        return;
+    RenderTask *t = g_new0(RenderTask, 1);
+    t->job_id = job->id;
+    t->lm = lm; /* its n_jobs count now belongs to the task */
+    t->raw = job->raw;
+    t->prompt = g_strdup(job->prompt);
+    t->messages = job->messages != NULL ? g_ptr_array_ref(job->messages) : NULL;
+    t->n_images = job->images != NULL ? job->images->len : 0;
+    t->think = job->think;
+    aj->phase = PHASE_RENDER;
+    g_thread_pool_push(w->renders, t, NULL);
+}
+
+static ActiveJob *find_active(NpdWorker *w, guint64 job_id)
+{
+    for (guint i = 0; i < w->running->len + w->parked->len; i++) {
+        ActiveJob *aj = i < w->running->len ? w->running->pdata[i] : w->parked->pdata[i - w->running->len];
+        if (aj->job->id == job_id)
+            return aj;
+    }
+    return NULL;
+}
+
+/* A render thread's result: the job goes on, unless it ended meanwhile
+ * (cancelled): then the model's count the task held is given back. */
+static void prompt_rendered(NpdWorker *w, RenderTask *t)
+{
+    ActiveJob *aj = find_active(w, t->job_id);
+    if (aj == NULL || aj->phase != PHASE_RENDER) {
+        t->lm->n_jobs--;
+        t->lm->last_used = g_get_monotonic_time();
+        return;
+    }
+    aj->phase = PHASE_PREFILL; /* the count is the job's again */
+    npl_think_split_init(&aj->think, NULL);
     npl_error err;
     npl_error_clear(&err);
-    if (job->images != NULL) {
-        if (!start_images(w, aj))
-            return;
-    } else {
-        npl_status st = tokenize_job(aj, &aj->prompt, &err);
+    npl_status st = t->st;
+    if (st != NPL_OK) {
+        fail_active(w, aj, st, t->n_images > 0 ? "building the prompt" : "tokenizing the prompt", &t->err);
+        return;
+    }
+    if (t->raw) {
+        aj->think.state = NPL_THINK_ANSWER; /* a raw prompt's output is all answer */
+    } else if (t->n_images == 0) {
+        /* a templated one may start with (or, by the template, inside) a <think> block */
+        npl_think_split_free(&aj->think);
+        npl_think_split_init(&aj->think, t->text);
+    }
+    if (t->n_images > 0) {
+        st = place_images(aj, t, &err);
         if (st != NPL_OK) {
-            fail_active(w, aj, st, "tokenizing the prompt", &err);
+            fail_active(w, aj, st, "building the prompt", &err);
             return;
         }
+    } else {
+        aj->prompt = t->ids;
+        memset(&t->ids, 0, sizeof t->ids);
     }
+    start_prompted(w, aj);
+}
+
+/* A job whose prompt is ready: sizes its KV cache to what it can use
+ * (reusing the user's cached prefix), its sampler and output stream. */
+static void start_prompted(NpdWorker *w, ActiveJob *aj)
+{
+    const NpdJob *job = aj->job;
+    LoadedModel *lm = aj->lm;
+    npl_error err;
+    npl_error_clear(&err);
     const npl_model_info *info = npl_model_get_info(lm->model);
     guint32 ctx_limit = info->n_ctx_train != 0 ? info->n_ctx_train : NPL_DEFAULT_CTX_MAX;
     ctx_limit = MIN(ctx_limit, w->cfg.max_context);
@@ -849,12 +951,89 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
     post_state(w, job->id, NPD_JOB_RUNNING, 0);
 }
 
+/* ---- sharing the running slots ----------------------------------------
+ *
+ * The queue's round-robin only decides who starts next; once one user's
+ * requests fill every slot, another user's would wait for one of them to
+ * end. So a request that must wait for a slot may park a running request
+ * of the user holding the most slots, if that user holds at least two
+ * more than the waiting request's user: the parked request keeps its KV
+ * cache, sampler and stream untouched and resumes later exactly where it
+ * stopped (greedy output unchanged, nothing recomputed). Parking never
+ * takes a slot from a more urgent class. A free slot goes to whichever of
+ * the oldest parked request and the queue's head belongs to the user
+ * running fewer requests (the parked one on a tie: it came first); so the
+ * slots end up shared with at most one between users, and a new user's
+ * request starts within one scheduling step. */
+
+static guint running_of(NpdWorker *w, guint32 uid)
+{
+    guint n = 0;
+    for (guint i = 0; i < w->running->len; i++)
+        n += ((ActiveJob *)w->running->pdata[i])->job->uid == uid;
+    return n;
+}
+
+/* The request to park so that a request of (uid, priority) gets a slot,
+ * or NULL: the longest running request of the user with the most slots,
+ * among requests not more urgent than the waiting one. */
+static ActiveJob *park_victim(NpdWorker *w, guint32 uid, NpdPriority priority)
+{
+    guint mine = running_of(w, uid);
+    ActiveJob *victim = NULL;
+    guint victim_slots = 0;
+    for (guint i = 0; i < w->running->len; i++) {
+        ActiveJob *aj = w->running->pdata[i];
+        if (aj->job->uid == uid || aj->job->priority < priority)
+            continue;
+        guint slots = running_of(w, aj->job->uid);
+        if (slots < mine + 2)
+            continue;
+        if (victim == NULL || slots > victim_slots || (slots == victim_slots && aj->admit_order < victim->admit_order)) {
+            victim = aj;
+            victim_slots = slots;
+        }
+    }
+    return victim;
+}
+
+/* TRUE when the parked request should have the next slot before the
+ * queue's head. */
+static gboolean resumes_first(NpdWorker *w, const ActiveJob *parked, const QueuedJob *head)
+{
+    if (head == NULL)
+        return TRUE;
+    if (parked->job->priority != head->job->priority)
+        return parked->job->priority < head->job->priority;
+    return running_of(w, parked->job->uid) <= running_of(w, head->job->uid);
+}
+
 static void admit_jobs(NpdWorker *w)
 {
     gboolean changed = FALSE;
-    while (w->running->len < w->cfg.max_running && !g_queue_is_empty(&w->queue)) {
-        start_job(w, dequeue_next(w));
-        changed = TRUE;
+    for (;;) {
+        QueuedJob *head = g_queue_peek_head(&w->queue);
+        ActiveJob *parked = w->parked->len > 0 ? w->parked->pdata[0] : NULL;
+        if (head == NULL && parked == NULL)
+            break;
+        gboolean resume = parked != NULL && resumes_first(w, parked, head);
+        if (w->running->len >= w->cfg.max_running) {
+            const NpdJob *next = resume ? parked->job : head->job;
+            ActiveJob *victim = park_victim(w, next->uid, next->priority);
+            if (victim == NULL)
+                break;
+            g_ptr_array_remove(w->running, victim);
+            g_ptr_array_add(w->parked, victim);
+            g_debug("request %" G_GUINT64_FORMAT " of uid %u parked for a request of uid %u", victim->job->id,
+                    victim->job->uid, next->uid);
+        }
+        if (resume) {
+            g_ptr_array_remove_index(w->parked, 0);
+            g_ptr_array_add(w->running, parked);
+        } else {
+            start_job(w, dequeue_next(w));
+            changed = TRUE;
+        }
     }
     if (changed)
         post_queue_positions(w);
@@ -1098,13 +1277,9 @@ static void cancel_job(NpdWorker *w, guint64 job_id)
             return;
         }
     }
-    for (guint i = 0; i < w->running->len; i++) {
-        ActiveJob *aj = w->running->pdata[i];
-        if (aj->job->id == job_id) {
-            finish_active(w, aj, NPD_FINISH_CANCELLED, NULL);
-            return;
-        }
-    }
+    ActiveJob *aj = find_active(w, job_id);
+    if (aj != NULL)
+        finish_active(w, aj, NPD_FINISH_CANCELLED, NULL);
 }
 
 static void unload_command(NpdWorker *w, const char *name, gpointer tag)
@@ -1147,6 +1322,9 @@ static gboolean handle_command(NpdWorker *w, Command *cmd)
         enqueue(w, g_steal_pointer(&cmd->job), cmd->t_submit);
         post_queue_positions(w);
         break;
+    case CMD_RENDERED:
+        prompt_rendered(w, cmd->rendered);
+        break;
     case CMD_CANCEL:
         cancel_job(w, cmd->job_id);
         break;
@@ -1175,12 +1353,22 @@ static gboolean handle_command(NpdWorker *w, Command *cmd)
     return go_on;
 }
 
+/* Whether a scheduling step has something to do; else the worker waits
+ * for a command (a render's result is one). */
+static gboolean has_work(NpdWorker *w)
+{
+    for (guint i = 0; i < w->running->len; i++)
+        if (((ActiveJob *)w->running->pdata[i])->phase != PHASE_RENDER)
+            return TRUE;
+    return w->running->len < w->cfg.max_running && (w->parked->len > 0 || !g_queue_is_empty(&w->queue));
+}
+
 static gpointer worker_main(gpointer data)
 {
     NpdWorker *w = data;
     for (;;) {
         Command *cmd;
-        if (w->running->len > 0 || !g_queue_is_empty(&w->queue)) {
+        if (has_work(w)) {
             cmd = g_async_queue_try_pop(w->commands);
         } else {
             gint64 due = next_unload_time(w);
@@ -1210,6 +1398,11 @@ static gpointer worker_main(gpointer data)
         finish_queued(w, qj, NPD_FINISH_CANCELLED, NULL);
     while (w->running->len > 0)
         finish_active(w, w->running->pdata[0], NPD_FINISH_CANCELLED, NULL);
+    while (w->parked->len > 0)
+        finish_active(w, w->parked->pdata[0], NPD_FINISH_CANCELLED, NULL);
+    /* renders still going use their models: wait for them (each ends
+     * within its template's deadline); their results are dropped */
+    g_thread_pool_free(g_steal_pointer(&w->renders), FALSE, TRUE);
     g_hash_table_remove_all(w->models);
     return NULL;
 }
@@ -1233,9 +1426,14 @@ NpdWorker *npd_worker_new(const NpdWorkerConfig *cfg, GMainContext *main_context
     g_queue_init(&w->events);
     g_queue_init(&w->queue);
     w->running = g_ptr_array_new();
+    w->parked = g_ptr_array_new();
     w->models = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)loaded_model_free);
     for (int i = 0; i < 2; i++)
         w->user_tags[i] = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+    /* one render per running slot at once, and two more for renders of
+     * cancelled jobs still finishing: a new job's render never waits
+     * behind a slow template's (unless cancelled ones pile up) */
+    w->renders = g_thread_pool_new(render_prompt, w, (gint)w->cfg.max_running + 2, FALSE, NULL);
     w->thread = g_thread_new("npullm-engine", worker_main, w);
     return w;
 }
@@ -1267,6 +1465,7 @@ void npd_worker_free(NpdWorker *w)
     g_mutex_clear(&w->lock);
 
     g_ptr_array_unref(w->running);
+    g_ptr_array_unref(w->parked);
     g_hash_table_destroy(w->models);
     for (int i = 0; i < 2; i++)
         g_hash_table_destroy(w->user_tags[i]);

@@ -7,10 +7,12 @@
  * Scheduling, one iteration: drain commands (cancels take effect here),
  * admit queued jobs into free slots (interactive before background; within
  * a class round-robin between users, FIFO for each user; loading the model
- * first if needed), feed one prefill
+ * first if needed; parking a running job of the user holding the most
+ * slots so that slots are shared between users), feed one prefill
  * chunk of one prompt, then run ONE batched decode step for all sequences
  * that are generating. So a long prompt only delays other streams by one
- * chunk per token. */
+ * chunk per token. Prompts are rendered (chat template) and tokenized on
+ * render threads, never on the engine thread. */
 #ifndef NPD_ENGINE_WORKER_H
 #define NPD_ENGINE_WORKER_H
 

@@ -18,9 +18,18 @@ extern "C" {
 typedef struct npl_jinja_limits {
     size_t max_memory; /* bytes of values and syntax tree */
     size_t max_output; /* bytes of rendered text */
-    uint64_t max_steps; /* evaluation steps (bounds time) */
+    uint64_t max_steps; /* evaluation steps (bounds time): one per node evaluated, and one
+                         * per NPL_JINJA_BYTES_PER_STEP bytes a string operation reads or
+                         * writes (comparisons, searches, concatenation, filters) */
     unsigned max_depth; /* nesting of expressions, blocks and macro calls */
+    unsigned max_time_ms; /* wall-clock time of one render; 0 = none */
 } npl_jinja_limits;
+
+#define NPL_JINJA_BYTES_PER_STEP 64
+/* npl_jinja_limits_default's max_time_ms: far above what a real chat
+ * template needs (milliseconds), short enough that a hostile one frees its
+ * thread soon. */
+#define NPL_JINJA_DEFAULT_TIME_MS 2000
 
 void npl_jinja_limits_default(npl_jinja_limits *lim);
 

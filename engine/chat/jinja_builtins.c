@@ -163,10 +163,13 @@ static jv strip(jrender *r, jstr s, const jv *chars, bool left, bool right, uint
     bool custom = chars && chars->k != JV_NONE && chars->k != JV_UNDEF;
     jstr cs = custom ? need_str(r, chars, "strip", line) : (jstr){0};
     if (left)
-        while (b < e && (custom ? in_chars(cs, s.s, b, e, &len) : py_space(s.s, e, b, &len)))
+        while (b < e && (custom ? in_chars(cs, s.s, b, e, &len) : py_space(s.s, e, b, &len))) {
+            jcharge_bytes(r->a, cs.n + len);
             b += len;
+        }
     if (right) {
         while (e > b) {
+            jcharge_bytes(r->a, cs.n + 1);
             size_t k = 0;
             if (custom) {
                 size_t st = e - 1;
@@ -205,13 +208,15 @@ static jv change_case(jrender *r, jstr s, char mode)
     return jv_str(d, s.n, s.mask);
 }
 
-static bool starts_with(jstr s, jstr p)
+static bool starts_with(jrender *r, jstr s, jstr p)
 {
+    jcharge_bytes(r->a, p.n);
     return p.n <= s.n && memcmp(s.s, p.s, p.n) == 0;
 }
 
-static bool ends_with(jstr s, jstr p)
+static bool ends_with(jrender *r, jstr s, jstr p)
 {
+    jcharge_bytes(r->a, p.n);
     return p.n <= s.n && memcmp(s.s + s.n - p.n, p.s, p.n) == 0;
 }
 
@@ -224,28 +229,36 @@ static bool affix_match(jrender *r, jstr s, const jv *a, bool end, uint32_t line
         return false;
     }
     jstr p = need_str(r, a, end ? "endswith" : "startswith", line);
-    return end ? ends_with(s, p) : starts_with(s, p);
+    return end ? ends_with(r, s, p) : starts_with(r, s, p);
 }
 
+/* Python str.replace; a non-empty `old` is searched for (linear), an
+ * empty one matches between every character. */
 static jv replace(jrender *r, jstr s, jstr old, jstr new, int64_t count)
 {
     jsb b;
     jsb_init(&b, r->a, r->lim->max_output);
     size_t i = 0;
     int64_t done = 0;
+    while (old.n > 0) {
+        int64_t at = count < 0 || done < count ? jfind(r->a, s, old, i) : -1;
+        size_t end = at < 0 ? s.n : (size_t)at;
+        jstep(r);
+        jsb_add(&b, s.s + i, end - i, s.mask ? s.mask + i : NULL);
+        if (at < 0)
+            return str_v(jsb_done(&b));
+        jsb_addstr(&b, new);
+        done++;
+        i = end + old.n;
+    }
     while (i <= s.n) {
         jstep(r);
-        bool hit = (count < 0 || done < count) && old.n <= s.n - i && memcmp(s.s + i, old.s, old.n) == 0;
-        if (hit) {
+        if (count < 0 || done < count) {
             jsb_addstr(&b, new);
             done++;
-            if (old.n == 0) {
-                if (i < s.n)
-                    jsb_add(&b, s.s + i, 1, s.mask ? s.mask + i : NULL);
-                i++;
-            } else {
-                i += old.n;
-            }
+            if (i < s.n)
+                jsb_add(&b, s.s + i, 1, s.mask ? s.mask + i : NULL);
+            i++;
         } else {
             if (i < s.n)
                 jsb_add(&b, s.s + i, 1, s.mask ? s.mask + i : NULL);
@@ -285,29 +298,26 @@ static jv split(jrender *r, jstr s, const jv *sep, int64_t maxsplit, uint32_t li
     if (p.n == 0)
         jfail(r->a, "line %u: split: empty separator", line);
     size_t st = 0;
-    for (size_t i = 0; i + p.n <= s.n;) {
+    int64_t at;
+    while ((maxsplit < 0 || (int64_t)l.u.l->n < maxsplit) && (at = jfind(r->a, s, p, st)) >= 0) {
         jstep(r);
-        if ((maxsplit < 0 || (int64_t)l.u.l->n < maxsplit) && memcmp(s.s + i, p.s, p.n) == 0) {
-            jlist_push(r->a, l.u.l, jv_str(s.s + st, i - st, s.mask ? s.mask + st : NULL));
-            i += p.n;
-            st = i;
-        } else {
-            i++;
-        }
+        jlist_push(r->a, l.u.l, jv_str(s.s + st, (size_t)at - st, s.mask ? s.mask + st : NULL));
+        st = (size_t)at + p.n;
     }
     jlist_push(r->a, l.u.l, jv_str(s.s + st, s.n - st, s.mask ? s.mask + st : NULL));
     return l;
 }
 
-static int64_t find(jstr s, jstr p, bool last)
+static int64_t find(jrender *r, jstr s, jstr p, bool last)
 {
-    int64_t hit = -1;
-    for (size_t i = 0; i + p.n <= s.n; i++)
-        if (memcmp(s.s + i, p.s, p.n) == 0) {
-            hit = (int64_t)i;
-            if (!last)
-                break;
-        }
+    int64_t hit = jfind(r->a, s, p, 0);
+    while (last && hit >= 0 && (size_t)hit < s.n) {
+        int64_t next = jfind(r->a, s, p, (size_t)hit + 1);
+        if (next < 0)
+            break;
+        jstep(r);
+        hit = next;
+    }
     return hit;
 }
 
@@ -340,7 +350,7 @@ jv jattr(jrender *r, const jv *obj, jstr name, uint32_t line)
     case JV_UNDEF: jfail(r->a, "line %u: '%.*s' of an undefined value", line, (int)name.n, name.s);
     case JV_DICT:
     case JV_NS: {
-        const jv *v = jdict_get(obj->u.d, name.s, name.n);
+        const jv *v = jdict_lookup(r->a, obj->u.d, name.s, name.n);
         if (v)
             return *v;
         if (obj->k == JV_DICT && listed(DICT_METHODS, name))
@@ -443,17 +453,14 @@ jv jcall_method(jrender *r, const jv *self, jstr name, const jv *args, size_t n_
                            need_str(r, ARG(1, "new"), "replace", line), c ? need_int(r, c, "replace", line) : -1);
         }
         if (name_is(name, "find") || name_is(name, "rfind"))
-            return jv_int(find(s, need_str(r, ARG(0, NULL), "find", line), name_is(name, "rfind")));
+            return jv_int(find(r, s, need_str(r, ARG(0, NULL), "find", line), name_is(name, "rfind")));
         if (name_is(name, "count")) {
             jstr p = need_str(r, ARG(0, NULL), "count", line);
-            int64_t c = 0;
-            for (size_t i = 0; i + p.n <= s.n;)
-                if (p.n && memcmp(s.s + i, p.s, p.n) == 0) {
-                    c++;
-                    i += p.n;
-                } else {
-                    i++;
-                }
+            int64_t c = 0, at;
+            for (size_t i = 0; p.n && (at = jfind(r->a, s, p, i)) >= 0; i = (size_t)at + p.n) {
+                jstep(r);
+                c++;
+            }
             return jv_int(p.n ? c : (int64_t)s.n + 1);
         }
         if (name_is(name, "join")) {
@@ -489,7 +496,7 @@ jv jcall_method(jrender *r, const jv *self, jstr name, const jv *args, size_t n_
         }
         if (name_is(name, "get")) {
             jstr k = need_str(r, ARG(0, NULL), "get", line);
-            const jv *v = jdict_get(self->u.d, k.s, k.n);
+            const jv *v = jdict_lookup(r->a, self->u.d, k.s, k.n);
             const jv *d = ARG(1, "default");
             return v ? *v : d ? *d : jv_none();
         }
@@ -504,7 +511,7 @@ jv jcall_method(jrender *r, const jv *self, jstr name, const jv *args, size_t n_
             const jv *x = ARG(0, NULL);
             int64_t c = 0;
             for (size_t i = 0; x && i < self->u.l->n; i++)
-                if (jv_equal(&self->u.l->v[i], x)) {
+                if (jv_equal(r->a, &self->u.l->v[i], x)) {
                     if (name_is(name, "index"))
                         return jv_int((int64_t)i);
                     c++;
@@ -641,17 +648,17 @@ bool jtest(jrender *r, jframe *f, const jstr *name, const jv *in, const jv *args
     if (!a0)
         jfail(r->a, "line %u: test %.*s needs an argument or is unknown", line, (int)n.n, n.s);
     if (name_is(n, "equalto") || name_is(n, "eq") || name_is(n, "=="))
-        return jv_equal(in, a0);
+        return jv_equal(r->a, in, a0);
     if (name_is(n, "ne") || name_is(n, "!="))
-        return !jv_equal(in, a0);
+        return !jv_equal(r->a, in, a0);
     if (name_is(n, "sameas"))
-        return in->k == a0->k && jv_equal(in, a0);
+        return in->k == a0->k && jv_equal(r->a, in, a0);
     if (name_is(n, "in")) {
         jlist *l = a0->k == JV_STR ? NULL : jv_iterable(r, a0, line);
         if (!l)
-            return in->k == JV_STR && find(a0->u.s, in->u.s, false) >= 0;
+            return in->k == JV_STR && jfind(r->a, a0->u.s, in->u.s, 0) >= 0;
         for (size_t i = 0; i < l->n; i++)
-            if (jv_equal(&l->v[i], in))
+            if (jv_equal(r->a, &l->v[i], in))
                 return true;
         return false;
     }
@@ -878,7 +885,7 @@ jv jfilter(jrender *r, jframe *f, const jstr *name, jv in, const jv *args, size_
             bool seen = false;
             for (size_t k = 0; k < out.u.l->n && !seen; k++) {
                 jstep(r);
-                seen = jv_equal(&out.u.l->v[k], &l->v[i]);
+                seen = jv_equal(r->a, &out.u.l->v[k], &l->v[i]);
             }
             if (!seen)
                 jlist_push(r->a, out.u.l, l->v[i]);

@@ -1,12 +1,14 @@
 /* Jinja evaluator: statements write to the output, expressions give
  * values. Scoping follows Jinja: a for loop or macro call opens a frame
  * (its `set`s vanish at its end; namespace() objects carry values out),
- * `if` does not. Every node costs a step; steps, nesting, output and
- * memory are bounded by the render's limits. */
+ * `if` does not. Every node costs a step, and string work a step per
+ * NPL_JINJA_BYTES_PER_STEP bytes; steps, wall-clock time, nesting, output
+ * and memory are bounded by the render's limits. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "jinja_internal.h"
 
@@ -22,12 +24,12 @@ void npl_jinja_limits_default(npl_jinja_limits *lim)
     lim->max_output = 4u << 20;
     lim->max_steps = 20000000;
     lim->max_depth = 100;
+    lim->max_time_ms = NPL_JINJA_DEFAULT_TIME_MS;
 }
 
 void jstep(jrender *r)
 {
-    if (++r->steps > r->lim->max_steps)
-        jfail(r->a, "template takes more than %llu steps", (unsigned long long)r->lim->max_steps);
+    jcharge(r->a, 1);
 }
 
 static const jv *lookup(jframe *f, jstr name)
@@ -91,21 +93,16 @@ static bool contains(jrender *r, const jv *hay, const jv *needle, uint32_t line)
     if (hay->k == JV_STR) {
         if (needle->k != JV_STR)
             jfail(r->a, "line %u: 'in <string>' needs a string on the left", line);
-        if (needle->u.s.n == 0)
-            return true;
-        for (size_t i = 0; i + needle->u.s.n <= hay->u.s.n; i++)
-            if (memcmp(hay->u.s.s + i, needle->u.s.s, needle->u.s.n) == 0)
-                return true;
-        return false;
+        return jfind(r->a, hay->u.s, needle->u.s, 0) >= 0;
     }
     if (hay->k == JV_LIST) {
         for (size_t i = 0; i < hay->u.l->n; i++)
-            if (jv_equal(&hay->u.l->v[i], needle))
+            if (jv_equal(r->a, &hay->u.l->v[i], needle))
                 return true;
         return false;
     }
     if (hay->k == JV_DICT || hay->k == JV_NS)
-        return needle->k == JV_STR && jdict_get(hay->u.d, needle->u.s.s, needle->u.s.n) != NULL;
+        return needle->k == JV_STR && jdict_lookup(r->a, hay->u.d, needle->u.s.s, needle->u.s.n) != NULL;
     if (hay->k == JV_UNDEF)
         return false;
     jfail(r->a, "line %u: 'in' needs a string, list or mapping, not %s", line, jv_kind_name(hay->k));
@@ -120,6 +117,7 @@ static int compare(jrender *r, const jv *a, const jv *b, uint32_t line)
         return x < y ? -1 : x > y;
     if (a->k == JV_STR && b->k == JV_STR) {
         size_t n = a->u.s.n < b->u.s.n ? a->u.s.n : b->u.s.n;
+        jcharge_bytes(r->a, n);
         int c = memcmp(a->u.s.s, b->u.s.s, n);
         if (c)
             return c < 0 ? -1 : 1;
@@ -231,8 +229,8 @@ static jv binary_op(jrender *r, int op, const jv *a, const jv *b, uint32_t line)
         jstr x = jv_as_str(r->a, a), y = jv_as_str(r->a, b);
         return (jv){.k = JV_STR, .u.s = concat(r, x, y)};
     }
-    case JOP_EQ: return jv_bool(jv_equal(a, b));
-    case JOP_NE: return jv_bool(!jv_equal(a, b));
+    case JOP_EQ: return jv_bool(jv_equal(r->a, a, b));
+    case JOP_NE: return jv_bool(!jv_equal(r->a, a, b));
     case JOP_LT: return jv_bool(compare(r, a, b, line) < 0);
     case JOP_LE: return jv_bool(compare(r, a, b, line) <= 0);
     case JOP_GT: return jv_bool(compare(r, a, b, line) > 0);
@@ -278,6 +276,7 @@ static void slice_bounds(jrender *r, const jv *sv, const jv *ev, const jv *stv, 
 static size_t utf8_offsets(jrender *r, jstr s, size_t **offs)
 {
     size_t *o = jarena_alloc(r->a, (s.n + 1) * sizeof *o);
+    jcharge_bytes(r->a, s.n);
     size_t k = 0;
     for (size_t i = 0; i < s.n; i++)
         if (((unsigned char)s.s[i] & 0xC0) != 0x80)
@@ -321,7 +320,7 @@ static jv index_value(jrender *r, const jv *obj, const jv *key, uint32_t line)
 {
     int64_t i;
     if ((obj->k == JV_DICT || obj->k == JV_NS) && key->k == JV_STR) {
-        const jv *v = jdict_get(obj->u.d, key->u.s.s, key->u.s.n);
+        const jv *v = jdict_lookup(r->a, obj->u.d, key->u.s.s, key->u.s.n);
         return v ? *v : jattr(r, obj, key->u.s, line);
     }
     if (obj->k == JV_LIST && int_of(key, &i)) {
@@ -696,6 +695,14 @@ npl_status npl_jinja_render(const npl_jinja_template *t, const char *vars_json, 
     char msg[256] = "";
     jarena_init(&a, t->lim.max_memory, &jb, msg, sizeof msg);
     jrender r = {.a = &a, .lim = &t->lim, .now = now};
+    r.budget.max_steps = t->lim.max_steps;
+    r.budget.max_time_ms = t->lim.max_time_ms;
+    if (t->lim.max_time_ms) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        r.budget.deadline_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (int64_t)t->lim.max_time_ms * 1000000;
+    }
+    a.budget = &r.budget;
     if (setjmp(jb)) {
         jarena_free(&a);
         return npl_error_set(err, NPL_ERR_FORMAT, "chat template: %s", msg);

@@ -16,6 +16,15 @@
 /* ---- arena ------------------------------------------------------------ */
 
 typedef struct jarena_block jarena_block;
+
+/* A render's work so far against its limits (max_steps, max_time_ms). */
+typedef struct jbudget {
+    uint64_t steps, max_steps;
+    uint64_t next_clock; /* steps at which the clock is read next */
+    int64_t deadline_ns; /* CLOCK_MONOTONIC; 0 = none */
+    unsigned max_time_ms;
+} jbudget;
+
 typedef struct jarena {
     jarena_block *head;
     size_t used_total; /* bytes handed out, checked against limit */
@@ -23,6 +32,7 @@ typedef struct jarena {
     jmp_buf *on_fail; /* where running out of budget unwinds to */
     char *err_msg;    /* filled before unwinding */
     size_t err_cap;
+    jbudget *budget; /* while rendering; NULL while parsing */
 } jarena;
 
 void jarena_init(jarena *a, size_t limit, jmp_buf *on_fail, char *err_msg, size_t err_cap);
@@ -31,6 +41,11 @@ char *jarena_strdup(jarena *a, const char *s, size_t n);
 void jarena_free(jarena *a);
 /* Fills a->err_msg and unwinds. */
 _Noreturn void jfail(jarena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Charges work to the render's budget; unwinds past max_steps or the
+ * deadline. jcharge_bytes: for bytes a string operation reads or writes,
+ * so one step never hides a 3 MB memcmp. */
+void jcharge(jarena *a, uint64_t steps);
+void jcharge_bytes(jarena *a, size_t bytes);
 
 /* ---- values ------------------------------------------------------------ */
 
@@ -109,10 +124,15 @@ jv jv_dict(jarena *a);
 void jlist_push(jarena *a, jlist *l, jv v);
 void jdict_set(jarena *a, jdict *d, jstr key, jv v);
 const jv *jdict_get(const jdict *d, const char *key, size_t n);
+/* jdict_get charging the bytes of the keys it compares (template lookups
+ * of data-sized keys). */
+const jv *jdict_lookup(jarena *a, const jdict *d, const char *key, size_t n);
 
 bool jv_truthy(const jv *v);
 bool jv_num(const jv *v, double *out); /* int, float or bool as a double */
-bool jv_equal(const jv *a, const jv *b);
+bool jv_equal(jarena *arena, const jv *a, const jv *b); /* charges the bytes compared */
+/* Offset of needle in hay at or after `from`, or -1 (linear, charged). */
+int64_t jfind(jarena *a, jstr hay, jstr needle, size_t from);
 bool jv_is_str(const jv *v, const char *lit);
 const char *jv_kind_name(jkind k);
 
@@ -245,7 +265,7 @@ typedef struct jrender {
     const npl_jinja_limits *lim;
     jframe *globals;
     jsb out;
-    uint64_t steps;
+    jbudget budget;
     unsigned depth;
     int loop_ctl; /* 1 break, 2 continue */
     const struct tm *now;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "jinja_internal.h"
 
@@ -34,6 +35,52 @@ void jfail(jarena *a, const char *fmt, ...)
     vsnprintf(a->err_msg, a->err_cap, fmt, ap);
     va_end(ap);
     longjmp(*a->on_fail, 1);
+}
+
+/* ---- work budget -------------------------------------------------------- */
+
+/* The clock is read every this many steps: often enough that a render
+ * overshoots its deadline by well under a millisecond of node steps. */
+#define JCLOCK_EVERY 4096
+
+static int64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void jcharge(jarena *a, uint64_t steps)
+{
+    jbudget *b = a->budget;
+    if (!b)
+        return;
+    b->steps += steps;
+    if (b->steps > b->max_steps)
+        jfail(a, "template takes more than %llu steps (limit max_steps; string work costs a step per %d bytes)",
+              (unsigned long long)b->max_steps, NPL_JINJA_BYTES_PER_STEP);
+    if (b->deadline_ns && b->steps >= b->next_clock) {
+        b->next_clock = b->steps + JCLOCK_EVERY;
+        if (monotonic_ns() > b->deadline_ns)
+            jfail(a, "template takes more than %u ms to render (limit max_time_ms)", b->max_time_ms);
+    }
+}
+
+void jcharge_bytes(jarena *a, size_t bytes)
+{
+    jcharge(a, bytes / NPL_JINJA_BYTES_PER_STEP);
+}
+
+int64_t jfind(jarena *a, jstr hay, jstr needle, size_t from)
+{
+    if (from > hay.n || needle.n > hay.n - from) {
+        jcharge_bytes(a, needle.n);
+        return -1;
+    }
+    const char *p = memmem(hay.s + from, hay.n - from, needle.s, needle.n);
+    size_t scanned = p ? (size_t)(p - hay.s) - from : hay.n - from;
+    jcharge_bytes(a, scanned + 2 * needle.n);
+    return p ? (int64_t)(p - hay.s) : -1;
 }
 
 void *jarena_alloc(jarena *a, size_t n)
@@ -129,9 +176,18 @@ const jv *jdict_get(const jdict *d, const char *key, size_t n)
     return NULL;
 }
 
+const jv *jdict_lookup(jarena *a, const jdict *d, const char *key, size_t n)
+{
+    size_t compared = 0;
+    for (size_t i = 0; i < d->n; i++)
+        compared += d->keys[i].n == n ? n : 0;
+    jcharge_bytes(a, compared);
+    return jdict_get(d, key, n);
+}
+
 void jdict_set(jarena *a, jdict *d, jstr key, jv v)
 {
-    jv *old = (jv *)jdict_get(d, key.s, key.n);
+    jv *old = (jv *)jdict_lookup(a, d, key.s, key.n);
     if (old) {
         *old = v;
         return;
@@ -183,7 +239,7 @@ bool jv_num(const jv *v, double *out)
     return true;
 }
 
-bool jv_equal(const jv *a, const jv *b)
+bool jv_equal(jarena *arena, const jv *a, const jv *b)
 {
     double x, y;
     if (a->k == JV_INT && b->k == JV_INT)
@@ -195,12 +251,16 @@ bool jv_equal(const jv *a, const jv *b)
     switch (a->k) {
     case JV_UNDEF:
     case JV_NONE: return true;
-    case JV_STR: return a->u.s.n == b->u.s.n && memcmp(a->u.s.s, b->u.s.s, a->u.s.n) == 0;
+    case JV_STR:
+        if (a->u.s.n != b->u.s.n)
+            return false;
+        jcharge_bytes(arena, a->u.s.n);
+        return memcmp(a->u.s.s, b->u.s.s, a->u.s.n) == 0;
     case JV_LIST:
         if (a->u.l->n != b->u.l->n)
             return false;
         for (size_t i = 0; i < a->u.l->n; i++)
-            if (!jv_equal(&a->u.l->v[i], &b->u.l->v[i]))
+            if (!jv_equal(arena, &a->u.l->v[i], &b->u.l->v[i]))
                 return false;
         return true;
     case JV_DICT:
@@ -208,8 +268,8 @@ bool jv_equal(const jv *a, const jv *b)
         if (a->u.d->n != b->u.d->n)
             return false;
         for (size_t i = 0; i < a->u.d->n; i++) {
-            const jv *o = jdict_get(b->u.d, a->u.d->keys[i].s, a->u.d->keys[i].n);
-            if (!o || !jv_equal(&a->u.d->vals[i], o))
+            const jv *o = jdict_lookup(arena, b->u.d, a->u.d->keys[i].s, a->u.d->keys[i].n);
+            if (!o || !jv_equal(arena, &a->u.d->vals[i], o))
                 return false;
         }
         return true;
@@ -244,7 +304,9 @@ void jsb_add(jsb *b, const char *s, size_t n, const uint8_t *mask)
         return;
     if (b->limit && (n > b->limit || b->n > b->limit - n))
         jfail(b->a, "template output exceeds %zu bytes", b->limit);
+    jcharge_bytes(b->a, n);
     if (b->n + n + 1 > b->cap) {
+        jcharge_bytes(b->a, b->n); /* the copy into the grown buffer */
         size_t cap = b->cap ? b->cap : 64;
         while (cap < b->n + n + 1)
             cap *= 2;
@@ -542,6 +604,7 @@ static size_t *sorted_keys(jsb *b, const jdict *d)
         while (k > 0) {
             jstr x = d->keys[ix[k - 1]], y = d->keys[i];
             size_t n = x.n < y.n ? x.n : y.n;
+            jcharge_bytes(b->a, n);
             int c = memcmp(x.s, y.s, n);
             if (c < 0 || (c == 0 && x.n <= y.n))
                 break;

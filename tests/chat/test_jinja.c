@@ -110,6 +110,12 @@ static void case_syntax(void)
     expect("{{ 'Hello'.startswith('He') }}{{ 'Hello'.endswith(('x', 'lo')) }}{{ 'aBc'.upper() }}{{ 'aBc'.lower() }}"
            "{{ 'hello wORLD'.title() }}{{ 'a-a'.replace('a', 'b') }}{{ 'hello'.capitalize() }}", NULL,
            "TrueTrueABCabcHello Worldb-bHello");
+    /* the searching methods, as Python: overlaps, empty needles, counts */
+    expect("{{ 'a-b-c'.replace('-', '+', 1) }} {{ 'ab'.replace('', '-') }} {{ 'aaa'.replace('a', 'b', 0) }} "
+           "{{ 'abcabc'.rfind('bc') }} {{ 'abc'.rfind('') }} {{ 'abc'.find('') }} {{ 'abc'.find('x') }} "
+           "{{ 'aaaa'.count('aa') }} {{ 'ab'.count('') }} {{ 'a,b,,c'.split(',', 2) }} {{ 'xaxbx'.split('x') }} "
+           "{{ 'bc' in 'abcd' }} {{ '' in 'a' }} {{ 'ca' in 'abc' }} {{ 'b' is in 'abc' }}", NULL,
+           "a+b-c -a-b- aaa 4 3 0 -1 2 3 ['a', 'b', ',c'] ['', 'a', 'b', ''] True True False True");
     /* filters */
     expect("{{ {'b': [1, {'c': 'é\"\\n'}], 'a': none, 't': true, 'f': 1.5} | tojson }}", NULL,
            "{\"b\": [1, {\"c\": \"é\\\"\\n\"}], \"a\": null, \"t\": true, \"f\": 1.5}");
@@ -164,7 +170,9 @@ static void case_limits(void)
     npl_jinja_limits_default(&lim);
     npl_jinja_output o;
     npl_error err = {0};
-    /* time: a loop that would run for ages */
+    /* time: a loop that would run for ages (the steps stop it, not the
+     * clock, on a machine of any speed) */
+    lim.max_time_ms = 0;
     npl_status st = render("{% set r = range(2000) %}{% for i in r %}{% for j in r %}{% for k in r %}{% endfor %}"
                            "{% endfor %}{% endfor %}", NULL, NULL, &lim, &o, &err);
     CHECKF(st == NPL_ERR_FORMAT && strstr(err.message, "steps"), "%s", err.message);
@@ -174,6 +182,42 @@ static void case_limits(void)
     CHECKF(st == NPL_ERR_FORMAT && strstr(err.message, "output"), "%s", err.message);
     st = render("{{ 'x' * 100000 }}", NULL, NULL, &lim, &o, &err);
     CHECKF(st == NPL_ERR_FORMAT, "%s", err.message);
+    /* string work is charged by the bytes it touches (issue #34): comparing
+     * two 3 MB strings in a loop, or searching one, is stopped by the step
+     * budget long before its million iterations'... */
+    size_t big = 3u << 20;
+    char *data = malloc(2 * big + 64);
+    CHECK(data != NULL);
+    if (!data)
+        return;
+    size_t n = (size_t)sprintf(data, "{\"a\": \"");
+    memset(data + n, 'x', big);
+    n += big;
+    n += (size_t)sprintf(data + n, "\", \"b\": \"");
+    memset(data + n, 'x', big - 1);
+    n += big - 1;
+    sprintf(data + n, "y\"}");
+    npl_jinja_limits_default(&lim);
+    lim.max_time_ms = 0; /* the steps must stop it, whatever the machine's speed */
+    lim.max_steps = 2000000; /* a tenth of the default: the test stays quick */
+    static const char *const hostile[] = {
+        "{% set r = range(1000) %}{% for i in r %}{% for j in r %}{% if a == b %}{% endif %}{% endfor %}{% endfor %}",
+        "{% set r = range(1000) %}{% for i in r %}{% for j in r %}{% if b in a %}{% endif %}{% endfor %}{% endfor %}",
+        "{% set r = range(1000) %}{% for i in r %}{% for j in r %}{% if a.find(b) > 0 %}{% endif %}{% endfor %}{% endfor %}",
+        "{% set r = range(1000) %}{% for i in r %}{% for j in r %}{% if a.startswith(a) %}{% endif %}{% endfor %}{% endfor %}",
+    };
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        st = render(hostile[i], NULL, data, &lim, &o, &err);
+        CHECKF(st == NPL_ERR_FORMAT && strstr(err.message, "max_steps"), "%s: %s", hostile[i], err.message);
+    }
+    /* ... and by the wall-clock deadline when the steps are unbounded */
+    lim.max_steps = UINT64_MAX;
+    lim.max_time_ms = 100;
+    st = render(hostile[0], NULL, data, &lim, &o, &err);
+    CHECKF(st == NPL_ERR_FORMAT && strstr(err.message, "max_time_ms"), "%s", err.message);
+    npl_jinja_limits_default(&lim);
+    CHECK(lim.max_time_ms == NPL_JINJA_DEFAULT_TIME_MS);
+    free(data);
     /* recursion */
     npl_jinja_limits_default(&lim);
     st = render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", NULL, NULL, &lim, &o, &err);
