@@ -161,6 +161,23 @@ static int listen_activated(SoupServer *server, GError **error)
     return n;
 }
 
+/* Ollama listens on the same port: say so, and how to find who holds it. */
+static gboolean default_port_error(GError **error, const char *host)
+{
+    if (*error == NULL)
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "libsoup gave no reason");
+    if (g_error_matches(*error, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE)) {
+        g_clear_error(error);
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE,
+                    "cannot listen on %s:%d: port %d is in use, likely by a running Ollama or another npullm-bridge "
+                    "(`ss -ltnp sport = %d` shows which program); stop it, or pick another port with --listen",
+                    host, DEFAULT_PORT, DEFAULT_PORT, DEFAULT_PORT);
+    } else {
+        g_prefix_error(error, "cannot listen on %s:%d: ", host, DEFAULT_PORT);
+    }
+    return FALSE;
+}
+
 static gboolean listen_on(SoupServer *server, char **specs, GError **error)
 {
     if (specs != NULL) {
@@ -175,22 +192,21 @@ static gboolean listen_on(SoupServer *server, char **specs, GError **error)
         }
         return TRUE;
     }
-    /* the default: Ollama's port on both loopback addresses */
+    /* the default: Ollama's port on 127.0.0.1, and on [::1] where the host has IPv6 */
     g_autoptr(GInetAddress) v4 = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
     g_autoptr(GSocketAddress) a4 = g_inet_socket_address_new(v4, DEFAULT_PORT);
-    if (!soup_server_listen(server, a4, 0, error)) {
-        g_prefix_error(error, "cannot listen on 127.0.0.1:%d (is Ollama or another bridge running?): ", DEFAULT_PORT);
-        return FALSE;
-    }
+    if (!soup_server_listen(server, a4, 0, error))
+        return default_port_error(error, "127.0.0.1");
     g_autoptr(GInetAddress) v6 = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV6);
     g_autoptr(GSocketAddress) a6 = g_inet_socket_address_new(v6, DEFAULT_PORT);
     g_autoptr(GError) e6 = NULL;
-    if (!soup_server_listen(server, a6, SOUP_SERVER_LISTEN_IPV6_ONLY, &e6)) {
+    if (!soup_server_listen(server, a6, 0, &e6)) {
         if (g_error_matches(e6, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE)) {
-            g_propagate_prefixed_error(error, g_steal_pointer(&e6), "cannot listen on [::1]:%d: ", DEFAULT_PORT);
-            return FALSE;
+            g_propagate_error(error, g_steal_pointer(&e6));
+            return default_port_error(error, "[::1]");
         }
-        g_message("not listening on [::1]:%d: %s", DEFAULT_PORT, e6->message); /* no IPv6 here */
+        /* no IPv6 here (disabled, or no ::1 on lo): 127.0.0.1 alone serves */
+        g_message("not listening on [::1]:%d: %s", DEFAULT_PORT, e6 != NULL ? e6->message : "unknown error");
     }
     return TRUE;
 }

@@ -40,20 +40,21 @@ def model_dir(workdir):
 class Bridge:
     """npullm-bridge on a free loopback port, its stderr in a file."""
 
-    def __init__(self, bus, workdir, args=(), name="bridge"):
+    def __init__(self, bus, workdir, args=(), name="bridge", wrap=()):
         self.log_path = os.path.join(workdir, name + ".log")
         self.log = open(self.log_path, "w")
         env = dict(bus.env, G_MESSAGES_DEBUG="npullm-bridge", XDG_CONFIG_HOME=os.path.join(workdir, "config"))
-        self.proc = subprocess.Popen([tb.env_path("NPULLM_BRIDGE"), "--address", bus.address] + list(args),
+        self.proc = subprocess.Popen(list(wrap) + [tb.env_path("NPULLM_BRIDGE"), "--address", bus.address] + list(args),
                                      env=env, stdout=subprocess.PIPE, stderr=self.log, text=True)
         line = self.proc.stdout.readline()
         if not line.startswith("npullm-bridge: listening on "):
-            self.stop()
-            raise RuntimeError("npullm-bridge did not start: %r\n%s" % (line, self.read_log()))
+            rc = self.stop()
+            raise RuntimeError("npullm-bridge did not start (exit status %s): %r\n%s" % (rc, line, self.read_log()))
         self.url = line.split()[-1].rstrip("/")
 
     def read_log(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path) as f:
             return f.read()
 
@@ -64,7 +65,18 @@ class Bridge:
         return rc
 
 
-def curl(url, path, body=None, headers=(), method=None, uid=None, raw_body=None, timeout=60):
+def in_netns(setup="ip link set lo up"):
+    """A command prefix that runs a program in a new network namespace
+    (only its own loopback, set up by the shell commands @setup): the
+    bridge's fixed default port collides with nothing there."""
+    return ["unshare", "-n", "--", "sh", "-c", setup + ' && exec "$0" "$@"']
+
+
+def netns_works():
+    return subprocess.run(in_netns() + ["true"], capture_output=True).returncode == 0
+
+
+def curl(url, path, body=None, headers=(), method=None, uid=None, raw_body=None, timeout=60, netns_of=None):
     """(status, text) of one request made by curl (as @uid when given)."""
     cmd = ["curl", "-sS", "-N", "-o", "-", "-w", "\n%{http_code}", "--max-time", str(timeout)]
     for h in headers:
@@ -74,6 +86,8 @@ def curl(url, path, body=None, headers=(), method=None, uid=None, raw_body=None,
     data = raw_body if raw_body is not None else (json.dumps(body).encode() if body is not None else None)
     if data is not None:
         cmd += ["--data-binary", "@-", "-H", "Content-Type: application/json"]
+    if netns_of is not None:
+        cmd = ["nsenter", "-t", str(netns_of), "-n"] + cmd
     if uid is not None:
         cmd = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] + cmd
     p = subprocess.run(cmd + [url + path], input=data, capture_output=True, timeout=timeout + 10)
@@ -438,6 +452,59 @@ class BridgeTest(ServiceTestCase):
                             "127.0.0.1:0"], capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 1)
         self.assertIn("cannot reach npullmd", p.stderr)
+
+    def test_default_start(self):
+        """No --listen, no socket: 127.0.0.1:11434 and [::1]:11434, in a
+        network namespace of its own, answering the real npm clients."""
+        if not netns_works():
+            self.skipTest("cannot make a network namespace here (needs root or user namespaces)")
+        has_v6 = os.path.exists("/proc/sys/net/ipv6")
+        b = Bridge(self.bus, self.workdir, [], "default", wrap=in_netns())
+        try:
+            urls = {b.url}
+            if has_v6:
+                urls.add(b.proc.stdout.readline().split()[-1].rstrip("/"))
+            self.assertEqual(urls, {"http://127.0.0.1:11434", "http://[::1]:11434"} if has_v6
+                             else {"http://127.0.0.1:11434"})
+            for url in urls:
+                self.assertEqual(curl(url, "/api/version", netns_of=b.proc.pid)[0], 200, url)
+            node = os.environ.get("NODE")
+            if node:
+                p = subprocess.run(["nsenter", "-t", str(b.proc.pid), "-n", node, os.path.join(HERE, "clients.mjs"),
+                                    "http://127.0.0.1:11434", os.path.join(tb.env_path("NPULLM_TEST_IMAGES"), "rose.png"),
+                                    "ollama version,ollama chat stream,openai models,openai chat stream"],
+                                   cwd=TESTS, capture_output=True, text=True, timeout=120)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                self.assertEqual(p.stdout.count("ok "), 4, p.stdout)
+            # a second one finds the port taken: a clear error, status 1
+            p = subprocess.run(["nsenter", "-t", str(b.proc.pid), "-n", tb.env_path("NPULLM_BRIDGE"), "--address",
+                                self.bus.address], env=self.bus.env, capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("cannot listen on 127.0.0.1:11434: port 11434 is in use, likely by a running Ollama",
+                          p.stderr)
+        finally:
+            rc = b.stop()
+            self.assertEqual(rc, 0, b.read_log())
+        self.assertNotIn("CRITICAL", b.read_log())
+        # a host without IPv6 is served on 127.0.0.1 alone
+        if has_v6:
+            b = Bridge(self.bus, self.workdir, [], "default-v4",
+                       wrap=in_netns("sysctl -qw net.ipv6.conf.lo.disable_ipv6=1 && ip link set lo up"))
+            try:
+                self.assertEqual(b.url, "http://127.0.0.1:11434")
+                self.assertEqual(curl(b.url, "/api/version", netns_of=b.proc.pid)[0], 200)
+            finally:
+                rc = b.stop()
+            self.assertEqual(rc, 0, b.read_log())
+            self.assertIn("not listening on [::1]:11434", b.read_log())
+            # [::1]:11434 taken while 127.0.0.1:11434 is free: named too
+            hold = ("import socket, subprocess, sys; s = socket.socket(socket.AF_INET6); s.bind(('::1', 11434)); "
+                    "s.listen(); sys.exit(subprocess.call(sys.argv[1:]))")
+            p = subprocess.run(in_netns() + [sys.executable, "-c", hold, tb.env_path("NPULLM_BRIDGE"), "--address",
+                                             self.bus.address], env=self.bus.env, capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("cannot listen on [::1]:11434: port 11434 is in use", p.stderr)
 
     def test_socket_activation_and_idle_exit(self):
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
