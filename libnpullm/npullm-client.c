@@ -273,9 +273,15 @@ void _npullm_client_track(NpullmClient *self, NpullmRequest *request)
 static void npullm_client_dispose(GObject *object)
 {
     NpullmClient *self = NPULLM_CLIENT(object);
-    for (GList *l = self->requests; l != NULL; l = l->next)
+    /* the requests still running are cancelled with it */
+    GList *running = g_steal_pointer(&self->requests);
+    for (GList *l = running; l != NULL; l = l->next) {
         g_object_weak_unref(l->data, forget_request, self);
-    g_clear_pointer(&self->requests, g_list_free);
+        g_object_ref(l->data);
+    }
+    for (GList *l = running; l != NULL; l = l->next)
+        _npullm_request_client_gone(l->data);
+    g_list_free_full(running, g_object_unref);
     if (self->owner_sub != 0)
         g_dbus_connection_signal_unsubscribe(self->bus, self->owner_sub);
     if (self->props_sub != 0)

@@ -17,9 +17,12 @@ static void job_free(BridgeJob *job)
     }
     if (job->disconnected_id != 0)
         g_signal_handler_disconnect(job->msg, job->disconnected_id);
-    if (job->request != NULL)
+    if (job->request != NULL) {
         g_signal_handlers_disconnect_by_data(job->request, job);
-    g_clear_object(&job->request); /* drops (and so cancels) an unfinished one */
+        /* a request runs on until it finishes or is cancelled */
+        npullm_request_cancel(job->request);
+    }
+    g_clear_object(&job->request);
     g_clear_object(&job->options);
     g_clear_object(&job->conversation);
     g_clear_pointer(&job->image, g_bytes_unref);
