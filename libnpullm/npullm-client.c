@@ -649,6 +649,21 @@ static void manager_call(NpullmClient *self, gpointer tag, const char *iface, co
                            task);
 }
 
+/* A call naming a model: a name that is not UTF-8 cannot be sent. */
+static void model_call(NpullmClient *self, gpointer tag, const char *method, const char *name,
+                       GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+    if (!g_utf8_validate(name, -1, NULL)) {
+        GTask *task = g_task_new(self, cancellable, callback, user_data);
+        g_task_set_source_tag(task, tag);
+        g_task_return_new_error(task, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT, "the model name is not valid UTF-8");
+        g_object_unref(task);
+        return;
+    }
+    manager_call(self, tag, NPP_MANAGER_IFACE, method, g_variant_new("(s)", name), NULL, cancellable, callback,
+                 user_data);
+}
+
 static gboolean manager_call_finish(NpullmClient *self, GAsyncResult *result, GError **error)
 {
     g_return_val_if_fail(g_task_is_valid(result, self), FALSE);
@@ -713,8 +728,7 @@ void npullm_client_load_model_async(NpullmClient *self, const char *name, GCance
                                     GAsyncReadyCallback callback, gpointer user_data)
 {
     g_return_if_fail(NPULLM_IS_CLIENT(self) && name != NULL);
-    manager_call(self, npullm_client_load_model_async, NPP_MANAGER_IFACE, "LoadModel", g_variant_new("(s)", name),
-                 NULL, cancellable, callback, user_data);
+    model_call(self, npullm_client_load_model_async, "LoadModel", name, cancellable, callback, user_data);
 }
 
 /**
@@ -750,8 +764,7 @@ void npullm_client_unload_model_async(NpullmClient *self, const char *name, GCan
                                       GAsyncReadyCallback callback, gpointer user_data)
 {
     g_return_if_fail(NPULLM_IS_CLIENT(self) && name != NULL);
-    manager_call(self, npullm_client_unload_model_async, NPP_MANAGER_IFACE, "UnloadModel",
-                 g_variant_new("(s)", name), NULL, cancellable, callback, user_data);
+    model_call(self, npullm_client_unload_model_async, "UnloadModel", name, cancellable, callback, user_data);
 }
 
 /**

@@ -246,10 +246,23 @@ class BridgeTest(ServiceTestCase):
             (b"", "no JSON body"),
             (b"\xff\xfe", "not valid JSON"),
             (b'{"a": ' + b"[" * 200000 + b"]" * 200000 + b"}", "nests deeper than 64"),
+            # a quote in a comment hid the nesting from the depth count
+            (b'{"a": /* " */ ' + b"[" * 200000 + b"]" * 200000 + b"}", "comments are not JSON"),
+            (b'{"model": "tiny", // x\n "prompt": "x"}', "comments are not JSON"),
+            # json-glib decodes a lone surrogate to text that is not UTF-8
+            (b'{"model": "tiny", "prompt": "a\\ud800b"}', "surrogate"),
+            (b'{"model": "tiny", "prompt": "\\udc00"}', "surrogate"),
+            (b'{"model": "tiny", "prompt": "\\ud800\\u0041"}', "surrogate"),
+            (b'{"model": "tiny", "prompt": "\\ud800"}', "surrogate"),
         ]
         for raw, words in bad:
             doc = self.assertStatus(400, self.get("/api/chat", raw_body=raw, method="POST"))
             self.assertIn(words, doc["error"])
+            doc = self.assertStatus(400, self.get("/api/generate", raw_body=raw, method="POST"))
+            self.assertIn(words, doc["error"])
+        # a real pair and a "/" inside a string are fine
+        doc = self.assertStatus(404, self.get("/api/show", raw_body=b'{"model": "\\ud83d\\ude00/x"}', method="POST"))
+        self.assertIn("\U0001F600/x", doc["error"])
         wrong_types = [
             ("/api/chat", {"model": 3, "messages": []}, '"model" must be a string'),
             ("/api/chat", {"model": "tiny", "messages": "hi"}, '"messages" must be an array'),

@@ -336,6 +336,39 @@ static void case_errors(void)
     ENSURE(strstr(error->message, "priority") != NULL);
     g_clear_error(&error);
 
+    /* text that is not UTF-8 (a lone surrogate as a JSON parser decodes
+     * "\ud800") cannot go on the bus: an error, never a critical */
+    const char *surrogate = "a\xed\xa0\x80" "b";
+    ENSURE(generate(surrogate, NULL, NULL, &error) == NULL);
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
+    ENSURE(strstr(error->message, "prompt is not valid UTF-8") != NULL);
+    g_clear_error(&error);
+    g_autoptr(NpullmOptions) not_utf8 = npullm_options_new();
+    g_object_set(not_utf8, "system", surrogate, NULL);
+    ENSURE(generate("hi", not_utf8, NULL, &error) == NULL);
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
+    ENSURE(strstr(error->message, "system is not valid UTF-8") != NULL);
+    g_clear_error(&error);
+    const char *stop[] = {"ok", surrogate, NULL};
+    g_object_set(not_utf8, "system", "fine", "stop", stop, NULL);
+    ENSURE(generate("hi", not_utf8, NULL, &error) == NULL);
+    ENSURE(strstr(error->message, "stop is not valid UTF-8") != NULL);
+    g_clear_error(&error);
+    g_autoptr(NpullmConversation) conv = npullm_conversation_new();
+    npullm_conversation_add_message(conv, "user", surrogate);
+    GAsyncResult *chat_res = NULL;
+    npullm_client_chat_async(client, conv, NULL, NULL, store_result, &chat_res);
+    ENSURE(npullm_client_chat_finish(client, wait_result(&chat_res), &error) == NULL);
+    g_object_unref(chat_res);
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
+    g_clear_error(&error);
+    GAsyncResult *load_res = NULL;
+    npullm_client_load_model_async(client, surrogate, NULL, store_result, &load_res);
+    ENSURE(!npullm_client_load_model_finish(client, wait_result(&load_res), &error));
+    g_object_unref(load_res);
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
+    g_clear_error(&error);
+
     /* NotSupported: an image for a text-only model */
     g_autoptr(NpullmOptions) text_only = npullm_options_new();
     g_object_set(text_only, "model", "tiny2", NULL);
