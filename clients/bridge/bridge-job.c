@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "bridge-accept.h"
 #include "bridge-http.h"
 
 static void job_free(BridgeJob *job)
@@ -69,7 +70,7 @@ static gboolean on_socket_event(GSocket *socket, GIOCondition condition, gpointe
 
 static void watch_hangup(BridgeJob *job)
 {
-    GSocket *socket = soup_server_message_get_socket(job->msg);
+    GSocket *socket = bridge_accept_socket_of(job->bridge, job->msg);
     if (socket == NULL)
         return;
     job->hangup_watch = g_socket_create_source(socket, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);

@@ -40,17 +40,25 @@ def model_dir(workdir):
 class Bridge:
     """npullm-bridge on a free loopback port, its stderr in a file."""
 
-    def __init__(self, bus, workdir, args=(), name="bridge", wrap=()):
+    def __init__(self, bus, workdir, args=(), name="bridge", wrap=(), preexec_fn=None):
         self.log_path = os.path.join(workdir, name + ".log")
         self.log = open(self.log_path, "w")
         env = dict(bus.env, G_MESSAGES_DEBUG="npullm-bridge", XDG_CONFIG_HOME=os.path.join(workdir, "config"))
         self.proc = subprocess.Popen(list(wrap) + [tb.env_path("NPULLM_BRIDGE"), "--address", bus.address] + list(args),
-                                     env=env, stdout=subprocess.PIPE, stderr=self.log, text=True)
+                                     env=env, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                     preexec_fn=preexec_fn)
         line = self.proc.stdout.readline()
         if not line.startswith("npullm-bridge: listening on "):
             rc = self.stop()
             raise RuntimeError("npullm-bridge did not start (exit status %s): %r\n%s" % (rc, line, self.read_log()))
         self.url = line.split()[-1].rstrip("/")
+
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+
+    def fds(self):
+        return len(os.listdir("/proc/%d/fd" % self.proc.pid))
 
     def read_log(self):
         if not self.log.closed:
@@ -65,6 +73,15 @@ class Bridge:
         return rc
 
 
+def wait_until(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
 def in_netns(setup="ip link set lo up"):
     """A command prefix that runs a program in a new network namespace
     (only its own loopback, set up by the shell commands @setup): the
@@ -74,6 +91,30 @@ def in_netns(setup="ip link set lo up"):
 
 def netns_works():
     return subprocess.run(in_netns() + ["true"], capture_output=True).returncode == 0
+
+
+# Run as some uid: sends a request whose body claims 1 TiB and streams
+# zeros for up to 3 s; prints the bytes it got out and the answer's
+# first line (empty when the bridge closed without one).
+FLOOD = r"""
+import socket, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+s = socket.create_connection((host, port))
+s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+          b"Content-Length: 1099511627776\r\n\r\n")
+sent, chunk, end = 0, b"0" * 65536, time.monotonic() + 3
+s.settimeout(3)
+try:
+    while time.monotonic() < end:
+        sent += s.send(chunk)
+except OSError:
+    pass
+try:
+    answer = s.recv(65536).split(b"\r\n")[0].decode()
+except OSError:
+    answer = ""
+print(sent, answer)
+"""
 
 
 def curl(url, path, body=None, headers=(), method=None, uid=None, raw_body=None, timeout=60, netns_of=None):
@@ -389,6 +430,70 @@ class BridgeTest(ServiceTestCase):
             self.assertIn("serves uid %d only" % os.getuid(), text)
         status, text = curl(self.bridge.url, "/api/generate", body={"model": "tiny", "prompt": "x"}, uid=NOBODY)
         self.assertEqual(status, 403, text)
+
+    def flood(self, uid=None):
+        host, port = self.bridge.url.rsplit("/", 1)[1].split(":")
+        cmd = [sys.executable, "-c", FLOOD, host, port]
+        if uid is not None:
+            cmd = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] + cmd
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sent, _, answer = p.stdout.strip().partition(" ")
+        return int(sent), answer
+
+    def test_bodies_refused_unread(self):
+        """A body the bridge refuses is never read nor kept: another uid's
+        connection is answered 403 and closed at once, before a byte of its
+        request is read; this user's oversized body gets 400 and the
+        connection is closed. The bridge's memory stays put."""
+        before = self.bridge.rss_kib()
+        runs = [(None, "400")]
+        if os.getuid() == 0:
+            runs.append((NOBODY, "403"))
+        for uid, status in runs:
+            sent, answer = self.flood(uid)
+            self.assertIn(" " + status + " ", answer + " ", (uid, sent, answer))
+            # the bridge drops at most 1 MiB after refusing; the kernel's
+            # buffers hold a few MiB more before the sender stalls or is reset
+            self.assertLess(sent, 64 << 20, (uid, sent))
+        grown = self.bridge.rss_kib() - before
+        print("# RSS after two 1 TiB bodies: %+d KiB" % grown)
+        self.assertLess(grown, 16 * 1024)
+        self.assertEqual(self.get("/api/version")[0], 200)
+
+    def test_half_sent_connections(self):
+        """Connections that never finish their request neither exhaust the
+        connection cap nor the descriptors for good: the header timeout
+        closes them, accepting resumes after EMFILE, and the bridge answers
+        while they are there and after they left."""
+        import resource
+
+        def few_fds():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
+        for limit, count, words in ((None, 80, "connections open: accepting more once one closes"),
+                                    (few_fds, 60, "cannot accept connections for now")):
+            b = Bridge(self.bus, self.workdir, ["--listen", "127.0.0.1:0", "--header-timeout", "2"],
+                       "half-sent", preexec_fn=limit)
+            try:
+                self.assertEqual(curl(b.url, "/api/version")[0], 200)
+                baseline = b.fds()
+                host, port = b.url.rsplit("/", 1)[1].split(":")
+                held = []
+                for _ in range(count):
+                    s = socket.create_connection((host, int(port)))
+                    s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: local")
+                    held.append(s)
+                try:
+                    self.assertTrue(wait_until(lambda: words in b.read_log(), 20), b.read_log())
+                    self.assertEqual(curl(b.url, "/api/version", timeout=60)[0], 200)
+                finally:
+                    for s in held:
+                        s.close()
+                self.assertEqual(curl(b.url, "/api/version")[0], 200)
+                self.assertTrue(wait_until(lambda: b.fds() <= baseline + 1, 20), (b.fds(), baseline))
+            finally:
+                rc = b.stop()
+                self.assertEqual(rc, 0, b.read_log())
 
     def test_ipv6_loopback(self):
         """The peer check on [::1] (the socket unit's second address)."""
