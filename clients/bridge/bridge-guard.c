@@ -29,16 +29,21 @@ static char *host_of(const char *value)
     return colon != NULL ? g_strndup(value, colon - value) : g_strdup(value);
 }
 
-static gboolean origin_allowed(const char *origin)
+/* Only a page the bridge itself serves (none, today) may send requests
+ * from a browser: a loopback name on the bridge's own port. Another local
+ * web server, even another user's, is a foreign origin. */
+static gboolean origin_allowed(const char *origin, SoupServerMessage *msg)
 {
     g_autoptr(GUri) uri = g_uri_parse(origin, G_URI_FLAGS_NONE, NULL);
     if (uri == NULL)
         return FALSE;
-    const char *scheme = g_uri_get_scheme(uri);
     const char *host = g_uri_get_host(uri);
-    if (g_strcmp0(scheme, "http") != 0 && g_strcmp0(scheme, "https") != 0)
+    if (g_strcmp0(g_uri_get_scheme(uri), "http") != 0 || host == NULL || !bridge_guard_is_loopback_host(host))
         return FALSE;
-    return host != NULL && bridge_guard_is_loopback_host(host);
+    GSocketAddress *local = soup_server_message_get_local_address(msg);
+    gint port = g_uri_get_port(uri) > 0 ? g_uri_get_port(uri) : 80;
+    return local != NULL && G_IS_INET_SOCKET_ADDRESS(local) &&
+           port == g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(local));
 }
 
 static gboolean token_matches(const char *header, const char *token)
@@ -120,7 +125,7 @@ void bridge_guard_check(SoupServer *server, SoupServerMessage *msg, const char *
         return;
     }
     const char *origin = soup_message_headers_get_one(h, "Origin");
-    if (origin != NULL && !origin_allowed(origin)) {
+    if (origin != NULL && !origin_allowed(origin, msg)) {
         refuse(bridge, msg, api, SOUP_STATUS_FORBIDDEN, "forbidden: requests from the web page %s are refused",
                            origin);
         return;

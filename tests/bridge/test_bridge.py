@@ -328,6 +328,22 @@ class BridgeTest(ServiceTestCase):
         for path, body, words in wrong_types:
             doc = self.assertStatus(400, self.post(path, body))
             self.assertIn(words, doc["error"], body)
+        # numbers out of range are refused, not dropped: 1e999 is infinity
+        for raw, words in ((b'{"model": "tiny", "prompt": "x", "options": {"temperature": 1e999}}', "finite"),
+                           (b'{"model": "tiny", "prompt": "x", "options": {"top_p": -1e999}}', "finite"),
+                           (b'{"model": "tiny", "prompt": "x", "options": {"num_predict": -5}}', "-1 (no limit)"),
+                           (b'{"model": "tiny", "prompt": "x", "options": {"num_predict": 1e999}}', "finite"),
+                           (b'{"model": "tiny", "prompt": "x", "options": {"seed": -3}}', "-1 (random)")):
+            doc = self.assertStatus(400, self.get("/api/generate", raw_body=raw, method="POST"))
+            self.assertIn(words, doc["error"], raw)
+        doc = self.assertStatus(400, self.get("/v1/completions", method="POST", raw_body=(
+            b'{"model": "tiny", "prompt": "x", "temperature": 1e999}')), "openai")
+        self.assertIn("finite", doc["error"]["message"])
+        # Ollama's own -1 and -2 still mean what they mean there
+        for options in ({"num_predict": -1, "seed": -1}, {"num_predict": -2}):
+            r = self.assertStatus(200, self.post("/api/generate", {"model": "tiny", "prompt": "x", "stream": False,
+                                                                   "options": options}))
+            self.assertLessEqual(r["eval_count"], 8)  # the daemon's DefaultMaxTokens
         # a prompt the context cannot hold: a status, even when streaming
         # (the stream's headers wait for its first token)
         long_prompt = "word " * 9000
@@ -511,7 +527,11 @@ class BridgeTest(ServiceTestCase):
             self.assertEqual(b.stop(), 0)
 
     def test_foreign_host_and_origin(self):
+        port = self.bridge.url.rsplit(":", 1)[1]
+        # another local web server (perhaps another user's) is a foreign origin too
         for h in ("Origin: http://evil.example", "Origin: null", "Origin: http://127.0.0.1.evil.example",
+                  "Origin: http://localhost:8080", "Origin: http://127.0.0.1:3000", "Origin: http://[::1]:80",
+                  "Origin: http://localhost", "Origin: https://localhost:" + port,
                   "Host: evil.example", "Host: evil.example:11434", "Host: 127.0.0.1.nip.io"):
             status, text = self.get("/api/tags", headers=[h])
             self.assertEqual(status, 403, h)
@@ -520,7 +540,7 @@ class BridgeTest(ServiceTestCase):
                                  headers=["Origin: http://evil.example"])
         self.assertEqual(status, 403, text)
         self.assertIn("evil.example", json.loads(text)["error"]["message"])
-        for h in ("Origin: http://localhost:8080", "Origin: http://127.0.0.1:3000", "Origin: http://[::1]:80",
+        for h in ("Origin: http://localhost:" + port, "Origin: http://127.0.0.1:" + port,
                   "Host: localhost:11434", "Host: [::1]:11434"):
             self.assertEqual(self.get("/api/version", headers=[h])[0], 200, h)
 
