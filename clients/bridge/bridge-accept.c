@@ -176,7 +176,7 @@ static void connection_gone(gpointer data, GObject *where_the_object_was)
 {
     Connection *c = data;
     g_clear_handle_id(&c->timer, g_source_remove);
-    if (c->peer != NULL)
+    if (c->peer != NULL && c->bridge->by_peer != NULL)
         g_hash_table_remove(c->bridge->by_peer, c->peer);
     g_free(c->peer);
     c->bridge->connections--;
