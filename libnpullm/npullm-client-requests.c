@@ -28,6 +28,7 @@ typedef struct {
     NpullmConversation *conversation;
     NpullmRequest *request;
     gboolean activated; /* the service was asked to start */
+    GError *invalid;    /* an argument that cannot be sent: the task fails with it */
 } StartData;
 
 static void start_data_free(StartData *s)
@@ -38,6 +39,7 @@ static void start_data_free(StartData *s)
     g_clear_object(&s->fds);
     g_clear_object(&s->conversation);
     g_clear_object(&s->request);
+    g_clear_error(&s->invalid);
     g_free(s);
 }
 
@@ -53,6 +55,18 @@ static StartData *start_data_new(const char *method, NpullmOptions *options)
 static void add_arg(StartData *s, GVariant *v)
 {
     g_ptr_array_add(s->args, g_variant_ref_sink(v));
+}
+
+/* D-Bus strings are UTF-8: other text is refused with an error, never
+ * handed to GVariant (which would only log a critical). */
+static void add_text(StartData *s, const char *what, const char *text)
+{
+    if (!g_utf8_validate(text, -1, NULL)) {
+        if (s->invalid == NULL)
+            s->invalid = g_error_new(NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT, "the %s is not valid UTF-8", what);
+        text = "";
+    }
+    add_arg(s, g_variant_new_string(text));
 }
 
 static void fail(GTask *task, GError *error)
@@ -171,6 +185,13 @@ static void start(NpullmClient *self, gpointer tag, StartData *s, GCancellable *
     GTask *task = g_task_new(self, cancellable, callback, user_data);
     g_task_set_source_tag(task, tag);
     g_task_set_task_data(task, s, (GDestroyNotify)start_data_free);
+    if (s->invalid == NULL)
+        _npullm_options_check(s->options, &s->invalid);
+    if (s->invalid != NULL) {
+        g_task_return_error(task, g_steal_pointer(&s->invalid));
+        g_object_unref(task);
+        return;
+    }
     if (g_task_return_error_if_cancelled(task)) {
         g_object_unref(task);
         return;
@@ -208,7 +229,7 @@ void npullm_client_generate_async(NpullmClient *self, const char *prompt, Npullm
 {
     g_return_if_fail(NPULLM_IS_CLIENT(self) && prompt != NULL);
     StartData *s = start_data_new("Generate", options);
-    add_arg(s, g_variant_new_string(prompt));
+    add_text(s, "prompt", prompt);
     start(self, npullm_client_generate_async, s, cancellable, callback, user_data);
 }
 
@@ -250,7 +271,8 @@ void npullm_client_chat_async(NpullmClient *self, NpullmConversation *conversati
 {
     g_return_if_fail(NPULLM_IS_CLIENT(self) && NPULLM_IS_CONVERSATION(conversation));
     StartData *s = start_data_new("Chat", options);
-    add_arg(s, _npullm_conversation_to_variant(conversation, &s->fds));
+    if (_npullm_conversation_check(conversation, &s->invalid))
+        add_arg(s, _npullm_conversation_to_variant(conversation, &s->fds));
     s->conversation = g_object_ref(conversation);
     start(self, npullm_client_chat_async, s, cancellable, callback, user_data);
 }
@@ -281,7 +303,7 @@ static void start_describe(NpullmClient *self, gpointer tag, int fd, const char 
     StartData *s = start_data_new("DescribeImage", options);
     s->fds = g_unix_fd_list_new_from_array(&fd, 1); /* takes fd */
     add_arg(s, g_variant_new_handle(0));
-    add_arg(s, g_variant_new_string(prompt != NULL ? prompt : ""));
+    add_text(s, "prompt", prompt != NULL ? prompt : "");
     start(self, tag, s, cancellable, callback, user_data);
 }
 

@@ -273,9 +273,15 @@ void _npullm_client_track(NpullmClient *self, NpullmRequest *request)
 static void npullm_client_dispose(GObject *object)
 {
     NpullmClient *self = NPULLM_CLIENT(object);
-    for (GList *l = self->requests; l != NULL; l = l->next)
+    /* the requests still running are cancelled with it */
+    GList *running = g_steal_pointer(&self->requests);
+    for (GList *l = running; l != NULL; l = l->next) {
         g_object_weak_unref(l->data, forget_request, self);
-    g_clear_pointer(&self->requests, g_list_free);
+        g_object_ref(l->data);
+    }
+    for (GList *l = running; l != NULL; l = l->next)
+        _npullm_request_client_gone(l->data);
+    g_list_free_full(running, g_object_unref);
     if (self->owner_sub != 0)
         g_dbus_connection_signal_unsubscribe(self->bus, self->owner_sub);
     if (self->props_sub != 0)
@@ -643,6 +649,21 @@ static void manager_call(NpullmClient *self, gpointer tag, const char *iface, co
                            task);
 }
 
+/* A call naming a model: a name that is not UTF-8 cannot be sent. */
+static void model_call(NpullmClient *self, gpointer tag, const char *method, const char *name,
+                       GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+    if (!g_utf8_validate(name, -1, NULL)) {
+        GTask *task = g_task_new(self, cancellable, callback, user_data);
+        g_task_set_source_tag(task, tag);
+        g_task_return_new_error(task, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT, "the model name is not valid UTF-8");
+        g_object_unref(task);
+        return;
+    }
+    manager_call(self, tag, NPP_MANAGER_IFACE, method, g_variant_new("(s)", name), NULL, cancellable, callback,
+                 user_data);
+}
+
 static gboolean manager_call_finish(NpullmClient *self, GAsyncResult *result, GError **error)
 {
     g_return_val_if_fail(g_task_is_valid(result, self), FALSE);
@@ -707,8 +728,7 @@ void npullm_client_load_model_async(NpullmClient *self, const char *name, GCance
                                     GAsyncReadyCallback callback, gpointer user_data)
 {
     g_return_if_fail(NPULLM_IS_CLIENT(self) && name != NULL);
-    manager_call(self, npullm_client_load_model_async, NPP_MANAGER_IFACE, "LoadModel", g_variant_new("(s)", name),
-                 NULL, cancellable, callback, user_data);
+    model_call(self, npullm_client_load_model_async, "LoadModel", name, cancellable, callback, user_data);
 }
 
 /**
@@ -744,8 +764,7 @@ void npullm_client_unload_model_async(NpullmClient *self, const char *name, GCan
                                       GAsyncReadyCallback callback, gpointer user_data)
 {
     g_return_if_fail(NPULLM_IS_CLIENT(self) && name != NULL);
-    manager_call(self, npullm_client_unload_model_async, NPP_MANAGER_IFACE, "UnloadModel",
-                 g_variant_new("(s)", name), NULL, cancellable, callback, user_data);
+    model_call(self, npullm_client_unload_model_async, "UnloadModel", name, cancellable, callback, user_data);
 }
 
 /**

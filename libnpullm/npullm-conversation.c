@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "npullm-error.h"
 #include "npullm-protocol.h"
 
 typedef struct {
@@ -275,6 +276,18 @@ guint npullm_conversation_get_n_images(NpullmConversation *self, guint index)
     g_return_val_if_fail(NPULLM_IS_CONVERSATION(self), 0);
     Message *m = message_at(self, index);
     return m != NULL && m->image_fds != NULL ? m->image_fds->len : 0;
+}
+
+gboolean _npullm_conversation_check(NpullmConversation *self, GError **error)
+{
+    for (guint i = 0; i < self->messages->len; i++) {
+        Message *m = self->messages->pdata[i];
+        if (!g_utf8_validate(m->role, -1, NULL) || !g_utf8_validate_len(m->content->str, m->content->len, NULL)) {
+            g_set_error(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT, "message %u is not valid UTF-8", i);
+            return FALSE;
+        }
+    }
+    return TRUE;
 }
 
 /* The images go with every turn: the service reads a regular file whole

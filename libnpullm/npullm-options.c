@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "npullm-error.h"
 #include "npullm-protocol.h"
 
 /**
@@ -19,6 +20,7 @@
 struct _NpullmOptions {
     GObject parent;
     GVariant *values[NPP_N_OPTIONS]; /* NULL: not set */
+    gboolean not_utf8[NPP_N_OPTIONS]; /* set to a string that is not UTF-8: refused when sent */
 };
 
 G_DEFINE_FINAL_TYPE(NpullmOptions, npullm_options, G_TYPE_OBJECT)
@@ -51,6 +53,21 @@ static GParamSpec *pspec_for(const NppOption *opt)
     if (strcmp(opt->type, "as") == 0)
         return g_param_spec_boxed(name, nick, opt->summary, G_TYPE_STRV, flags);
     return g_param_spec_string(name, nick, opt->summary, NULL, flags);
+}
+
+/* D-Bus strings are UTF-8; GVariant would refuse others with a critical. */
+static gboolean value_is_utf8(const NppOption *opt, const GValue *value)
+{
+    if (strcmp(opt->type, "as") == 0) {
+        const gchar *const *strv = g_value_get_boxed(value);
+        for (gsize i = 0; strv != NULL && strv[i] != NULL; i++)
+            if (!g_utf8_validate(strv[i], -1, NULL))
+                return FALSE;
+        return TRUE;
+    }
+    if (strcmp(opt->type, "s") == 0 && g_value_get_string(value) != NULL)
+        return g_utf8_validate(g_value_get_string(value), -1, NULL);
+    return TRUE;
 }
 
 static GVariant *variant_from_value(const NppOption *opt, const GValue *value)
@@ -96,7 +113,8 @@ static void npullm_options_set_property(GObject *object, guint id, const GValue 
     NpullmOptions *self = NPULLM_OPTIONS(object);
     const NppOption *opt = &npp_options[id - 1];
     g_clear_pointer(&self->values[opt->id], g_variant_unref);
-    GVariant *v = variant_from_value(opt, value);
+    self->not_utf8[opt->id] = !value_is_utf8(opt, value);
+    GVariant *v = self->not_utf8[opt->id] ? NULL : variant_from_value(opt, value);
     if (v != NULL)
         self->values[opt->id] = g_variant_ref_sink(v);
     g_object_notify_by_pspec(object, pspec);
@@ -290,10 +308,22 @@ void npullm_options_unset(NpullmOptions *self, const char *name)
     g_return_if_fail(NPULLM_IS_OPTIONS(self));
     const NppOption *opt = public_option(name);
     g_return_if_fail(opt != NULL);
+    self->not_utf8[opt->id] = FALSE;
     if (self->values[opt->id] == NULL)
         return;
     g_clear_pointer(&self->values[opt->id], g_variant_unref);
     g_object_notify_by_pspec(G_OBJECT(self), props[opt->id + 1]);
+}
+
+gboolean _npullm_options_check(NpullmOptions *self, GError **error)
+{
+    for (guint i = 0; self != NULL && i < NPP_N_OPTIONS; i++)
+        if (self->not_utf8[i]) {
+            g_set_error(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT, "the option %s is not valid UTF-8",
+                        npp_options[i].key);
+            return FALSE;
+        }
+    return TRUE;
 }
 
 GVariant *_npullm_options_to_variant(NpullmOptions *self, const char *handle_token)

@@ -17,4 +17,7 @@ void _npullm_request_abandon(NpullmRequest *self);
 void _npullm_request_deliver(NpullmRequest *self);
 /* The daemon left the bus: it finishes with reason "error". */
 void _npullm_request_daemon_gone(NpullmRequest *self, const char *daemon);
+/* Its NpullmClient is disposed: cancelled, and it finishes with reason
+ * "cancelled" at once (the daemon's answer may never come). */
+void _npullm_request_client_gone(NpullmRequest *self);
 gboolean _npullm_request_is_finished(NpullmRequest *self);

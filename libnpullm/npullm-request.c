@@ -15,8 +15,10 @@
  * NpullmRequest:
  *
  * One generation in npullmd: #NpullmRequest::token signals stream its text,
- * #NpullmRequest::finished ends it. Dropping the last reference to an
- * unfinished request cancels it.
+ * #NpullmRequest::finished ends it. A running request keeps itself alive
+ * until it has emitted #NpullmRequest::finished, whoever else still holds
+ * it: it stops early only through npullm_request_cancel(), the
+ * #GCancellable given when it was made, or its #NpullmClient going away.
  *
  * Since: 1.0
  */
@@ -35,6 +37,7 @@ struct _NpullmRequest {
     GVariant *stats;
 
     gboolean started;          /* the creating call returned the path */
+    gboolean held;             /* holds itself from started until finished is emitted */
     gboolean cancel_requested; /* cancel() before started */
     /* Until delivered, signals are held back (the caller cannot have
      * connected yet); pending_from is where the undelivered text starts. */
@@ -105,6 +108,15 @@ static void emit_pending(NpullmRequest *self)
     }
 }
 
+/* May free self: the last thing a caller does with it. */
+static void release_hold(NpullmRequest *self)
+{
+    if (!self->held)
+        return;
+    self->held = FALSE;
+    g_object_unref(self);
+}
+
 static void finish(NpullmRequest *self, const char *reason, GVariant *stats)
 {
     if (self->finish_reason != NULL)
@@ -113,13 +125,15 @@ static void finish(NpullmRequest *self, const char *reason, GVariant *stats)
     self->finish_reason = g_strdup(reason);
     self->stats = g_variant_ref_sink(stats);
     self->state = NPULLM_REQUEST_STATE_FINISHED;
-    if (!self->live)
-        return; /* told on delivery */
-    g_object_freeze_notify(G_OBJECT(self));
-    g_object_notify_by_pspec(G_OBJECT(self), props[PROP_STATE]);
-    g_object_notify_by_pspec(G_OBJECT(self), props[PROP_FINISH_REASON]);
-    g_object_thaw_notify(G_OBJECT(self));
-    g_signal_emit(self, signals[SIGNAL_FINISHED], 0, self->finish_reason, self->stats);
+    if (self->live) {
+        g_object_freeze_notify(G_OBJECT(self));
+        g_object_notify_by_pspec(G_OBJECT(self), props[PROP_STATE]);
+        g_object_notify_by_pspec(G_OBJECT(self), props[PROP_FINISH_REASON]);
+        g_object_thaw_notify(G_OBJECT(self));
+        g_signal_emit(self, signals[SIGNAL_FINISHED], 0, self->finish_reason, self->stats);
+    }
+    /* not yet delivered: whoever delivers it holds it and tells it then */
+    release_hold(self);
 }
 
 static NpullmRequestState state_from_name(const char *name)
@@ -224,7 +238,8 @@ static void npullm_request_get_property(GObject *object, guint id, GValue *value
 static void npullm_request_dispose(GObject *object)
 {
     NpullmRequest *self = NPULLM_REQUEST(object);
-    /* Nobody can see the result any more: do not let it run on. */
+    /* only reached unfinished when the creating call's reply was never
+     * handed on (it holds itself from then on): do not let it run on */
     if (self->started && self->finish_reason == NULL)
         send_cancel(self);
     unsubscribe(self);
@@ -380,6 +395,10 @@ NpullmRequest *_npullm_request_new(GDBusConnection *bus, const char *daemon, con
 void _npullm_request_started(NpullmRequest *self)
 {
     self->started = TRUE;
+    if (self->finish_reason == NULL) {
+        self->held = TRUE;
+        g_object_ref(self);
+    }
     /* the reply comes before any Token of the request */
     if (self->conversation != NULL)
         self->reply_index = _npullm_conversation_begin_reply(self->conversation);
@@ -431,6 +450,14 @@ void _npullm_request_daemon_gone(NpullmRequest *self, const char *daemon)
 {
     if (g_strcmp0(daemon, self->daemon) == 0 && self->finish_reason == NULL)
         finish(self, "error", error_stats(NPULLM_ERROR_INTERNAL, "the service left the bus"));
+}
+
+void _npullm_request_client_gone(NpullmRequest *self)
+{
+    if (!self->started || self->finish_reason != NULL)
+        return;
+    send_cancel(self);
+    finish(self, "cancelled", error_stats(NPULLM_ERROR_CANCELLED, "the client went away"));
 }
 
 gboolean _npullm_request_is_finished(NpullmRequest *self)

@@ -83,27 +83,63 @@ guint bridge_status_for_error_name(const char *dbus_name)
  * refused before it could exhaust the stack. */
 #define MAX_JSON_DEPTH 64
 
-static gboolean nesting_within(const char *data, gsize len, guint max)
+static int hex4(const char *p, const char *end)
 {
+    if (end - p < 4)
+        return -1;
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        int d = g_ascii_xdigit_value(p[i]);
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* What json-glib would accept but must not see, before it parses: deeper
+ * nesting than max (the depth count is only right if comments, which it
+ * skips, are refused too: JSON has none), and \u escapes of a UTF-16
+ * surrogate that is not half of a pair (it would decode them to text
+ * that is not UTF-8). NULL when the body is fine, else why not. */
+#define LONE_SURROGATE "the body is not valid JSON: a \\u escape is half of a UTF-16 surrogate pair"
+static const char *json_prescan_problem(const char *data, gsize len, guint max)
+{
+    const char *end = data + len;
     guint depth = 0;
     gboolean in_string = FALSE;
-    for (gsize i = 0; i < len; i++) {
-        char c = data[i];
+    for (const char *p = data; p < end; p++) {
+        char c = *p;
         if (in_string) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
+            if (c == '"') {
                 in_string = FALSE;
+            } else if (c == '\\' && p + 1 < end && p[1] == 'u') {
+                int u = hex4(p + 2, end);
+                if (u >= 0xD800 && u <= 0xDBFF) {
+                    int low = end - p >= 12 && p[6] == '\\' && p[7] == 'u' ? hex4(p + 8, end) : -1;
+                    if (low < 0xDC00 || low > 0xDFFF)
+                        return LONE_SURROGATE;
+                    p += 11;
+                } else if (u >= 0xDC00 && u <= 0xDFFF) {
+                    return LONE_SURROGATE;
+                } else {
+                    p++;
+                }
+            } else if (c == '\\') {
+                p++;
+            }
         } else if (c == '"') {
             in_string = TRUE;
+        } else if (c == '/') {
+            return "the body is not valid JSON: comments are not JSON";
         } else if (c == '{' || c == '[') {
             if (++depth > max)
-                return FALSE;
+                return "the body nests deeper than " G_STRINGIFY(MAX_JSON_DEPTH) " levels";
         } else if ((c == '}' || c == ']') && depth > 0) {
             depth--;
         }
     }
-    return TRUE;
+    return NULL;
 }
 
 JsonObject *bridge_parse_body(SoupServerMessage *msg, BridgeApi api)
@@ -116,9 +152,9 @@ JsonObject *bridge_parse_body(SoupServerMessage *msg, BridgeApi api)
         bridge_reply_error(msg, api, SOUP_STATUS_BAD_REQUEST, "the request has no JSON body");
         return NULL;
     }
-    if (!nesting_within(data, len, MAX_JSON_DEPTH)) {
-        bridge_reply_error(msg, api, SOUP_STATUS_BAD_REQUEST, "the body nests deeper than %d levels",
-                           MAX_JSON_DEPTH);
+    const char *problem = json_prescan_problem(data, len, MAX_JSON_DEPTH);
+    if (problem != NULL) {
+        bridge_reply_error(msg, api, SOUP_STATUS_BAD_REQUEST, "%s", problem);
         return NULL;
     }
     g_autoptr(JsonParser) parser = json_parser_new_immutable();

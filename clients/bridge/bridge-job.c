@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "bridge-accept.h"
 #include "bridge-http.h"
 
 static void job_free(BridgeJob *job)
@@ -17,9 +18,12 @@ static void job_free(BridgeJob *job)
     }
     if (job->disconnected_id != 0)
         g_signal_handler_disconnect(job->msg, job->disconnected_id);
-    if (job->request != NULL)
+    if (job->request != NULL) {
         g_signal_handlers_disconnect_by_data(job->request, job);
-    g_clear_object(&job->request); /* drops (and so cancels) an unfinished one */
+        /* a request runs on until it finishes or is cancelled */
+        npullm_request_cancel(job->request);
+    }
+    g_clear_object(&job->request);
     g_clear_object(&job->options);
     g_clear_object(&job->conversation);
     g_clear_pointer(&job->image, g_bytes_unref);
@@ -66,7 +70,7 @@ static gboolean on_socket_event(GSocket *socket, GIOCondition condition, gpointe
 
 static void watch_hangup(BridgeJob *job)
 {
-    GSocket *socket = soup_server_message_get_socket(job->msg);
+    GSocket *socket = bridge_accept_socket_of(job->bridge, job->msg);
     if (socket == NULL)
         return;
     job->hangup_watch = g_socket_create_source(socket, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);

@@ -3,6 +3,8 @@
 
 #include "bridge-http.h"
 
+#include <math.h>
+
 gboolean bridge_options_apply(JsonObject *o, const BridgeOptionMap *map, gsize n_map, NpullmOptions *options,
                               GError **error)
 {
@@ -19,14 +21,28 @@ gboolean bridge_options_apply(JsonObject *o, const BridgeOptionMap *map, gsize n
             return FALSE;
         if (!present)
             continue;
+        /* 1e999 parses as infinity: refused, never dropped in silence */
+        if (!isfinite(v)) {
+            g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "\"%s\" must be a finite number", m->key);
+            return FALSE;
+        }
         switch (m->kind) {
         case BRIDGE_OPTION_DOUBLE:
             g_object_set(options, m->property, v, NULL);
             break;
         case BRIDGE_OPTION_LIMIT:
         case BRIDGE_OPTION_SEED:
-            if (v < 0)
+            /* Ollama's own meanings: num_predict -1 (no limit) and -2 (fill
+             * the context) leave the daemon's default, seed -1 is random;
+             * other negative numbers are mistakes */
+            if (v == -1 || (v == -2 && m->kind == BRIDGE_OPTION_LIMIT))
                 break;
+            if (v < 0) {
+                g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                            "\"%s\" must be a whole number from 0, or %s", m->key,
+                            m->kind == BRIDGE_OPTION_LIMIT ? "-1 (no limit) or -2 (fill the context)" : "-1 (random)");
+                return FALSE;
+            }
             G_GNUC_FALLTHROUGH;
         case BRIDGE_OPTION_UINT:
             if (!bridge_option_uint(options, m->property, v,

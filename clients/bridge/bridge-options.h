@@ -5,8 +5,8 @@
 typedef enum {
     BRIDGE_OPTION_UINT,    /* a whole number */
     BRIDGE_OPTION_DOUBLE,
-    BRIDGE_OPTION_LIMIT,   /* a token count where a negative number means "no limit" */
-    BRIDGE_OPTION_SEED,    /* a negative seed means "random" */
+    BRIDGE_OPTION_LIMIT,   /* a token count where -1 and -2 mean "no limit" */
+    BRIDGE_OPTION_SEED,    /* a seed where -1 means "random" */
     BRIDGE_OPTION_STOP,    /* a string or an array of strings */
 } BridgeOptionKind;
 

@@ -15,6 +15,12 @@ typedef struct {
     guint idle_exit;    /* seconds without a request before exiting; 0: never */
     guint active;       /* requests being answered */
     guint idle_source;
+    GPtrArray *listeners;  /* bridge-accept.c */
+    GHashTable *by_peer;   /* peer address -> open connection (bridge-accept.c) */
+    guint connections;     /* open, counted against BRIDGE_MAX_CONNECTIONS */
+    guint header_timeout;  /* seconds a connection may take to send a request, or stay idle */
+    guint accept_retry;    /* accepting again after EMFILE and the like */
+    GList *refusals;       /* refused connections being closed (bridge-accept.c) */
 } Bridge;
 
 /* Which API's error shape and status mapping a handler uses. */

@@ -14,6 +14,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "bridge-accept.h"
 #include "bridge-guard.h"
 #include "bridge-http.h"
 #include "bridge.h"
@@ -45,11 +46,9 @@ void bridge_release(Bridge *bridge)
 
 static void on_request_started(SoupServer *server, SoupServerMessage *msg, Bridge *bridge)
 {
-    /* a stream is many small writes: send each at once, not when the
-     * previous one is acknowledged */
-    GSocket *connection = soup_server_message_get_socket(msg);
-    if (connection != NULL)
-        g_socket_set_option(connection, IPPROTO_TCP, TCP_NODELAY, 1, NULL);
+    /* libsoup closes a connection it was handed (bridge-accept.c) after
+     * one request: say so, so that no client sends a second one on it */
+    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Connection", "close");
     bridge_hold(bridge);
     g_object_set_data(G_OBJECT(msg), "npullm-bridge-held", GINT_TO_POINTER(1));
 }
@@ -123,19 +122,24 @@ static GSocketAddress *parse_listen(const char *spec, GError **error)
     return g_inet_socket_address_new(addr, (guint16)port);
 }
 
-static void print_listening(SoupServer *server)
+/* A listening TCP socket on @address (loopback). */
+static gboolean listen_address(Bridge *bridge, GSocketAddress *address, GError **error)
 {
-    GSList *uris = soup_server_get_uris(server);
-    for (GSList *l = uris; l != NULL; l = l->next) {
-        g_autofree char *s = g_uri_to_string(l->data);
-        printf("npullm-bridge: listening on %s\n", s);
-    }
-    g_slist_free_full(uris, (GDestroyNotify)g_uri_unref);
-    fflush(stdout);
+    g_autoptr(GSocket) socket = g_socket_new(g_socket_address_get_family(address), G_SOCKET_TYPE_STREAM,
+                                             G_SOCKET_PROTOCOL_TCP, error);
+    if (socket == NULL)
+        return FALSE;
+    /* as systemd's sockets: connections wait in the kernel while the
+     * bridge is at its cap, instead of being retried by their clients */
+    g_socket_set_listen_backlog(socket, 128);
+    if (!g_socket_bind(socket, address, TRUE, error) || !g_socket_listen(socket, error))
+        return FALSE;
+    bridge_accept_on(bridge, socket);
+    return TRUE;
 }
 
 /* Sockets passed by systemd (npullm-bridge.socket). */
-static int listen_activated(SoupServer *server, GError **error)
+static int listen_activated(Bridge *bridge, GError **error)
 {
     int n = sd_listen_fds(TRUE);
     if (n < 0) {
@@ -155,42 +159,57 @@ static int listen_activated(SoupServer *server, GError **error)
                         "socket %d from systemd is not a loopback TCP socket", i);
             return -1;
         }
-        if (!soup_server_listen_socket(server, socket, 0, error))
-            return -1;
+        bridge_accept_on(bridge, socket);
     }
     return n;
 }
 
-static gboolean listen_on(SoupServer *server, char **specs, GError **error)
+/* Ollama listens on the same port: say so, and how to find who holds it. */
+static gboolean default_port_error(GError **error, const char *host)
+{
+    if (*error == NULL)
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "libsoup gave no reason");
+    if (g_error_matches(*error, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE)) {
+        g_clear_error(error);
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE,
+                    "cannot listen on %s:%d: port %d is in use, likely by a running Ollama or another npullm-bridge "
+                    "(`ss -ltnp sport = %d` shows which program); stop it, or pick another port with --listen",
+                    host, DEFAULT_PORT, DEFAULT_PORT, DEFAULT_PORT);
+    } else {
+        g_prefix_error(error, "cannot listen on %s:%d: ", host, DEFAULT_PORT);
+    }
+    return FALSE;
+}
+
+static gboolean listen_on(Bridge *bridge, char **specs, GError **error)
 {
     if (specs != NULL) {
         for (char **s = specs; *s != NULL; s++) {
             g_autoptr(GSocketAddress) addr = parse_listen(*s, error);
             if (addr == NULL)
                 return FALSE;
-            if (!soup_server_listen(server, addr, 0, error)) {
+            if (!listen_address(bridge, addr, error)) {
                 g_prefix_error(error, "cannot listen on %s: ", *s);
                 return FALSE;
             }
         }
         return TRUE;
     }
-    /* the default: Ollama's port on both loopback addresses */
+    /* the default: Ollama's port on 127.0.0.1, and on [::1] where the host has IPv6 */
     g_autoptr(GInetAddress) v4 = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
     g_autoptr(GSocketAddress) a4 = g_inet_socket_address_new(v4, DEFAULT_PORT);
-    if (!soup_server_listen(server, a4, 0, error)) {
-        g_prefix_error(error, "cannot listen on 127.0.0.1:%d (is Ollama or another bridge running?): ", DEFAULT_PORT);
-        return FALSE;
-    }
+    if (!listen_address(bridge, a4, error))
+        return default_port_error(error, "127.0.0.1");
     g_autoptr(GInetAddress) v6 = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV6);
     g_autoptr(GSocketAddress) a6 = g_inet_socket_address_new(v6, DEFAULT_PORT);
     g_autoptr(GError) e6 = NULL;
-    if (!soup_server_listen(server, a6, SOUP_SERVER_LISTEN_IPV6_ONLY, &e6)) {
+    if (!listen_address(bridge, a6, &e6)) {
         if (g_error_matches(e6, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE)) {
-            g_propagate_prefixed_error(error, g_steal_pointer(&e6), "cannot listen on [::1]:%d: ", DEFAULT_PORT);
-            return FALSE;
+            g_propagate_error(error, g_steal_pointer(&e6));
+            return default_port_error(error, "[::1]");
         }
-        g_message("not listening on [::1]:%d: %s", DEFAULT_PORT, e6->message); /* no IPv6 here */
+        /* no IPv6 here (disabled, or no ::1 on lo): 127.0.0.1 alone serves */
+        g_message("not listening on [::1]:%d: %s", DEFAULT_PORT, e6 != NULL ? e6->message : "unknown error");
     }
     return TRUE;
 }
@@ -229,6 +248,7 @@ int main(int argc, char **argv)
     g_autofree char *address = NULL;
     g_autofree char *token_file = NULL;
     gint idle_exit = -1;
+    gint header_timeout = BRIDGE_HEADER_TIMEOUT;
     GOptionEntry entries[] = {
         {"listen", 'l', 0, G_OPTION_ARG_STRING_ARRAY, &listen,
          "Listen on HOST:PORT, a loopback address (repeatable; default 127.0.0.1:11434 and [::1]:11434; port 0 picks "
@@ -239,6 +259,10 @@ int main(int argc, char **argv)
          "FILE"},
         {"idle-exit", 0, 0, G_OPTION_ARG_INT, &idle_exit,
          "Exit after SECONDS without requests (0: never; default 300 when socket-activated, else 0)", "SECONDS"},
+        {"header-timeout", 0, 0, G_OPTION_ARG_INT, &header_timeout,
+         "Close a connection that takes longer than SECONDS to send a request, or stays idle that long (0: never; "
+         "default " G_STRINGIFY(BRIDGE_HEADER_TIMEOUT) ")",
+         "SECONDS"},
         {"address", 0, 0, G_OPTION_ARG_STRING, &address, "D-Bus address of the bus of npullmd (default: the system bus)",
          "ADDRESS"},
         {NULL},
@@ -256,6 +280,7 @@ int main(int argc, char **argv)
 
     Bridge bridge = {0};
     bridge.uid = getuid();
+    bridge.header_timeout = header_timeout > 0 ? (guint)header_timeout : 0;
     g_autofree char *default_token = g_build_filename(g_get_user_config_dir(), "npullm", "bridge-token", NULL);
     if (!read_token(token_file != NULL ? token_file : default_token, token_file != NULL, &bridge.token, &error)) {
         g_printerr("npullm-bridge: %s\n", error->message);
@@ -276,13 +301,13 @@ int main(int argc, char **argv)
     g_signal_connect(bridge.server, "request-finished", G_CALLBACK(on_request_done), &bridge);
     g_signal_connect(bridge.server, "request-aborted", G_CALLBACK(on_request_done), &bridge);
 
-    int activated = listen == NULL ? listen_activated(bridge.server, &error) : 0;
-    if (activated < 0 || (activated == 0 && !listen_on(bridge.server, listen, &error))) {
+    int activated = listen == NULL ? listen_activated(&bridge, &error) : 0;
+    if (activated < 0 || (activated == 0 && !listen_on(&bridge, listen, &error))) {
         g_printerr("npullm-bridge: %s\n", error->message);
         return 1;
     }
     bridge.idle_exit = idle_exit >= 0 ? (guint)idle_exit : activated > 0 ? ACTIVATED_IDLE_EXIT : 0;
-    print_listening(bridge.server);
+    bridge_accept_print(&bridge);
 
     bridge.loop = g_main_loop_new(NULL, FALSE);
     bridge.active = 1; /* released once the loop runs: starts the idle timer */
@@ -292,9 +317,11 @@ int main(int argc, char **argv)
     sd_notify(0, "READY=1");
     g_main_loop_run(bridge.loop);
 
+    bridge_accept_stop(&bridge);
     soup_server_disconnect(bridge.server);
     g_clear_handle_id(&bridge.idle_source, g_source_remove);
     g_object_unref(bridge.server);
+    bridge_accept_free(&bridge);
     g_object_unref(bridge.client);
     g_main_loop_unref(bridge.loop);
     g_free(bridge.token);

@@ -8,14 +8,14 @@ static void on_token(NpullmRequest *request, const char *text, gpointer loop)
 static void on_finished(NpullmRequest *request, const char *reason, GVariant *stats, gpointer loop)
 {
     g_print("\n[%s]\n", reason);
-    g_object_unref(request);
     g_main_loop_quit(loop);
 }
 
 static void on_started(GObject *client, GAsyncResult *result, gpointer loop)
 {
     g_autoptr(GError) error = NULL;
-    NpullmRequest *request = npullm_client_generate_finish(NPULLM_CLIENT(client), result, &error);
+    /* dropped on return: a request runs until it has emitted "finished" */
+    g_autoptr(NpullmRequest) request = npullm_client_generate_finish(NPULLM_CLIENT(client), result, &error);
     if (request == NULL)
         g_error("%s", error->message);
     g_signal_connect(request, "token", G_CALLBACK(on_token), loop);

@@ -1,12 +1,12 @@
 // The official npm clients `ollama` and `openai` against npullm-bridge.
-// Usage: node clients.mjs BASE_URL IMAGE_PNG
+// Usage: node clients.mjs BASE_URL IMAGE_PNG [CASE,CASE...]
 // Prints "ok NAME" per case; throws (exit 1) on the first failure.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
 
-const [base, imagePath] = process.argv.slice(2);
+const [base, imagePath, only] = process.argv.slice(2);
 const image = readFileSync(imagePath).toString('base64');
 const ollama = new Ollama({ host: base });
 const openai = new OpenAI({ baseURL: base + '/v1', apiKey: 'unused', maxRetries: 0, timeout: 60000 });
@@ -164,6 +164,8 @@ const cases = {
 };
 
 for (const [name, run] of Object.entries(cases)) {
+  if (only && !only.split(',').includes(name))
+    continue;
   await run();
   ok(name);
 }

@@ -40,20 +40,29 @@ def model_dir(workdir):
 class Bridge:
     """npullm-bridge on a free loopback port, its stderr in a file."""
 
-    def __init__(self, bus, workdir, args=(), name="bridge"):
+    def __init__(self, bus, workdir, args=(), name="bridge", wrap=(), preexec_fn=None):
         self.log_path = os.path.join(workdir, name + ".log")
         self.log = open(self.log_path, "w")
         env = dict(bus.env, G_MESSAGES_DEBUG="npullm-bridge", XDG_CONFIG_HOME=os.path.join(workdir, "config"))
-        self.proc = subprocess.Popen([tb.env_path("NPULLM_BRIDGE"), "--address", bus.address] + list(args),
-                                     env=env, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.proc = subprocess.Popen(list(wrap) + [tb.env_path("NPULLM_BRIDGE"), "--address", bus.address] + list(args),
+                                     env=env, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                     preexec_fn=preexec_fn)
         line = self.proc.stdout.readline()
         if not line.startswith("npullm-bridge: listening on "):
-            self.stop()
-            raise RuntimeError("npullm-bridge did not start: %r\n%s" % (line, self.read_log()))
+            rc = self.stop()
+            raise RuntimeError("npullm-bridge did not start (exit status %s): %r\n%s" % (rc, line, self.read_log()))
         self.url = line.split()[-1].rstrip("/")
 
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+
+    def fds(self):
+        return len(os.listdir("/proc/%d/fd" % self.proc.pid))
+
     def read_log(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path) as f:
             return f.read()
 
@@ -64,7 +73,51 @@ class Bridge:
         return rc
 
 
-def curl(url, path, body=None, headers=(), method=None, uid=None, raw_body=None, timeout=60):
+def wait_until(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def in_netns(setup="ip link set lo up"):
+    """A command prefix that runs a program in a new network namespace
+    (only its own loopback, set up by the shell commands @setup): the
+    bridge's fixed default port collides with nothing there."""
+    return ["unshare", "-n", "--", "sh", "-c", setup + ' && exec "$0" "$@"']
+
+
+def netns_works():
+    return subprocess.run(in_netns() + ["true"], capture_output=True).returncode == 0
+
+
+# Run as some uid: sends a request whose body claims 1 TiB and streams
+# zeros for up to 3 s; prints the bytes it got out and the answer's
+# first line (empty when the bridge closed without one).
+FLOOD = r"""
+import socket, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+s = socket.create_connection((host, port))
+s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+          b"Content-Length: 1099511627776\r\n\r\n")
+sent, chunk, end = 0, b"0" * 65536, time.monotonic() + 3
+s.settimeout(3)
+try:
+    while time.monotonic() < end:
+        sent += s.send(chunk)
+except OSError:
+    pass
+try:
+    answer = s.recv(65536).split(b"\r\n")[0].decode()
+except OSError:
+    answer = ""
+print(sent, answer)
+"""
+
+
+def curl(url, path, body=None, headers=(), method=None, uid=None, raw_body=None, timeout=60, netns_of=None):
     """(status, text) of one request made by curl (as @uid when given)."""
     cmd = ["curl", "-sS", "-N", "-o", "-", "-w", "\n%{http_code}", "--max-time", str(timeout)]
     for h in headers:
@@ -74,6 +127,8 @@ def curl(url, path, body=None, headers=(), method=None, uid=None, raw_body=None,
     data = raw_body if raw_body is not None else (json.dumps(body).encode() if body is not None else None)
     if data is not None:
         cmd += ["--data-binary", "@-", "-H", "Content-Type: application/json"]
+    if netns_of is not None:
+        cmd = ["nsenter", "-t", str(netns_of), "-n"] + cmd
     if uid is not None:
         cmd = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] + cmd
     p = subprocess.run(cmd + [url + path], input=data, capture_output=True, timeout=timeout + 10)
@@ -232,10 +287,23 @@ class BridgeTest(ServiceTestCase):
             (b"", "no JSON body"),
             (b"\xff\xfe", "not valid JSON"),
             (b'{"a": ' + b"[" * 200000 + b"]" * 200000 + b"}", "nests deeper than 64"),
+            # a quote in a comment hid the nesting from the depth count
+            (b'{"a": /* " */ ' + b"[" * 200000 + b"]" * 200000 + b"}", "comments are not JSON"),
+            (b'{"model": "tiny", // x\n "prompt": "x"}', "comments are not JSON"),
+            # json-glib decodes a lone surrogate to text that is not UTF-8
+            (b'{"model": "tiny", "prompt": "a\\ud800b"}', "surrogate"),
+            (b'{"model": "tiny", "prompt": "\\udc00"}', "surrogate"),
+            (b'{"model": "tiny", "prompt": "\\ud800\\u0041"}', "surrogate"),
+            (b'{"model": "tiny", "prompt": "\\ud800"}', "surrogate"),
         ]
         for raw, words in bad:
             doc = self.assertStatus(400, self.get("/api/chat", raw_body=raw, method="POST"))
             self.assertIn(words, doc["error"])
+            doc = self.assertStatus(400, self.get("/api/generate", raw_body=raw, method="POST"))
+            self.assertIn(words, doc["error"])
+        # a real pair and a "/" inside a string are fine
+        doc = self.assertStatus(404, self.get("/api/show", raw_body=b'{"model": "\\ud83d\\ude00/x"}', method="POST"))
+        self.assertIn("\U0001F600/x", doc["error"])
         wrong_types = [
             ("/api/chat", {"model": 3, "messages": []}, '"model" must be a string'),
             ("/api/chat", {"model": "tiny", "messages": "hi"}, '"messages" must be an array'),
@@ -260,6 +328,22 @@ class BridgeTest(ServiceTestCase):
         for path, body, words in wrong_types:
             doc = self.assertStatus(400, self.post(path, body))
             self.assertIn(words, doc["error"], body)
+        # numbers out of range are refused, not dropped: 1e999 is infinity
+        for raw, words in ((b'{"model": "tiny", "prompt": "x", "options": {"temperature": 1e999}}', "finite"),
+                           (b'{"model": "tiny", "prompt": "x", "options": {"top_p": -1e999}}', "finite"),
+                           (b'{"model": "tiny", "prompt": "x", "options": {"num_predict": -5}}', "-1 (no limit)"),
+                           (b'{"model": "tiny", "prompt": "x", "options": {"num_predict": 1e999}}', "finite"),
+                           (b'{"model": "tiny", "prompt": "x", "options": {"seed": -3}}', "-1 (random)")):
+            doc = self.assertStatus(400, self.get("/api/generate", raw_body=raw, method="POST"))
+            self.assertIn(words, doc["error"], raw)
+        doc = self.assertStatus(400, self.get("/v1/completions", method="POST", raw_body=(
+            b'{"model": "tiny", "prompt": "x", "temperature": 1e999}')), "openai")
+        self.assertIn("finite", doc["error"]["message"])
+        # Ollama's own -1 and -2 still mean what they mean there
+        for options in ({"num_predict": -1, "seed": -1}, {"num_predict": -2}):
+            r = self.assertStatus(200, self.post("/api/generate", {"model": "tiny", "prompt": "x", "stream": False,
+                                                                   "options": options}))
+            self.assertLessEqual(r["eval_count"], 8)  # the daemon's DefaultMaxTokens
         # a prompt the context cannot hold: a status, even when streaming
         # (the stream's headers wait for its first token)
         long_prompt = "word " * 9000
@@ -363,6 +447,70 @@ class BridgeTest(ServiceTestCase):
         status, text = curl(self.bridge.url, "/api/generate", body={"model": "tiny", "prompt": "x"}, uid=NOBODY)
         self.assertEqual(status, 403, text)
 
+    def flood(self, uid=None):
+        host, port = self.bridge.url.rsplit("/", 1)[1].split(":")
+        cmd = [sys.executable, "-c", FLOOD, host, port]
+        if uid is not None:
+            cmd = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] + cmd
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sent, _, answer = p.stdout.strip().partition(" ")
+        return int(sent), answer
+
+    def test_bodies_refused_unread(self):
+        """A body the bridge refuses is never read nor kept: another uid's
+        connection is answered 403 and closed at once, before a byte of its
+        request is read; this user's oversized body gets 400 and the
+        connection is closed. The bridge's memory stays put."""
+        before = self.bridge.rss_kib()
+        runs = [(None, "400")]
+        if os.getuid() == 0:
+            runs.append((NOBODY, "403"))
+        for uid, status in runs:
+            sent, answer = self.flood(uid)
+            self.assertIn(" " + status + " ", answer + " ", (uid, sent, answer))
+            # the bridge drops at most 1 MiB after refusing; the kernel's
+            # buffers hold a few MiB more before the sender stalls or is reset
+            self.assertLess(sent, 64 << 20, (uid, sent))
+        grown = self.bridge.rss_kib() - before
+        print("# RSS after two 1 TiB bodies: %+d KiB" % grown)
+        self.assertLess(grown, 16 * 1024)
+        self.assertEqual(self.get("/api/version")[0], 200)
+
+    def test_half_sent_connections(self):
+        """Connections that never finish their request neither exhaust the
+        connection cap nor the descriptors for good: the header timeout
+        closes them, accepting resumes after EMFILE, and the bridge answers
+        while they are there and after they left."""
+        import resource
+
+        def few_fds():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
+        for limit, count, words in ((None, 80, "connections open: accepting more once one closes"),
+                                    (few_fds, 60, "cannot accept connections for now")):
+            b = Bridge(self.bus, self.workdir, ["--listen", "127.0.0.1:0", "--header-timeout", "2"],
+                       "half-sent", preexec_fn=limit)
+            try:
+                self.assertEqual(curl(b.url, "/api/version")[0], 200)
+                baseline = b.fds()
+                host, port = b.url.rsplit("/", 1)[1].split(":")
+                held = []
+                for _ in range(count):
+                    s = socket.create_connection((host, int(port)))
+                    s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: local")
+                    held.append(s)
+                try:
+                    self.assertTrue(wait_until(lambda: words in b.read_log(), 20), b.read_log())
+                    self.assertEqual(curl(b.url, "/api/version", timeout=60)[0], 200)
+                finally:
+                    for s in held:
+                        s.close()
+                self.assertEqual(curl(b.url, "/api/version")[0], 200)
+                self.assertTrue(wait_until(lambda: b.fds() <= baseline + 1, 20), (b.fds(), baseline))
+            finally:
+                rc = b.stop()
+                self.assertEqual(rc, 0, b.read_log())
+
     def test_ipv6_loopback(self):
         """The peer check on [::1] (the socket unit's second address)."""
         try:
@@ -379,7 +527,11 @@ class BridgeTest(ServiceTestCase):
             self.assertEqual(b.stop(), 0)
 
     def test_foreign_host_and_origin(self):
+        port = self.bridge.url.rsplit(":", 1)[1]
+        # another local web server (perhaps another user's) is a foreign origin too
         for h in ("Origin: http://evil.example", "Origin: null", "Origin: http://127.0.0.1.evil.example",
+                  "Origin: http://localhost:8080", "Origin: http://127.0.0.1:3000", "Origin: http://[::1]:80",
+                  "Origin: http://localhost", "Origin: https://localhost:" + port,
                   "Host: evil.example", "Host: evil.example:11434", "Host: 127.0.0.1.nip.io"):
             status, text = self.get("/api/tags", headers=[h])
             self.assertEqual(status, 403, h)
@@ -388,7 +540,7 @@ class BridgeTest(ServiceTestCase):
                                  headers=["Origin: http://evil.example"])
         self.assertEqual(status, 403, text)
         self.assertIn("evil.example", json.loads(text)["error"]["message"])
-        for h in ("Origin: http://localhost:8080", "Origin: http://127.0.0.1:3000", "Origin: http://[::1]:80",
+        for h in ("Origin: http://localhost:" + port, "Origin: http://127.0.0.1:" + port,
                   "Host: localhost:11434", "Host: [::1]:11434"):
             self.assertEqual(self.get("/api/version", headers=[h])[0], 200, h)
 
@@ -438,6 +590,59 @@ class BridgeTest(ServiceTestCase):
                             "127.0.0.1:0"], capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 1)
         self.assertIn("cannot reach npullmd", p.stderr)
+
+    def test_default_start(self):
+        """No --listen, no socket: 127.0.0.1:11434 and [::1]:11434, in a
+        network namespace of its own, answering the real npm clients."""
+        if not netns_works():
+            self.skipTest("cannot make a network namespace here (needs root or user namespaces)")
+        has_v6 = os.path.exists("/proc/sys/net/ipv6")
+        b = Bridge(self.bus, self.workdir, [], "default", wrap=in_netns())
+        try:
+            urls = {b.url}
+            if has_v6:
+                urls.add(b.proc.stdout.readline().split()[-1].rstrip("/"))
+            self.assertEqual(urls, {"http://127.0.0.1:11434", "http://[::1]:11434"} if has_v6
+                             else {"http://127.0.0.1:11434"})
+            for url in urls:
+                self.assertEqual(curl(url, "/api/version", netns_of=b.proc.pid)[0], 200, url)
+            node = os.environ.get("NODE")
+            if node:
+                p = subprocess.run(["nsenter", "-t", str(b.proc.pid), "-n", node, os.path.join(HERE, "clients.mjs"),
+                                    "http://127.0.0.1:11434", os.path.join(tb.env_path("NPULLM_TEST_IMAGES"), "rose.png"),
+                                    "ollama version,ollama chat stream,openai models,openai chat stream"],
+                                   cwd=TESTS, capture_output=True, text=True, timeout=120)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                self.assertEqual(p.stdout.count("ok "), 4, p.stdout)
+            # a second one finds the port taken: a clear error, status 1
+            p = subprocess.run(["nsenter", "-t", str(b.proc.pid), "-n", tb.env_path("NPULLM_BRIDGE"), "--address",
+                                self.bus.address], env=self.bus.env, capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("cannot listen on 127.0.0.1:11434: port 11434 is in use, likely by a running Ollama",
+                          p.stderr)
+        finally:
+            rc = b.stop()
+            self.assertEqual(rc, 0, b.read_log())
+        self.assertNotIn("CRITICAL", b.read_log())
+        # a host without IPv6 is served on 127.0.0.1 alone
+        if has_v6:
+            b = Bridge(self.bus, self.workdir, [], "default-v4",
+                       wrap=in_netns("sysctl -qw net.ipv6.conf.lo.disable_ipv6=1 && ip link set lo up"))
+            try:
+                self.assertEqual(b.url, "http://127.0.0.1:11434")
+                self.assertEqual(curl(b.url, "/api/version", netns_of=b.proc.pid)[0], 200)
+            finally:
+                rc = b.stop()
+            self.assertEqual(rc, 0, b.read_log())
+            self.assertIn("not listening on [::1]:11434", b.read_log())
+            # [::1]:11434 taken while 127.0.0.1:11434 is free: named too
+            hold = ("import socket, subprocess, sys; s = socket.socket(socket.AF_INET6); s.bind(('::1', 11434)); "
+                    "s.listen(); sys.exit(subprocess.call(sys.argv[1:]))")
+            p = subprocess.run(in_netns() + [sys.executable, "-c", hold, tb.env_path("NPULLM_BRIDGE"), "--address",
+                                             self.bus.address], env=self.bus.env, capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("cannot listen on [::1]:11434: port 11434 is in use", p.stderr)
 
     def test_socket_activation_and_idle_exit(self):
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

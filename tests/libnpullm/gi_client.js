@@ -1,5 +1,6 @@
 // libnpullm-1 through its typelib, as a GJS program (a GNOME Shell
-// extension, say) uses it: stream a generation, cancel one, list models.
+// extension, say) uses it: stream a generation, one whose reference is
+// dropped at once, cancel one, list models.
 // Runs against the bus in DBUS_SYSTEM_BUS_ADDRESS.
 imports.gi.versions.Npullm = '1.0';
 const {GLib, Gio, Npullm} = imports.gi;
@@ -26,6 +27,36 @@ function stream() {
             if (reason !== 'length' || text !== req.text)
                 return fail(`stream: ${reason} ${JSON.stringify(text)}`);
             print(`ok stream: ${JSON.stringify(text)}`);
+            dropped();
+        });
+    });
+}
+
+// a request nobody keeps (not even the callback's closure after it
+// returns), collected by force: it runs to its end all the same
+function dropped() {
+    let text = '';
+    let collecting = 0;
+    const opts = new Npullm.Options({temperature: 0.0, 'max-tokens': 100});
+    client.generate_async('Tell a long story', opts, null, (c, res) => {
+        const req = c.generate_finish(res);
+        req.connect('token', (r, t) => {
+            // once it was delivered, collect again and again while it runs
+            // (GJS lets go of a wrapper only some time after the last
+            // other reference went)
+            if (text === '') {
+                collecting = GLib.timeout_add(GLib.PRIORITY_DEFAULT, 5, () => {
+                    System.gc();
+                    return GLib.SOURCE_CONTINUE;
+                });
+            }
+            text += t;
+        });
+        req.connect('finished', (r, reason, stats) => {
+            GLib.source_remove(collecting);
+            if (reason !== 'length' || stats.deepUnpack()['generated_tokens'].deepUnpack() !== 100 || text !== r.text)
+                return fail(`dropped: ${reason} ${JSON.stringify(text)}`);
+            print('ok dropped');
             cancel();
         });
     });

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """libnpullm-1 through its typelib, as a PyGObject program uses it: stream
-a generation, cancel one, list models. Runs against the bus in
+a generation, one whose reference is dropped at once, cancel one, list models. Runs against the bus in
 DBUS_SYSTEM_BUS_ADDRESS; prints TAP-free 'ok' lines and exits non-zero on
 failure."""
 
@@ -50,6 +50,28 @@ if state["reason"] != "length" or state["stats"]["generated_tokens"] != 8:
 if "".join(tokens) != state["req"].props.text:
     fail("tokens do not add up to the text")
 print("ok stream:", repr(state["req"].props.text))
+
+# a request nobody keeps a reference to (Python drops it when the callback
+# returns) runs to its end, its signals all delivered
+dropped = []
+
+
+def dropped_finished(req, reason, stats):
+    state["dropped"] = (reason, stats["generated_tokens"], req.props.text)
+    loop.quit()
+
+
+def dropped_generated(c, res):
+    req = c.generate_finish(res)
+    req.connect("token", lambda r, t: dropped.append(t))
+    req.connect("finished", dropped_finished)
+
+
+client.generate_async("Hello there", Npullm.Options(temperature=0.0, max_tokens=8), None, dropped_generated)
+loop.run()
+if state["dropped"][:2] != ("length", 8) or "".join(dropped) != state["dropped"][2]:
+    fail("dropped: %r, tokens %r" % (state["dropped"], dropped))
+print("ok dropped")
 
 # cancel through a Gio.Cancellable once the first token is in
 from gi.repository import Gio  # noqa: E402

@@ -237,28 +237,68 @@ static void case_cancel(void)
     wait_idle();
 }
 
-static void on_first_token_drop(NpullmRequest *r, const char *text, gboolean *seen)
+static void on_first_token(NpullmRequest *r, const char *text, gboolean *seen)
 {
     *seen = TRUE;
 }
 
+static gboolean too_long(gpointer what)
+{
+    fprintf(stderr, "%s: no finished signal within 60 s\n", (const char *)what);
+    exit(1);
+}
+
 static void case_dispose(void)
 {
-    g_autoptr(NpullmOptions) opts = greedy(200);
+    guint deadline = g_timeout_add_seconds(60, too_long, "a dropped request");
+    /* dropped right after the call: it runs to its end all the same, its
+     * signals still come (the client holds it, as a GTask holds itself) */
+    g_autoptr(NpullmOptions) opts = greedy(12);
     NpullmRequest *r = generate("Tell a long story", opts, NULL, NULL);
     ENSURE(r != NULL);
+    Stream *s = stream_new(r);
+    s->request = NULL;
+    GWeakRef weak;
+    g_weak_ref_init(&weak, r);
+    g_object_unref(r);
+    stream_wait(s);
+    ENSURE(strcmp(s->reason, "length") == 0);
+    ENSURE(s->tokens->len > 0);
+    guint32 generated = 0;
+    ENSURE(g_variant_lookup(s->stats, "generated_tokens", "u", &generated) && generated == 12);
+    /* and once it has finished, nothing holds it any more */
+    NpullmRequest *left = g_weak_ref_get(&weak);
+    ENSURE(left == NULL);
+    g_weak_ref_clear(&weak);
+    stream_free(s);
+
+    /* its client going away cancels it: finished says so at once, and
+     * the service stops it rather than generating 200 tokens for nobody */
+    g_autoptr(GError) error = NULL;
+    NpullmClient *second = npullm_client_new_sync(npullm_client_get_connection(client), NULL, &error);
+    ENSURE(second != NULL);
+    g_autoptr(NpullmOptions) many = greedy(200);
+    GAsyncResult *res = NULL;
+    npullm_client_generate_async(second, "Tell a long story", many, NULL, store_result, &res);
+    r = npullm_client_generate_finish(second, wait_result(&res), &error);
+    g_object_unref(res);
+    ENSURE(r != NULL);
+    s = stream_new(r);
     gboolean seen = FALSE;
-    g_signal_connect(r, "token", G_CALLBACK(on_first_token_drop), &seen);
+    g_signal_connect(r, "token", G_CALLBACK(on_first_token), &seen);
     while (!seen)
         g_main_context_iteration(NULL, TRUE);
-    g_object_unref(r); /* unfinished: cancels it */
+    g_object_unref(second);
+    ENSURE(g_strcmp0(s->reason, "cancelled") == 0);
+    ENSURE(!npullm_request_propagate_error(r, &error));
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_CANCELLED));
+    stream_free(s);
     wait_idle();
-    /* the service stopped it rather than generating 200 tokens for nobody:
-     * the next request runs at once */
     g_autoptr(NpullmOptions) small = greedy(2);
-    Stream *s = run("Hi", small);
+    s = run("Hi", small);
     ENSURE(strcmp(s->reason, "length") == 0);
     stream_free(s);
+    g_source_remove(deadline);
 }
 
 static void case_errors(void)
@@ -294,6 +334,39 @@ static void case_errors(void)
     ENSURE(generate("hi", bad, NULL, &error) == NULL);
     ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
     ENSURE(strstr(error->message, "priority") != NULL);
+    g_clear_error(&error);
+
+    /* text that is not UTF-8 (a lone surrogate as a JSON parser decodes
+     * "\ud800") cannot go on the bus: an error, never a critical */
+    const char *surrogate = "a\xed\xa0\x80" "b";
+    ENSURE(generate(surrogate, NULL, NULL, &error) == NULL);
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
+    ENSURE(strstr(error->message, "prompt is not valid UTF-8") != NULL);
+    g_clear_error(&error);
+    g_autoptr(NpullmOptions) not_utf8 = npullm_options_new();
+    g_object_set(not_utf8, "system", surrogate, NULL);
+    ENSURE(generate("hi", not_utf8, NULL, &error) == NULL);
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
+    ENSURE(strstr(error->message, "system is not valid UTF-8") != NULL);
+    g_clear_error(&error);
+    const char *stop[] = {"ok", surrogate, NULL};
+    g_object_set(not_utf8, "system", "fine", "stop", stop, NULL);
+    ENSURE(generate("hi", not_utf8, NULL, &error) == NULL);
+    ENSURE(strstr(error->message, "stop is not valid UTF-8") != NULL);
+    g_clear_error(&error);
+    g_autoptr(NpullmConversation) conv = npullm_conversation_new();
+    npullm_conversation_add_message(conv, "user", surrogate);
+    GAsyncResult *chat_res = NULL;
+    npullm_client_chat_async(client, conv, NULL, NULL, store_result, &chat_res);
+    ENSURE(npullm_client_chat_finish(client, wait_result(&chat_res), &error) == NULL);
+    g_object_unref(chat_res);
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
+    g_clear_error(&error);
+    GAsyncResult *load_res = NULL;
+    npullm_client_load_model_async(client, surrogate, NULL, store_result, &load_res);
+    ENSURE(!npullm_client_load_model_finish(client, wait_result(&load_res), &error));
+    g_object_unref(load_res);
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
     g_clear_error(&error);
 
     /* NotSupported: an image for a text-only model */

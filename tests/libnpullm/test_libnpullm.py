@@ -123,6 +123,7 @@ class LibraryTest(ServiceTestCase):
             self.skipTest("introspection is off")
         out = self.run_checked([sys.executable, os.path.join(HERE, "gi_client.py")], interpreter=True)
         self.assertIn("ok stream", out)
+        self.assertIn("ok dropped", out)
         self.assertIn("ok cancel", out)
         self.assertIn("ok list models", out)
 
@@ -131,6 +132,7 @@ class LibraryTest(ServiceTestCase):
             self.skipTest("introspection is off")
         out = self.run_checked([os.environ["GJS"], os.path.join(HERE, "gi_client.js")], interpreter=True)
         self.assertIn("ok stream", out)
+        self.assertIn("ok dropped", out)
         self.assertIn("ok cancel", out)
         self.assertIn("ok list models", out)
 
