@@ -41,6 +41,11 @@ void npl_tokens_free(npl_tokens *t)
     t->n = t->cap = 0;
 }
 
+int32_t npl_tokenizer_sep(const npl_tokenizer *tok)
+{
+    return tok->add_sep ? tok->sep : -1;
+}
+
 npl_tokenizer_kind npl_tokenizer_kind_of(const npl_tokenizer *tok)
 {
     return tok->kind;

@@ -67,6 +67,9 @@ int32_t npl_tokenizer_n_vocab(const npl_tokenizer *tok);
 int32_t npl_tokenizer_bos(const npl_tokenizer *tok);  /* -1 when none */
 int32_t npl_tokenizer_eos(const npl_tokenizer *tok);  /* -1 when none */
 bool npl_tokenizer_adds_bos(const npl_tokenizer *tok);
+/* WordPiece: the [SEP] id that closes a text tokenized with
+ * NPL_TOKENIZE_ADD_BOS; -1 when none is added. */
+int32_t npl_tokenizer_sep(const npl_tokenizer *tok);
 /* End-of-generation: eos, eot, eom and the like from metadata. */
 bool npl_tokenizer_is_eog(const npl_tokenizer *tok, int32_t id);
 npl_token_type npl_tokenizer_token_type(const npl_tokenizer *tok, int32_t id);
