@@ -135,6 +135,58 @@ npl_status npl_prefill_embeddings(npl_model *m, npl_seq *s, const float *embd, s
 npl_status npl_model_embed_tokens(const npl_model *m, const int32_t *tokens, size_t n, float *out,
                                   npl_error *err);
 
+/* ---- Embeddings: encoder models (docs/embeddings.md) -----------------
+ *
+ * An embedding model (architecture `bert`) turns each text into one
+ * vector: its tokens run through the encoder with bidirectional attention
+ * and are pooled as the file says (mean, first token, last token), then
+ * L2-normalised. Such a model does not generate: npl_seq_create on it is
+ * NPL_ERR_UNSUPPORTED. Calls on a model are serialised, as for generation. */
+
+/* Caps on one npl_embed call (the service caps lower). */
+#define NPL_EMBED_MAX_TEXTS 65536u
+#define NPL_EMBED_MAX_TEXT_BYTES (64u << 20)
+
+typedef struct npl_embed_options {
+    /* Matryoshka truncation: keep the first `dimensions` values of each
+     * vector (before normalizing). 0 = all; more than the model has is
+     * NPL_ERR_INVALID_ARG. */
+    uint32_t dimensions;
+    /* A text of more tokens than the model's context: cut to the context
+     * (keeping its closing [SEP]) when true, NPL_ERR_CONTEXT_OVERFLOW
+     * naming the text when false. Default true. */
+    bool truncate;
+    /* L2-normalise each vector (default true). */
+    bool normalize;
+} npl_embed_options;
+
+void npl_embed_options_default(npl_embed_options *o);
+
+typedef struct npl_embed_info {
+    size_t n_tokens;    /* tokens run through the encoder, all texts */
+    size_t n_truncated; /* texts cut to the context */
+    size_t n_passes;    /* forward passes the texts were packed into */
+} npl_embed_info;
+
+/* Whether m makes embeddings (and does not generate). */
+bool npl_model_is_embedding(const npl_model *m);
+/* Values per vector (the model's n_embd); 0 for a model that does not
+ * make embeddings. */
+uint32_t npl_model_embedding_dim(const npl_model *m);
+/* "mean", "cls" or "last"; NULL for a model that does not make embeddings. */
+const char *npl_model_pooling_name(const npl_model *m);
+
+/* Embeds texts[0..n): texts[i] has lens[i] bytes (lens NULL: NUL-ended
+ * strings). out receives n vectors of `dimensions` (or
+ * npl_model_embedding_dim) floats, one after the other. Many texts are
+ * packed into each forward pass, each attending only to its own tokens
+ * (no padding). Errors: NPL_ERR_UNSUPPORTED (not an embedding model),
+ * NPL_ERR_INVALID_ARG (no texts, too many or too long, a text with no
+ * tokens, bad dimensions), NPL_ERR_CONTEXT_OVERFLOW (too long and not
+ * truncated), NPL_ERR_NOMEM. info may be NULL. */
+npl_status npl_embed(npl_model *m, const char *const *texts, const size_t *lens, size_t n,
+                     const npl_embed_options *opts, float *out, npl_embed_info *info, npl_error *err);
+
 /* ---- KV cache pool: prefix reuse across requests ----------------------
  *
  * Finished sequences kept for later requests of the same owner (an

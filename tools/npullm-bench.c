@@ -18,7 +18,8 @@
  * --matmul the matrix kernels alone (bench_matmul.c); --attention a
  * follow-up turn's prefill attention alone (bench_attention.c); --peak
  * the cores' multiply-add ceiling per kind of arithmetic (bench_peak.c);
- * --grammar the cost of constrained output (bench_grammar.c). */
+ * --grammar the cost of constrained output (bench_grammar.c); --embed an
+ * embedding model's texts per second (bench_embed.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 
 #include "bench_attention.h"
 #include "bench_grammar.h"
+#include "bench_embed.h"
 #include "bench_peak.h"
 #include "bench_image.h"
 #include "bench_matmul.h"
@@ -42,6 +44,7 @@ static const char usage_text[] =
     "       npullm-bench --matmul [-t THREADS] [-r REPS] [--json]\n"
     "       npullm-bench --attention [-t THREADS] [-r REPS] [--json]\n"
     "       npullm-bench --peak [-t THREADS] [-r REPS] [--json]\n"
+    "       npullm-bench MODEL.gguf --embed [-t THREADS] [-r REPS] [--json]\n"
     "       npullm-bench --image FILE MMPROJ [MODEL.gguf] [-t THREADS] [-r REPS] [--exact|--bf16|--q8] [--json]\n"
     "       npullm-bench --grammar [MODEL.gguf] [--vocab VOCAB.gguf] [-n 128] [-t THREADS] [-r REPS] [--json]\n"
     "\n"
@@ -59,6 +62,7 @@ static const char usage_text[] =
     "  --matmul    time the matrix kernels alone (Q4_0, Q8_0, Q4_K; 1 and 64 vectors)\n"
     "  --attention time a follow-up turn's prefill attention alone, per-query against multi-position kernel\n"
     "  --peak      the cores' multiply-add ceiling per kind of arithmetic (registers only)\n"
+    "  --embed     an embedding model: texts/s at batch 1, 16 and 64, 128-token texts\n"
     "  --image     time the vision tower on one image (per stage; with a Gemma 3 MODEL\n"
     "              also the prompt's prefill: the time to the first token); -r default 1\n"
     "  --exact     with --image: the exact path (npl_vision_params.exact)\n"
@@ -73,7 +77,7 @@ typedef struct options {
     const char *device;
     const char *kv; /* KV cache format, NULL: the engine's default */
     long p, n, t, b, r, chunk;
-    bool json, barrier, matmul, attention, peak, exact, bf16, q8, grammar;
+    bool json, barrier, matmul, attention, peak, exact, bf16, q8, grammar, embed;
     const char *vocab; /* --vocab for --grammar */
     const char *image, *mmproj; /* --image FILE MMPROJ */
     bool reps_given;
@@ -156,6 +160,8 @@ static options parse(int argc, char **argv)
             o.attention = true;
         } else if (!strcmp(a, "--peak")) {
             o.peak = true;
+        } else if (!strcmp(a, "--embed")) {
+            o.embed = true;
         } else if (!strcmp(a, "--matmul")) {
             o.matmul = true;
         } else if (!strcmp(a, "--image")) {
@@ -414,6 +420,8 @@ int main(int argc, char **argv)
         return bench_attention((int)o.t, o.r, o.json);
     if (o.peak)
         return bench_peak((int)o.t, o.r, o.json);
+    if (o.embed)
+        return bench_embed(o.model, (int)o.t, o.r, o.json);
     if (o.image) {
         bench_image_opts io = {.image = o.image, .mmproj = o.mmproj, .model = o.model, .n_threads = (int)o.t,
                                .reps = o.reps_given ? o.r : 1, .exact = o.exact, .bf16 = o.bf16, .q8 = o.q8, .json = o.json};

@@ -20,6 +20,7 @@
 #include "npullm.h"
 #include "chat_prompt.h"
 #include "run-messages.h"
+#include "run-embed.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
@@ -30,6 +31,7 @@ static const char usage_text[] =
     "usage: npullm-run MODEL.gguf --prompt TEXT [options]\n"
     "       npullm-run MODEL.gguf --tokenize TEXT\n"
     "       npullm-run MODEL.gguf --info [--json]\n"
+    "       npullm-run MODEL.gguf --embed TEXT [--embed TEXT ...] [--json]\n"
     "\n"
     "Generation:\n"
     "  --prompt TEXT         the user message (or the whole prompt with --raw)\n"
@@ -59,6 +61,12 @@ static const char usage_text[] =
     "  --weight-cache DIR    keep the CPU's repacked weights in DIR and map them on\n"
     "                        the next run (the file's fate is said on stderr)\n"
     "  --json                print one JSON object instead of streaming text\n"
+    "\n"
+    "Embeddings (an embedding model, docs/embeddings.md):\n"
+    "  --embed TEXT          a text to embed (repeatable: one forward pass for all);\n"
+    "                        prints one line of values per text (--json: one object)\n"
+    "  --dimensions N        keep the first N values (Matryoshka), then normalize\n"
+    "  --no-truncate         a text longer than the context is an error, not cut\n"
     "  --help                this text\n";
 
 typedef struct options {
@@ -84,6 +92,9 @@ typedef struct options {
     const char *kv_type; /* NULL: the engine's default */
     const char *device;  /* NULL: the CPU */
     const char *weight_cache; /* --weight-cache DIR, or NULL */
+    const char **embed;       /* --embed texts */
+    size_t n_embed;
+    npl_embed_options embed_opts;
 } options;
 
 /* ---- errors ------------------------------------------------------------- */
@@ -166,8 +177,10 @@ static int parse_args(int argc, char **argv, options *o)
     memset(o, 0, sizeof *o);
     o->max_tokens = DEFAULT_MAX_TOKENS;
     npl_sampler_params_default(&o->sp);
+    npl_embed_options_default(&o->embed_opts);
     o->stops = calloc((size_t)argc, sizeof *o->stops);
-    if (!o->stops)
+    o->embed = calloc((size_t)argc, sizeof *o->embed);
+    if (!o->stops || !o->embed)
         return fail(EXIT_RUNTIME, "out of memory");
 
     for (int i = 1; i < argc; i++) {
@@ -200,6 +213,15 @@ static int parse_args(int argc, char **argv, options *o)
             o->tokenize = val;
         } else if (!strcmp(a, "--raw")) {
             o->raw = true;
+        } else if (!strcmp(a, "--embed")) {
+            NEED_VALUE();
+            o->embed[o->n_embed++] = val;
+        } else if (!strcmp(a, "--dimensions")) {
+            NEED_VALUE();
+            if (!parse_u32(val, &o->embed_opts.dimensions) || o->embed_opts.dimensions == 0)
+                return BAD_VALUE("a positive number");
+        } else if (!strcmp(a, "--no-truncate")) {
+            o->embed_opts.truncate = false;
         } else if (!strcmp(a, "--info")) {
             o->info = true;
         } else if (!strcmp(a, "--json")) {
@@ -291,11 +313,11 @@ static int parse_args(int argc, char **argv, options *o)
 
     if (!o->model)
         return fail(EXIT_USAGE, "no model file given (see --help)");
-    int modes = (o->prompt != NULL) + (o->messages != NULL) + (o->tokenize != NULL) + o->info;
+    int modes = (o->prompt != NULL) + (o->messages != NULL) + (o->tokenize != NULL) + o->info + (o->n_embed > 0);
     if (modes == 0)
-        return fail(EXIT_USAGE, "nothing to do: give --prompt, --messages, --tokenize or --info (see --help)");
+        return fail(EXIT_USAGE, "nothing to do: give --prompt, --messages, --tokenize, --embed or --info (see --help)");
     if (modes > 1)
-        return fail(EXIT_USAGE, "--prompt, --messages, --tokenize and --info exclude each other");
+        return fail(EXIT_USAGE, "--prompt, --messages, --tokenize, --embed and --info exclude each other");
     if (o->messages && (o->system || o->raw))
         return fail(EXIT_USAGE, "--messages holds the whole conversation: drop --system/--raw");
     if (o->print_prompt && o->raw)
@@ -491,7 +513,10 @@ static int run_info(const options *o, npl_model *m)
         printf(", \"bos\": %d, \"eos\": %d, \"adds_bos\": %s, \"chat_format\": ", npl_tokenizer_bos(tok),
                npl_tokenizer_eos(tok), npl_tokenizer_adds_bos(tok) ? "true" : "false");
         json_cstring(stdout, npl_chat_format_name(in->chat_format));
-        printf(", \"chat_format_guessed\": %s}\n", in->chat_format_guessed ? "true" : "false");
+        printf(", \"chat_format_guessed\": %s", in->chat_format_guessed ? "true" : "false");
+        printf(", \"embedding_pooling\": ");
+        json_cstring(stdout, npl_model_is_embedding(m) ? npl_model_pooling_name(m) : "");
+        printf("}\n");
         return 0;
     }
 
@@ -511,6 +536,9 @@ static int run_info(const options *o, npl_model *m)
            npl_tokenizer_adds_bos(tok) ? ", adds BOS" : "");
     printf("chat format:   %s%s\n", npl_chat_format_name(in->chat_format),
            in->chat_format_guessed ? " (guessed: template not recognised)" : "");
+    if (npl_model_is_embedding(m))
+        printf("embeddings:    %u values, %s pooling (an embedding model: --embed)\n", npl_model_embedding_dim(m),
+               npl_model_pooling_name(m));
     printf("tensor types:");
     for (size_t i = 0; i < n_hist; i++)
         printf("%s %s x%zu (%.1f MiB)", i ? "," : "", type_name(hist[i].type), hist[i].count,
@@ -807,11 +835,13 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc != 0) {
         free(o.stops);
+        free(o.embed);
         return rc < 0 ? 0 : rc;
     }
     if (o.tokenize) {
         rc = run_tokenize(&o);
         free(o.stops);
+        free(o.embed);
         return rc;
     }
 
@@ -831,6 +861,7 @@ int main(int argc, char **argv)
     if (!m) {
         rc = fail(exit_code_for(err.code), "%s", err.message);
         free(o.stops);
+        free(o.embed);
         return rc;
     }
     if (o.weight_cache) {
@@ -839,7 +870,14 @@ int main(int argc, char **argv)
         if (wc.note[0])
             fprintf(stderr, "npullm-run: %s\n", wc.note);
     }
-    rc = o.info ? run_info(&o, m) : run_generate(&o, m);
+    if (o.info)
+        rc = run_info(&o, m);
+    else if (o.n_embed)
+        rc = run_embed(m, o.embed, o.n_embed, &o.embed_opts, o.json);
+    else if (npl_model_is_embedding(m))
+        rc = fail(EXIT_USAGE, "%s is an embedding model: it makes vectors, not text (use --embed)", o.model);
+    else
+        rc = run_generate(&o, m);
     if (o.weight_cache && npl_model_weight_cache_wait(m)) {
         npl_weight_cache_stats wc;
         npl_model_weight_cache_stats(m, &wc);
@@ -847,5 +885,6 @@ int main(int argc, char **argv)
     }
     npl_model_free(m);
     free(o.stops);
+    free(o.embed);
     return rc;
 }

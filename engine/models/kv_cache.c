@@ -38,6 +38,10 @@ npl_seq *npl_seq_create(npl_model *m, uint32_t n_ctx, npl_error *err)
         npl_error_set(err, NPL_ERR_INVALID_ARG, "no model");
         return NULL;
     }
+    if (npl_model_is_embedding(m)) {
+        npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s is an embedding model: it makes vectors, not text", m->name);
+        return NULL;
+    }
     const npl_hparams *hp = &m->hp;
     if (n_ctx == 0)
         n_ctx = hp->n_ctx_train < NPL_DEFAULT_CTX_MAX ? hp->n_ctx_train : NPL_DEFAULT_CTX_MAX;

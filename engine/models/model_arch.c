@@ -50,6 +50,27 @@ static const npl_arch_tensor qwen2_tensors[] = {
 /* Qwen 3 (dense): per-head Q/K RMS norms, no biases. */
 static const npl_arch_tensor qwen3_tensors[] = {ATTN_NORM, ATTN_QKV, QK_NORM, ATTN_OUT, FFN};
 
+/* BERT: biased projections, LayerNorm (weight and bias) after each
+ * sub-layer's residual add, GELU FFN without a gate. */
+static const npl_arch_tensor bert_tensors[] = {
+    ATTN_QKV,
+    {"attn_q.bias", NPL_SHAPE_Q, LAYER(bq), false},
+    {"attn_k.bias", NPL_SHAPE_KV, LAYER(bk), false},
+    {"attn_v.bias", NPL_SHAPE_KV, LAYER(bv), false},
+    ATTN_OUT,
+    {"attn_output.bias", NPL_SHAPE_EMBD, LAYER(bo), false},
+    {"attn_output_norm.weight", NPL_SHAPE_EMBD, LAYER(attn_out_norm), false},
+    {"attn_output_norm.bias", NPL_SHAPE_EMBD, LAYER(attn_out_norm_b), false},
+    {"ffn_up.weight", NPL_SHAPE_EMBD_FF, LAYER(w_up), false},
+    {"ffn_up.bias", NPL_SHAPE_FF, LAYER(b_up), false},
+    {"ffn_down.weight", NPL_SHAPE_FF_EMBD, LAYER(w_down), false},
+    {"ffn_down.bias", NPL_SHAPE_EMBD, LAYER(b_down), false},
+    {"layer_output_norm.weight", NPL_SHAPE_EMBD, LAYER(out_norm), false},
+    {"layer_output_norm.bias", NPL_SHAPE_EMBD, LAYER(out_norm_b), false},
+};
+/* Variants of the family (gated FFN: jina-bert-v2; fused QKV: nomic-bert). */
+static const char *const refused_bert[] = {"ffn_gate.weight", "attn_qkv.weight"};
+
 static const char *const refused_biases_moe[] = {
     "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_gate_inp.weight",
 };
@@ -140,6 +161,17 @@ static const npl_arch arches[] = {
         .n_refused = COUNT(refused_biases_moe),
         .rope = NPL_ROPE_NEOX,
         .ffn = NPL_FFN_SILU,
+    },
+    {
+        .name = "bert",
+        .prepare = npl_bert_prepare,
+        .read_extra = npl_bert_read_extra,
+        .tensors = bert_tensors,
+        .n_tensors = COUNT(bert_tensors),
+        .refused = refused_bert,
+        .n_refused = COUNT(refused_bert),
+        .ffn = NPL_FFN_GELU,
+        .encoder = true,
     },
 };
 
@@ -274,6 +306,8 @@ static npl_status bind_tensor(const npl_binder *b, const npl_arch_tensor *t, uin
         return npl_bind_matrix(b, name, e, hp->n_ff, "n_embd, n_ff", mat);
     case NPL_SHAPE_FF_EMBD:
         return npl_bind_matrix(b, name, hp->n_ff, e, "n_ff, n_embd", mat);
+    case NPL_SHAPE_FF:
+        return npl_bind_vector(b, name, hp->n_ff, "n_ff", vec);
     }
     return npl_error_set(b->err, NPL_ERR_INTERNAL, "tensor table: unknown shape rule %d", (int)t->shape);
 }
@@ -297,7 +331,7 @@ npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err)
     if ((a->prepare && (st = a->prepare(&b))) || (st = read_common(a, &b)) ||
         (a->read_extra && (st = a->read_extra(&b))))
         return st;
-    if ((st = npl_bind_embeddings_and_output(&b)))
+    if (!a->encoder && (st = npl_bind_embeddings_and_output(&b)))
         return st;
     if (a->rope_freqs && (st = bind_rope_freqs(&b)))
         return st;

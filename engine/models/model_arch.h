@@ -22,6 +22,7 @@ typedef enum npl_shape_rule {
     NPL_SHAPE_Q_EMBD,       /* matrix [n_head * head_dim, n_embd] */
     NPL_SHAPE_EMBD_FF,      /* matrix [n_embd, n_ff] */
     NPL_SHAPE_FF_EMBD,      /* matrix [n_ff, n_embd] */
+    NPL_SHAPE_FF,           /* vector [n_ff] */
 } npl_shape_rule;
 
 /* One per-layer tensor "blk.<l>.<suffix>", bound into the npl_layer
@@ -70,6 +71,10 @@ typedef struct npl_arch {
     npl_rope_style rope;
     npl_ffn_act ffn;
     bool embd_scale_sqrt; /* token embeddings times sqrt(n_embd) */
+    /* An encoder that makes embeddings (docs/embeddings.md), not text:
+     * read_extra binds its embeddings (no output or output norm), the
+     * layers run in engine/models/embed.c, generation is refused. */
+    bool encoder;
     /* After the layers are bound: marks local layers, attention scale
      * overrides; may be NULL. */
     npl_status (*finish)(npl_binder *b);
@@ -99,5 +104,8 @@ npl_status npl_granite_finish(npl_binder *b);
 npl_status npl_smollm3_finish(npl_binder *b);
 npl_status npl_phi3_read_extra(npl_binder *b);
 npl_status npl_phi3_finish(npl_binder *b);
+/* engine/models/model_bert.c */
+npl_status npl_bert_prepare(npl_binder *b);
+npl_status npl_bert_read_extra(npl_binder *b);
 
 #endif

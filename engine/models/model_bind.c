@@ -134,7 +134,7 @@ npl_status npl_bind_vector(const npl_binder *b, const char *name, uint64_t n, co
     return NPL_OK;
 }
 
-npl_status npl_bind_embeddings_and_output(const npl_binder *b)
+npl_status npl_bind_token_embd(const npl_binder *b)
 {
     npl_model *m = b->m;
     npl_hparams *hp = &m->hp;
@@ -161,7 +161,15 @@ npl_status npl_bind_embeddings_and_output(const npl_binder *b)
         return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: %s.vocab_size = %u but token_embd.weight has %u rows",
                              b->path, b->arch, meta_vocab, hp->n_vocab);
 
-    if ((st = npl_bind_matrix(b, "token_embd.weight", hp->n_embd, hp->n_vocab, "n_embd, n_vocab", &m->tok_embd)) ||
+    return npl_bind_matrix(b, "token_embd.weight", hp->n_embd, hp->n_vocab, "n_embd, n_vocab", &m->tok_embd);
+}
+
+npl_status npl_bind_embeddings_and_output(const npl_binder *b)
+{
+    npl_model *m = b->m;
+    npl_hparams *hp = &m->hp;
+    npl_status st;
+    if ((st = npl_bind_token_embd(b)) ||
         (st = npl_bind_vector(b, "output_norm.weight", hp->n_embd, "n_embd", &m->output_norm)))
         return st;
     if (npl_gguf_find_tensor(m->gguf, "output.weight"))

@@ -44,6 +44,10 @@ npl_status npl_bind_matrix(const npl_binder *b, const char *name, uint64_t ne0, 
 npl_status npl_bind_vector(const npl_binder *b, const char *name, uint64_t n, const char *meaning,
                            const float **out);
 
+/* token_embd.weight; sets hp.n_vocab from its rows and checks the
+ * tokenizer and "<arch>.vocab_size" agree. */
+npl_status npl_bind_token_embd(const npl_binder *b);
+
 /* token_embd.weight, output.weight (or tied to the embeddings when the
  * file has none) and output_norm.weight; sets hp.n_vocab from the
  * embedding and checks the tokenizer and "<arch>.vocab_size" agree. */

@@ -59,7 +59,28 @@ typedef struct npl_layer {
     /* qwen2; NULL otherwise. */
     const float *bq, *bk, *bv;   /* biases added to the Q, K and V projections */
     bool no_rope;                /* Q and K enter attention unrotated (smollm3's every fourth layer) */
+    /* bert (post-norm encoder); NULL otherwise. */
+    const float *bo, *b_up, *b_down;           /* biases of the output, up and down projections */
+    const float *attn_out_norm, *attn_out_norm_b; /* LayerNorm after the attention's residual add */
+    const float *out_norm, *out_norm_b;           /* LayerNorm after the FFN's residual add */
 } npl_layer;
+
+/* How an encoder turns its rows into one vector per text (the file's
+ * <arch>.pooling_type, llama.cpp's numbering). */
+typedef enum npl_pooling {
+    NPL_POOLING_MEAN = 1,
+    NPL_POOLING_CLS = 2,
+    NPL_POOLING_LAST = 3,
+} npl_pooling;
+
+/* An encoder's weights beyond the layers (engine/models/model_bert.c). */
+typedef struct npl_encoder {
+    npl_matrix pos_embd;  /* [n_ctx_train rows] learned positions */
+    npl_matrix type_embd; /* token types; row 0 for single texts */
+    const float *embd_norm, *embd_norm_b; /* LayerNorm of the summed embeddings */
+    float norm_eps;       /* <arch>.attention.layer_norm_epsilon */
+    npl_pooling pooling;
+} npl_encoder;
 
 /* Scratch for one forward step of up to `rows` tokens; one set per model
  * (calls on a model are serialised by contract). */
@@ -111,6 +132,7 @@ struct npl_model {
     const float *rope_freqs; /* n_rot / 2 divisors, or NULL */
     double *rope_inv_freq;   /* n_rot / 2: angle per position of each pair */
     npl_layer *layers;
+    npl_encoder enc; /* encoders only (arch->encoder) */
 
     uint32_t prefill_chunk;
     npl_simd_level simd;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ggml_types.h"
+#include "model_arch.h"
 #include "model_internal.h"
 
 uint64_t npl_gguf_param_count(const npl_gguf *g)
@@ -111,6 +112,8 @@ npl_status npl_model_probe(const char *path, npl_model_facts *out, npl_error *er
             npl_error_set(err, st, "%.*s", NPL_ERROR_MESSAGE_MAX - 1, why.message);
         } else {
             out->supported = true;
+            const npl_arch *a = npl_arch_find(out->architecture);
+            out->embedding = a && a->encoder;
         }
     }
     npl_gguf_close(g);

@@ -26,6 +26,7 @@ typedef struct npl_model_facts {
     bool is_projector;       /* a vision projector (mmproj), not a model */
     char projector_type[32]; /* projectors: clip.projector_type, e.g. "gemma3" */
     bool supported;          /* this engine can run it */
+    bool embedding;          /* supported, and makes embeddings (no text): docs/embeddings.md */
     char reason[256];        /* why not, when !supported; "" otherwise */
 } npl_model_facts;
 

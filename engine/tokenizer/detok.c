@@ -93,10 +93,10 @@ size_t npl_token_to_bytes(const npl_tokenizer *tok, int32_t id, bool render_spec
         else
             put(&w, s.ptr, s.len);
     } else if (a & NPL_TATTR_NORMAL) {
-        if (tok->kind == NPL_TOKENIZER_SPM)
-            put_spm_text(&w, s);
-        else
+        if (tok->kind == NPL_TOKENIZER_BPE)
             put_bpe_text(&w, tok, s);
+        else /* SentencePiece and WordPiece: U+2581 is a space */
+            put_spm_text(&w, s);
     } else if (a & NPL_TATTR_BYTE) {
         int v = byte_token_value(s);
         if (v >= 0) {

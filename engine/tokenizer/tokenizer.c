@@ -41,6 +41,11 @@ void npl_tokens_free(npl_tokens *t)
     t->n = t->cap = 0;
 }
 
+int32_t npl_tokenizer_sep(const npl_tokenizer *tok)
+{
+    return tok->add_sep ? tok->sep : -1;
+}
+
 npl_tokenizer_kind npl_tokenizer_kind_of(const npl_tokenizer *tok)
 {
     return tok->kind;
@@ -48,7 +53,7 @@ npl_tokenizer_kind npl_tokenizer_kind_of(const npl_tokenizer *tok)
 
 const char *npl_tokenizer_kind_name(const npl_tokenizer *tok)
 {
-    return tok->kind == NPL_TOKENIZER_BPE ? "bpe" : "spm";
+    return tok->kind == NPL_TOKENIZER_BPE ? "bpe" : tok->kind == NPL_TOKENIZER_WPM ? "wpm" : "spm";
 }
 
 const char *npl_tokenizer_pre_name(const npl_tokenizer *tok)
@@ -169,6 +174,8 @@ npl_status npl_tokenize_masked(const npl_tokenizer *tok, const char *text, size_
         } else if (tok->kind == NPL_TOKENIZER_SPM) {
             st = npl_spm_tokenize(tok, text + f->start, f->len, tok->add_space_prefix && prev_special, out, err);
             prev_special = false;
+        } else if (tok->kind == NPL_TOKENIZER_WPM) {
+            st = npl_wpm_tokenize(tok, text + f->start, f->len, out, err);
         } else {
             st = npl_bpe_tokenize(tok, text + f->start, f->len, out, err);
         }
@@ -180,6 +187,9 @@ npl_status npl_tokenize_masked(const npl_tokenizer *tok, const char *text, size_
      * models that ask for one (none of Llama 3, Gemma 3, Qwen2 do). */
     if (add_special && tok->add_eos && tok->eos >= 0)
         st = npl_tokens_push(out, tok->eos, err);
+    /* WordPiece: [SEP] closes the text. */
+    if (st == NPL_OK && add_special && tok->add_sep && tok->sep >= 0)
+        st = npl_tokens_push(out, tok->sep, err);
 
 out:
     free(frags.v);

@@ -1,5 +1,6 @@
 /* Tokenizers read from GGUF metadata: byte-level BPE (tokenizer.ggml.model
- * "gpt2": Llama 3, Qwen2) and SentencePiece (model "llama": Gemma 3).
+ * "gpt2": Llama 3, Qwen2), SentencePiece (model "llama": Gemma 3) and
+ * WordPiece (model "bert": BERT encoders, docs/embeddings.md).
  *
  * Special tokens (control / user-defined) are only produced from text when
  * the caller asks for it (NPL_TOKENIZE_PARSE_SPECIAL), which the engine
@@ -24,6 +25,7 @@ typedef struct npl_tokenizer npl_tokenizer;
 typedef enum npl_tokenizer_kind {
     NPL_TOKENIZER_BPE = 1, /* "gpt2" */
     NPL_TOKENIZER_SPM = 2, /* "llama" */
+    NPL_TOKENIZER_WPM = 3, /* "bert": WordPiece */
 } npl_tokenizer_kind;
 
 /* GGUF tokenizer.ggml.token_type values. */
@@ -59,12 +61,15 @@ npl_tokenizer *npl_tokenizer_from_gguf(const npl_gguf *g, npl_error *err);
 void npl_tokenizer_free(npl_tokenizer *tok);
 
 npl_tokenizer_kind npl_tokenizer_kind_of(const npl_tokenizer *tok);
-const char *npl_tokenizer_kind_name(const npl_tokenizer *tok); /* "bpe"/"spm" */
+const char *npl_tokenizer_kind_name(const npl_tokenizer *tok); /* "bpe"/"spm"/"wpm" */
 const char *npl_tokenizer_pre_name(const npl_tokenizer *tok);  /* e.g. "llama-bpe" */
 int32_t npl_tokenizer_n_vocab(const npl_tokenizer *tok);
 int32_t npl_tokenizer_bos(const npl_tokenizer *tok);  /* -1 when none */
 int32_t npl_tokenizer_eos(const npl_tokenizer *tok);  /* -1 when none */
 bool npl_tokenizer_adds_bos(const npl_tokenizer *tok);
+/* WordPiece: the [SEP] id that closes a text tokenized with
+ * NPL_TOKENIZE_ADD_BOS; -1 when none is added. */
+int32_t npl_tokenizer_sep(const npl_tokenizer *tok);
 /* End-of-generation: eos, eot, eom and the like from metadata. */
 bool npl_tokenizer_is_eog(const npl_tokenizer *tok, int32_t id);
 npl_token_type npl_tokenizer_token_type(const npl_tokenizer *tok, int32_t id);

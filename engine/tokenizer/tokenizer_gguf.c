@@ -67,8 +67,10 @@ npl_tokenizer *npl_tokenizer_from_gguf(const npl_gguf *g, npl_error *err)
         spec.kind = NPL_TOKENIZER_BPE;
     } else if (npl_str_eq(model, "llama")) {
         spec.kind = NPL_TOKENIZER_SPM;
+    } else if (npl_str_eq(model, "bert")) {
+        spec.kind = NPL_TOKENIZER_WPM;
     } else {
-        npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s: tokenizer model '%.*s' is not supported (only gpt2, llama)",
+        npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s: tokenizer model '%.*s' is not supported (only gpt2, llama, bert)",
                       npl_gguf_path(g), (int)(model.len > 64 ? 64 : model.len), model.ptr);
         return NULL;
     }
@@ -152,6 +154,10 @@ npl_tokenizer *npl_tokenizer_from_gguf(const npl_gguf *g, npl_error *err)
     spec.add_bos = read_flag(g, "tokenizer.ggml.add_bos_token");
     spec.add_eos = read_flag(g, "tokenizer.ggml.add_eos_token");
     spec.add_space_prefix = read_flag(g, "tokenizer.ggml.add_space_prefix");
+    spec.sep = read_id(g, "tokenizer.ggml.seperator_token_id"); /* sic: the converter's spelling */
+    spec.add_sep = read_flag(g, "tokenizer.ggml.add_sep_token");
+    spec.lowercase = read_flag(g, "tokenizer.ggml.normalizer.lowercase");
+    spec.strip_accents = read_flag(g, "tokenizer.ggml.normalizer.strip_accents");
 
     tok = npl_tokenizer_build(&spec, err);
     goto done;

@@ -54,8 +54,10 @@ typedef struct npl_tokenizer_spec {
     size_t n_merges;      /* BPE */
     const npl_str *merges;
     int32_t bos, eos, eot, eom, unk;
+    int32_t sep; /* WordPiece: appended after the text */
     int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
-    int add_bos, add_eos, add_space_prefix;
+    int add_bos, add_eos, add_space_prefix, add_sep;
+    int lowercase, strip_accents; /* WordPiece normalizer */
 } npl_tokenizer_spec;
 
 /* Spec with every id -1 and every flag at "default". */
@@ -115,6 +117,10 @@ struct npl_tokenizer {
 
     int32_t bos, eos, eot, eom, unk;
     bool add_bos, add_eos, add_space_prefix;
+    int32_t sep;   /* WordPiece: [SEP], -1 when none */
+    bool add_sep;  /* WordPiece: append sep after the text */
+    size_t max_token_len; /* WordPiece: longest vocabulary text, bytes */
+    bool lowercase, strip_accents; /* WordPiece normalizer */
     bool ignore_merges; /* BPE: a pre-token that is a vocab entry is one token */
 
     /* BPE */
@@ -182,6 +188,11 @@ npl_status npl_spm_build(npl_tokenizer *tok, npl_error *err);
  * when prefix_space. */
 npl_status npl_spm_tokenize(const npl_tokenizer *tok, const char *text, size_t len,
                             bool prefix_space, npl_tokens *out, npl_error *err);
+
+/* WordPiece (tokenizer_wpm.c). */
+void npl_wpm_build(npl_tokenizer *tok);
+npl_status npl_wpm_tokenize(const npl_tokenizer *tok, const char *text, size_t len, npl_tokens *out,
+                            npl_error *err);
 
 /* Min-heap of candidate merges. The order key packs the priority (BPE:
  * merge rank; SentencePiece: score, higher first) above the left symbol

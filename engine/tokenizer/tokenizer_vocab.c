@@ -248,7 +248,9 @@ void npl_tokenizer_spec_init(npl_tokenizer_spec *spec)
     spec->bos = spec->eos = spec->eot = spec->eom = spec->unk = -1;
     spec->fim_pre = spec->fim_suf = spec->fim_mid = -1;
     spec->fim_pad = spec->fim_rep = spec->fim_sep = -1;
-    spec->add_bos = spec->add_eos = spec->add_space_prefix = -1;
+    spec->sep = -1;
+    spec->add_bos = spec->add_eos = spec->add_space_prefix = spec->add_sep = -1;
+    spec->lowercase = spec->strip_accents = -1;
 }
 
 /* Pre-tokenizer names (tokenizer.ggml.pre) the engine knows, as the
@@ -316,7 +318,7 @@ static int32_t id_or_default(const npl_tokenizer *tok, int32_t given, int32_t fa
 
 npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *err)
 {
-    if (spec->kind != NPL_TOKENIZER_BPE && spec->kind != NPL_TOKENIZER_SPM) {
+    if (spec->kind != NPL_TOKENIZER_BPE && spec->kind != NPL_TOKENIZER_SPM && spec->kind != NPL_TOKENIZER_WPM) {
         npl_error_set(err, NPL_ERR_UNSUPPORTED, "tokenizer: unsupported kind %d", (int)spec->kind);
         return NULL;
     }
@@ -363,9 +365,23 @@ npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *er
     tok->unk = id_or_default(tok, spec->unk, spm ? 0 : -1);
     tok->eot = valid_id(tok, spec->eot);
     tok->eom = valid_id(tok, spec->eom);
+    tok->sep = -1;
 
     bool default_add_bos = spm;
-    if (!spm) {
+    if (spec->kind == NPL_TOKENIZER_WPM) {
+        /* The reference's defaults for "bert": [CLS] 101 first, [SEP] 102
+         * last, [UNK] 100 (bert-base numbering). */
+        tok->bos = id_or_default(tok, spec->bos, 101);
+        tok->unk = id_or_default(tok, spec->unk, 100);
+        tok->sep = id_or_default(tok, spec->sep, 102);
+        tok->add_sep = spec->add_sep >= 0 ? spec->add_sep != 0 : true;
+        /* Uncased BERT: lower-case, and strip accents unless told apart. */
+        tok->lowercase = spec->lowercase != 0;
+        tok->strip_accents = spec->strip_accents >= 0 ? spec->strip_accents != 0 : tok->lowercase;
+        default_add_bos = true;
+        snprintf(tok->pre_name, sizeof tok->pre_name, "%s", "bert");
+        npl_wpm_build(tok);
+    } else if (!spm) {
         /* A file without the key is split as Llama 3 (the oldest BPE
          * conversions carry none); a name we do not know is refused: a
          * different split gives different tokens, silently. */
@@ -393,7 +409,7 @@ npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *er
     if (spm) {
         if (npl_spm_build(tok, err) != NPL_OK)
             goto fail;
-    } else {
+    } else if (spec->kind == NPL_TOKENIZER_BPE) {
         if (npl_bpe_build(tok, spec, err) != NPL_OK)
             goto fail;
     }

@@ -5,6 +5,7 @@
 //   node oracle.mjs complete MODEL [REQUEST.json]
 //   node oracle.mjs info     MODEL [REQUEST.json]
 //   node oracle.mjs complete-image MODEL [REQUEST.json]
+//   node oracle.mjs embed    MODEL [REQUEST.json]
 //
 // The request is JSON read from the file, or from stdin when no file is
 // given; the answer is one JSON object on stdout. One model load serves all
@@ -25,10 +26,10 @@ import { fileURLToPath } from 'node:url'
 import { readGGUFMetadata, writeDerivedGGUF, stringArrayRecord, int32ArrayRecord, boolRecord, Vocab, TOKEN_TYPE } from './gguf-vocab.mjs'
 
 const HERE = path.dirname(fileURLToPath(import.meta.url))
-const COMMANDS = ['tokenize', 'complete', 'info', 'complete-image']
+const COMMANDS = ['tokenize', 'complete', 'info', 'complete-image', 'embed']
 
 function usage () {
-  process.stderr.write('usage: oracle.mjs tokenize|complete|info|complete-image MODEL [REQUEST.json]\n')
+  process.stderr.write('usage: oracle.mjs tokenize|complete|info|complete-image|embed MODEL [REQUEST.json]\n')
   process.exit(2)
 }
 
@@ -459,6 +460,23 @@ async function cmdInfo (lib, model, req, vocab) {
   }
 }
 
+// Embedding model: {texts} -> {embeddings: [[...]]}, each vector pooled as
+// the file says and L2-normalised (embd_normalize 2). One batch holds a
+// whole text (an encoder sees all its tokens at once). Each text gets a
+// context of its own: a second embedding() call on a context does not
+// start from empty (positions go on), clearCache or not.
+async function cmdEmbed (lib, model, req) {
+  const nCtx = req.n_ctx ?? 512
+  const opts = { ...loadOptions(model, { ...req, n_ctx: nCtx }), n_batch: nCtx, n_ubatch: nCtx, embedding: true, embd_normalize: 2 }
+  const embeddings = []
+  for (const t of req.texts ?? []) {
+    const ctx = await lib.loadModel(opts)
+    const r = await ctx.embedding(t, { embd_normalize: 2 })
+    embeddings.push(Array.from(r.embedding))
+  }
+  return { embeddings }
+}
+
 async function child (argv) {
   const [cmd, model, scratch] = argv
   const lib = require('@fugood/llama.node')
@@ -466,7 +484,7 @@ async function child (argv) {
   const req = raw ? JSON.parse(raw) : {}
   const meta = readGGUFMetadata(model)
   const vocab = new Vocab(meta)
-  const handlers = { tokenize: cmdTokenize, complete: cmdComplete, info: cmdInfo, 'complete-image': cmdCompleteImage }
+  const handlers = { tokenize: cmdTokenize, complete: cmdComplete, info: cmdInfo, 'complete-image': cmdCompleteImage, embed: cmdEmbed }
   const out = await handlers[cmd](lib, model, req, vocab, meta, scratch)
   fs.writeSync(3, JSON.stringify(out) + '\n')
   // Contexts are not released: llama.node has been seen to crash while

@@ -1,0 +1,73 @@
+/* The hooks of `bert` (BERT encoders: all-MiniLM, bge, mxbai-embed-large):
+ * no rope and no RMS norm, a LayerNorm epsilon, a pooling rule, learned
+ * position and token-type embeddings, a LayerNorm of the embeddings. */
+#include <stdio.h>
+
+#include "model_arch.h"
+
+npl_status npl_bert_prepare(npl_binder *b)
+{
+    b->rms_eps_optional = true; /* unused: the encoder's norms are LayerNorms */
+    b->rms_eps_default = 1e-6f;
+    b->own_rope_base = true; /* no rope */
+    return NPL_OK;
+}
+
+static npl_status read_pooling(npl_binder *b, npl_encoder *enc)
+{
+    uint32_t pooling;
+    npl_status st = npl_bind_u32(b, "pooling_type", false, NPL_POOLING_MEAN, 0, UINT32_MAX, &pooling);
+    if (st)
+        return st;
+    switch (pooling) {
+    case NPL_POOLING_MEAN:
+    case NPL_POOLING_CLS:
+    case NPL_POOLING_LAST:
+        enc->pooling = (npl_pooling)pooling;
+        return NPL_OK;
+    case 0:
+        return npl_error_set(b->err, NPL_ERR_UNSUPPORTED,
+                             "%s: %s.pooling_type is none (per-token vectors), which is not supported", b->path,
+                             b->arch);
+    case 4:
+        return npl_error_set(b->err, NPL_ERR_UNSUPPORTED,
+                             "%s: %s.pooling_type is rank (a reranker), which is not supported", b->path, b->arch);
+    default:
+        return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: %s.pooling_type = %u is not known", b->path, b->arch,
+                             pooling);
+    }
+}
+
+npl_status npl_bert_read_extra(npl_binder *b)
+{
+    npl_model *m = b->m;
+    npl_hparams *hp = &m->hp;
+    npl_encoder *enc = &m->enc;
+    npl_status st;
+    bool causal = false;
+    npl_gguf_get_bool(m->gguf, "bert.attention.causal", &causal);
+    if (causal)
+        return npl_error_set(b->err, NPL_ERR_UNSUPPORTED, "%s: bert.attention.causal is true, which is not supported",
+                             b->path);
+    if (hp->n_head_kv != hp->n_head || hp->head_dim * hp->n_head != hp->n_embd)
+        return npl_error_set(b->err, NPL_ERR_FORMAT,
+                             "%s: a bert encoder has n_head * head_dim = n_embd and no grouped heads", b->path);
+    if ((st = npl_bind_f32(b, "attention.layer_norm_epsilon", true, 0.0f, &enc->norm_eps)))
+        return st;
+    if (!(enc->norm_eps > 0.0f && enc->norm_eps < 1.0f))
+        return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: %s.attention.layer_norm_epsilon = %g is out of range",
+                             b->path, b->arch, (double)enc->norm_eps);
+    if ((st = read_pooling(b, enc)))
+        return st;
+
+    const npl_gguf_tensor *types = npl_gguf_find_tensor(m->gguf, "token_types.weight");
+    uint64_t n_types = types && types->n_dims == 2 && types->ne[1] >= 1 && types->ne[1] <= 16 ? types->ne[1] : 1;
+    if ((st = npl_bind_token_embd(b)) ||
+        (st = npl_bind_matrix(b, "token_types.weight", hp->n_embd, n_types, "n_embd, token types", &enc->type_embd)) ||
+        (st = npl_bind_matrix(b, "position_embd.weight", hp->n_embd, hp->n_ctx_train, "n_embd, context_length",
+                              &enc->pos_embd)) ||
+        (st = npl_bind_vector(b, "token_embd_norm.weight", hp->n_embd, "n_embd", &enc->embd_norm)) ||
+        (st = npl_bind_vector(b, "token_embd_norm.bias", hp->n_embd, "n_embd", &enc->embd_norm_b)))
+        return st;
+    return NPL_OK;
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""Embedding gate: npullm-run --embed against llama.cpp (the oracle).
+
+Every text of the gate's list is embedded by llama.cpp (oracle.mjs embed,
+one text at a time) and by npullm-run (all texts in one call, so they are
+packed into shared forward passes: each must still see only its own
+tokens). Each pair of vectors must have a cosine similarity of at least
+--min-cos. Also checked: Matryoshka truncation (--dimensions) gives the
+normalised prefix of the full vector.
+
+Exit status 0 only when every comparison holds."""
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+
+TEXTS = [
+    "",
+    "Hello world",
+    "The quick brown fox jumps over the lazy dog.",
+    "Semantic search finds documents whose vectors are close to the query's vector.",
+    "café au lait, s'il vous plaît! Crème brûlée.",
+    "你好世界，这是一个测试。",
+    "日本語のテキストとEnglish mixed",
+    "unbelievably antidisestablishmentarianism pneumonoultramicroscopicsilicovolcanoconiosis",
+    "C'est la vie... (really?) [yes] {no} <maybe> 50% $100 #tag @user",
+    "emoji 😀 🎉 and symbols ♥ ★ → ©",
+    "Numbers: 3.14159, 1,000,000 and 2024-01-15T10:30:00Z",
+    "a",
+    " ".join("sentence number %d talks about embeddings and retrieval." % i for i in range(30)),
+]
+
+
+def cosine(a, b):
+    dot = sum(x * y for x, y in zip(a, b))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na > 0 and nb > 0 else 0.0
+
+
+def ours(run, model, texts, extra=()):
+    cmd = [run, model, "--json"] + list(extra)
+    for t in texts:
+        cmd += ["--embed", t]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr)
+        raise SystemExit("npullm-run failed (exit %d)" % p.returncode)
+    return json.loads(p.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--npullm-run", required=True)
+    ap.add_argument("--node", required=True)
+    ap.add_argument("--oracle", required=True)
+    ap.add_argument("--min-cos", type=float, default=0.9999)
+    a = ap.parse_args()
+
+    p = subprocess.run([a.node, a.oracle, "embed", a.model], input=json.dumps({"texts": TEXTS}),
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr)
+        raise SystemExit("oracle.mjs failed (exit %d)" % p.returncode)
+    ref = json.loads(p.stdout)["embeddings"]
+    got = ours(a.npullm_run, a.model, TEXTS)
+    vecs = got["embeddings"]
+    failures = 0
+    print("%s: %d texts, %d dimensions, pooling %s, %d tokens"
+          % (a.model, len(TEXTS), got["dimensions"], got["pooling"], got["tokens"]))
+    worst = 1.0
+    for t, r, o in zip(TEXTS, ref, vecs):
+        if len(r) != len(o):
+            print("  MISMATCH %r: %d values, llama.cpp %d" % (t[:40], len(o), len(r)))
+            failures += 1
+            continue
+        c = cosine(r, o)
+        worst = min(worst, c)
+        if c < a.min_cos:
+            print("  MISMATCH %r: cosine %.6f < %g" % (t[:40], c, a.min_cos))
+            failures += 1
+    print("  cosine with llama.cpp: worst %.7f over %d texts" % (worst, len(TEXTS)))
+
+    # Matryoshka: the first k values, renormalised.
+    k = max(1, got["dimensions"] // 4)
+    cut = ours(a.npullm_run, a.model, TEXTS[1:3], ["--dimensions", str(k)])["embeddings"]
+    for full, short in zip(vecs[1:3], cut):
+        pre = full[:k]
+        n = math.sqrt(sum(x * x for x in pre))
+        if len(short) != k or max(abs(x / n - y) for x, y in zip(pre, short)) > 1e-5:
+            print("  MISMATCH --dimensions %d is not the normalised prefix" % k)
+            failures += 1
+    print("FAIL: %d mismatches" % failures if failures else "PASS")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
