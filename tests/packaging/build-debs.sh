@@ -39,7 +39,7 @@ echo "build-debs: packages built in $(( $(date +%s) - start )) s" >&2
 cd "$out"
 changes=$(ls ./*.changes)
 # lintian refuses nothing when run as root, but says so on stderr.
-lintian --pedantic --info --tag-display-limit 0 --fail-on error "$changes" >lintian.txt 2>/dev/null || {
+lintian --pedantic --display-info --tag-display-limit 0 --fail-on error "$changes" >lintian.txt 2>/dev/null || {
     cat lintian.txt >&2
     echo "build-debs: lintian reports errors" >&2
     exit 1
