@@ -85,7 +85,8 @@ typedef enum {
 /* An image of a running job: where its rows go, then its rows. */
 typedef struct {
     size_t at;              /* prompt position of its first row */
-    NpdImagePixels *pixels; /* until encoded (job->images owns it) */
+    NpdImagePixels *pixels; /* until copied into an encoding or found in the
+                             * KV pool (job->images owns it) */
     float *rows;            /* its embedding rows, encoded, until prefilled */
 } JobImage;
 
@@ -781,6 +782,14 @@ static npl_status place_images(ActiveJob *aj, const RenderTask *t, npl_error *er
 /* The images whose rows the reused prefix holds are done: the tower runs
  * for the others only. A prefix ending inside an image (its rows attend
  * to each other: all or none) is not reused. */
+/* Image k's pixels are no longer needed (its keys are in the prompt):
+ * freed now, which gives their bytes back to the image budget. */
+static void drop_pixels(ActiveJob *aj, guint k)
+{
+    g_clear_pointer(&aj->job->images->pdata[k], npd_image_pixels_free);
+    aj->images[k].pixels = NULL;
+}
+
 static gboolean skip_cached_images(ActiveJob *aj, guint32 n_ctx, npl_error *err)
 {
     guint32 rows = aj->n_images > 0 ? npl_vision_get_info(aj->lm->vision)->n_tokens : 0;
@@ -794,6 +803,8 @@ static gboolean skip_cached_images(ActiveJob *aj, guint32 n_ctx, npl_error *err)
         aj->next_image = 0;
     }
     aj->first_encoded = aj->encoded_images = aj->next_image;
+    for (guint k = 0; k < aj->next_image; k++)
+        drop_pixels(aj, k);
     return aj->seq != NULL;
 }
 
@@ -1134,6 +1145,7 @@ static void encode_step(NpdWorker *w)
             fail_active(w, aj, err.code, "preparing the image", &err);
             return;
         }
+        drop_pixels(aj, aj->encoded_images);
     }
     bool done = false;
     npl_status st = npl_vision_encoding_step(aj->encoding, &done, &err);

@@ -19,6 +19,7 @@
 #include <glib.h>
 
 #include "dbus-errors.h"
+#include "image-budget.h"
 #include "npullm.h"
 #include "request-options.h"
 #include "vision.h"
@@ -42,10 +43,14 @@ typedef enum {
 const char *npd_finish_reason_name(NpdFinishReason reason);
 
 /* An image decoded and preprocessed for one projector, off the engine
- * thread (image-input.c): the engine only copies it into an encoding. */
+ * thread (image-input.c): the engine only copies it into an encoding.
+ * Its tensor stays charged to the image budget until it is freed, so
+ * images waiting in queued requests count against MaxImageMemory. */
 typedef struct {
     npl_vision_pixel_params params;
-    float *pixels; /* npl_vision_pixel_count(&params) floats */
+    float *pixels;          /* npl_vision_pixel_count(&params) floats */
+    NpdImageBudget *budget; /* charged bytes given back here when freed */
+    guint64 charged;
 } NpdImagePixels;
 
 void npd_image_pixels_free(NpdImagePixels *px);

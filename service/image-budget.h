@@ -3,7 +3,9 @@
  * (the encoded file, the decoder's peak estimate, the preprocessed
  * tensor). A slot is taken when the call arrives, before polkit and before
  * anything is read, and given back when the image is handed to the engine
- * or refused; bytes are taken as the work goes. Beyond either bound the
+ * or refused; bytes are taken as the work goes, and the tensor's stay
+ * taken until its NpdImagePixels is freed (queued requests' images
+ * count). Beyond either bound the
  * answer is NPD_ERROR_BUSY. Thread-safe (the reads run in worker
  * threads). */
 #ifndef NPD_IMAGE_BUDGET_H

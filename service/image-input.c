@@ -92,7 +92,8 @@ typedef struct {
     NpdImageBudget *budget;
     guint timeout_seconds;
     gsize max_bytes;
-    guint64 bytes_taken; /* from the budget, all given back at the end */
+    guint64 bytes_taken; /* from the budget: given back at the end, but for
+                          * the tensor's, which the pixels keep */
     int relay[2];        /* SOURCE_SPLICE: the private pipe */
 } ReadJob;
 
@@ -259,6 +260,10 @@ static NpdImagePixels *decode_and_preprocess(ReadJob *j, const GByteArray *bytes
     }
     NpdImagePixels *px = g_new0(NpdImagePixels, 1);
     px->params = *pp;
+    /* the tensor's share goes with it: held until the pixels are freed */
+    px->budget = j->budget;
+    px->charged = tensor_bytes;
+    j->bytes_taken -= tensor_bytes;
     px->pixels = g_try_malloc(tensor_bytes);
     st = px->pixels != NULL ? npl_image_preprocess(pp, &img, px->pixels, &err)
                             : npl_error_set(&err, NPL_ERR_NOMEM, "out of memory for the preprocessed image");
@@ -314,5 +319,7 @@ void npd_image_pixels_free(NpdImagePixels *px)
     if (px == NULL)
         return;
     g_free(px->pixels);
+    if (px->charged > 0)
+        npd_image_budget_give_bytes(px->budget, px->charged);
     g_free(px);
 }

@@ -334,5 +334,71 @@ class AttackTest(VisionDaemonCase):
         self.assert_still_serving()
 
 
+QUEUED_IMAGE_MEMORY = 2 * MIB
+
+
+class QueuedImagesTest(VisionDaemonCase):
+    """Images waiting in queued requests stay charged to MaxImageMemory
+    (issue #34, item 9): one user queuing image requests behind a long
+    generation gets Busy once their preprocessed tensors fill the budget,
+    instead of the daemon growing; when the queue drains the budget is
+    back to zero (the same number fit again)."""
+
+    CONFIG = {
+        "Limits": {"MaxImageMemory": str(QUEUED_IMAGE_MEMORY), "MaxRunning": "1", "MaxQueued": "16",
+                   "MaxPerClient": "16", "MaxPerUser": "16", "MaxImagesPerUser": "8"},
+        "Models": {"MaxContext": "2048"},
+    }
+
+    def fill_queue(self, c, path):
+        """A long generation, then image requests until one is Busy:
+        returns (the generation, the queued requests)."""
+        blocker = c.generate("Tell me a long story", variant_dict(dict(GREEDY, max_tokens=("u", 1900))))
+        queued = []
+        for _ in range(12):
+            try:
+                queued.append(self.describe_path(c, path))
+            except GLib.Error as e:
+                self.assertEqual(tb.dbus_error_name(e), "org.npullm.Error.Busy", e.message)
+                self.assertIn("image memory is exhausted", e.message)
+                break
+        else:
+            self.fail("12 queued images never made the image memory Busy")
+        c.pump()
+        self.assertIsNone(c.finished_of(blocker), "the long generation ended before the queue was full")
+        return blocker, queued
+
+    def describe_path(self, c, path):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return describe(c, fd)
+        finally:
+            os.close(fd)
+
+    def drain(self, c, blocker, queued):
+        c.call("Cancel", path=blocker, iface=tb.REQUEST_IFACE)
+        for path in [blocker] + queued:
+            self.assertTrue(c.wait(lambda: c.finished_of(path) is not None, 120), "request did not finish")
+        for path in queued:
+            reason, stats = c.finished_of(path)
+            self.assertEqual(reason, "length", stats)
+        self.wait_idle(c)
+
+    def test_queued_images_count(self):
+        path = self.write("small.png", png_gray(64, 48))
+        tensor = 224 * 224 * 3 * 4  # the test projector's input, f32
+        c = self.client()
+        blocker, first = self.fill_queue(c, path)
+        print("# %d images queued in %d bytes of image memory" % (len(first), QUEUED_IMAGE_MEMORY))
+        self.assertGreater(len(first), 0, "no image was accepted")
+        self.assertLessEqual(len(first), QUEUED_IMAGE_MEMORY // tensor, "queued tensors beyond the budget")
+        self.drain(c, blocker, first)
+        # every byte came back: as many fit again
+        blocker, second = self.fill_queue(c, path)
+        self.assertEqual(len(second), len(first), "the budget did not come back to zero")
+        self.drain(c, blocker, second)
+        self.assert_still_serving()
+
+
 if __name__ == "__main__":
     sys.exit(run_tap("test_attack"))
