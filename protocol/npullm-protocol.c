@@ -60,6 +60,8 @@ const NppOption npp_options[NPP_N_OPTIONS] = {
      "names the request object path in advance"},
     {NPP_OPT_THINK, "think", "b", 0, 0, FALSE, NULL, ALL & ~(1u << NPP_CALL_DESCRIBE_IMAGE),
      "reasoning models: think first (enable_thinking; default: the template's)"},
+    {NPP_OPT_FORMAT, "format", "s", 0, 0, FALSE, NULL, ALL & ~(1u << NPP_CALL_DESCRIBE_IMAGE),
+     "constrained output: \"json\" (any JSON value) or a JSON Schema"},
 };
 #undef ALL
 

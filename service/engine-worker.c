@@ -46,6 +46,7 @@ void npd_job_free(NpdJob *job)
         return;
     g_free(job->model_name);
     g_free(job->model_path);
+    npl_grammar_free(job->grammar);
     g_free(job->prompt);
     if (job->messages != NULL)
         g_ptr_array_unref(job->messages);
@@ -64,6 +65,7 @@ typedef struct {
     npl_kv_pool *kv_pool; /* finished sequences by uid, for prefix reuse */
     npl_vision *vision;   /* its projector, when NAME.mmproj.gguf loaded */
     gchar *vision_error;  /* why not, when the file exists but did not load */
+    npl_vocab_index *vocab_index; /* for grammar masks, built on first use */
     gint64 last_used; /* monotonic usec */
     guint n_jobs;     /* running jobs on this model */
 } LoadedModel;
@@ -93,6 +95,7 @@ typedef struct {
     LoadedModel *lm;
     npl_seq *seq;
     npl_sampler *sampler;
+    npl_grammar_matcher *matcher; /* the format option's, NULL: free text */
     npl_stream *stream;
     /* every position of the prompt: token ids, and for each image's rows
      * the keys of its pixels (npl_vision_image_keys), so that the KV pool
@@ -186,6 +189,7 @@ static void event_free(NpdEvent *ev)
 static void loaded_model_free(LoadedModel *lm)
 {
     npl_vision_free(lm->vision);
+    npl_vocab_index_free(lm->vocab_index);
     g_free(lm->vision_error);
     npl_kv_pool_free(lm->kv_pool);
     npl_model_free(lm->model);
@@ -523,6 +527,7 @@ static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, G
     g_free(aj->images);
     npl_stream_free(aj->stream);
     npl_sampler_free(aj->sampler);
+    npl_grammar_matcher_free(aj->matcher);
     if (aj->seq != NULL && reuses_cache(aj))
         npl_kv_pool_release(aj->lm->kv_pool, aj->job->uid, aj->seq);
     else
@@ -756,6 +761,20 @@ static gboolean skip_cached_images(ActiveJob *aj, guint32 n_ctx, npl_error *err)
     return aj->seq != NULL;
 }
 
+/* The format option: a matcher over the model's vocabulary index (built
+ * once per loaded model, on the first request that needs it) drives the
+ * sampler. */
+static gboolean start_grammar(ActiveJob *aj, npl_error *err)
+{
+    LoadedModel *lm = aj->lm;
+    if (lm->vocab_index == NULL)
+        lm->vocab_index = npl_vocab_index_create(npl_model_tokenizer(lm->model), err);
+    if (lm->vocab_index == NULL)
+        return FALSE;
+    aj->matcher = npl_grammar_matcher_create(aj->job->grammar, lm->vocab_index, err);
+    return aj->matcher != NULL && npl_sampler_set_grammar(aj->sampler, aj->matcher, err) == NPL_OK;
+}
+
 /* Moves a queued job to the running set: loads its model if needed,
  * tokenizes, sizes its KV cache to what it can use. */
 static void start_job(NpdWorker *w, QueuedJob *qj)
@@ -839,6 +858,10 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
     for (size_t i = 0; i < aj->prompt.n; i++)
         if (aj->prompt.ids[i] >= 0) /* not an image's key */
             npl_sampler_accept(aj->sampler, aj->prompt.ids[i]);
+    if (job->grammar != NULL && !start_grammar(aj, &err)) {
+        fail_active(w, aj, err.code, "constraining the output", &err);
+        return;
+    }
     size_t n_stop = job->stop != NULL ? g_strv_length(job->stop) : 0;
     aj->stream = npl_stream_create(lm->model, (const char *const *)job->stop, n_stop, max_tokens, &err);
     if (aj->stream == NULL) {
@@ -890,17 +913,28 @@ static void accept_sampled(NpdWorker *w, ActiveJob *aj, int32_t token)
     if (aj->t_first == 0)
         aj->t_first = now;
     aj->t_last = now;
-    aj->generated++;
     npl_error err;
     npl_error_clear(&err);
     npl_buf_clear(&aj->text);
-    npl_finish_reason reason = npl_stream_push(aj->stream, token, &aj->text, &err);
-    if (err.code != NPL_OK) {
-        fail_active(w, aj, err.code, "decoding the output", &err);
-        return;
+    npl_finish_reason reason = NPL_FINISH_STOP;
+    if (token < 0) {
+        /* the grammar allows no token: its output is whole, or the
+         * vocabulary cannot spell what it needs */
+        if (aj->matcher == NULL || !npl_grammar_matcher_is_complete(aj->matcher)) {
+            npl_error_set(&err, NPL_ERR_INTERNAL, "no token of the vocabulary continues the format's output");
+            fail_active(w, aj, NPL_ERR_INTERNAL, "sampling", &err);
+            return;
+        }
+    } else {
+        aj->generated++;
+        reason = npl_stream_push(aj->stream, token, &aj->text, &err);
+        if (err.code != NPL_OK) {
+            fail_active(w, aj, err.code, "decoding the output", &err);
+            return;
+        }
+        if (!post_output(w, aj, FALSE))
+            return;
     }
-    if (!post_output(w, aj, FALSE))
-        return;
     if (reason == NPL_FINISH_NONE) {
         aj->pending = token;
         aj->phase = PHASE_DECODE;

@@ -68,6 +68,7 @@ typedef struct {
                              * text); NULL without images */
     guint32 uid;            /* the caller's user: the queue is fair between users */
     gint think;             /* enable_thinking: -1 the template's default, 0 off, 1 on */
+    npl_grammar *grammar;   /* the format option compiled (owned), NULL: free text */
 } NpdJob;
 
 void npd_job_free(NpdJob *job);

@@ -138,6 +138,7 @@ static void submit_request(PendingCall *p)
     job->images = g_steal_pointer(&p->images);
     job->uid = p->client->uid;
     job->think = p->opts.think;
+    job->grammar = g_steal_pointer(&p->opts.grammar);
     g_debug("request %" G_GUINT64_FORMAT " from %s: model %s, %s", r->id, p->client->name, p->model_name,
             r->path ? r->path : "Complete");
     npd_worker_submit(d->worker, job);

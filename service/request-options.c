@@ -168,6 +168,32 @@ static gboolean set_think(const NppOption *opt, GVariant *value, gsize offset, N
     return TRUE;
 }
 
+/* "json" or a JSON Schema, compiled here so that a schema the compiler
+ * refuses is an InvalidArgument naming its path. The size cap bounds the
+ * work (the compiler has its own limits on depth and rules). */
+static gboolean set_format(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                           const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
+{
+    (void)opt, (void)offset, (void)kind, (void)cfg;
+    gsize len = 0;
+    const char *text = g_variant_get_string(value, &len);
+    if (len > NPP_MAX_FORMAT_BYTES) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "format: %zu bytes exceeds the limit of %d", len,
+                    NPP_MAX_FORMAT_BYTES);
+        return FALSE;
+    }
+    npl_error err;
+    npl_error_clear(&err);
+    npl_grammar *g = strcmp(text, "json") == 0 ? npl_grammar_json_any(&err) : npl_grammar_compile_schema(text, len, &err);
+    if (g == NULL) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "format: %s", err.message);
+        return FALSE;
+    }
+    npl_grammar_free(out->grammar);
+    out->grammar = g;
+    return TRUE;
+}
+
 /* Indexed by NppOptionId; key, type, range and methods come from the
  * protocol table. */
 static const struct {
@@ -188,6 +214,7 @@ static const struct {
     [NPP_OPT_PRIORITY] = {set_priority, 0},
     [NPP_OPT_HANDLE_TOKEN] = {set_handle_token, offsetof(NpdRequestOptions, handle_token)},
     [NPP_OPT_THINK] = {set_think, 0},
+    [NPP_OPT_FORMAT] = {set_format, 0},
 };
 
 G_STATIC_ASSERT((int)NPD_CALL_GENERATE == (int)NPP_CALL_GENERATE && (int)NPD_CALL_CHAT == (int)NPP_CALL_CHAT &&
@@ -271,6 +298,7 @@ void npd_request_options_clear(NpdRequestOptions *opts)
     g_strfreev(opts->stop);
     g_free(opts->system);
     g_free(opts->handle_token);
+    npl_grammar_free(opts->grammar);
     memset(opts, 0, sizeof *opts);
 }
 

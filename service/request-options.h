@@ -40,6 +40,7 @@ typedef struct {
     NpdPriority priority;
     gchar *handle_token;
     gint think; /* -1: the template's default, else 0 or 1 (enable_thinking) */
+    npl_grammar *grammar; /* format: compiled ("json" or a JSON Schema), NULL: free text */
 } NpdRequestOptions;
 
 gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const NpdConfig *cfg,
