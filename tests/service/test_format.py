@@ -79,6 +79,22 @@ class FormatTest(tb.ServiceTestCase):
             self.assertTrue(msg.split(": ", 1)[1].startswith("format"), msg)
         self.assertEqual(c.prop("ActiveRequests"), 0)
 
+    def test_client_format_flag(self):
+        schema_file = os.path.join(self.workdir, "schema.json")
+        with open(schema_file, "w") as f:
+            json.dump(SCHEMA, f)
+        base = ("--temperature", "0", "-n", "64")
+        out = self.run_client("generate", *base, "--format", schema_file, "Give me JSON.")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.check_output(out.stdout.decode())
+        out = self.run_client("generate", *base, "--format", os.path.join(self.workdir, "missing.json"), "x")
+        self.assertEqual(out.returncode, 2, out.stderr)
+        with open(schema_file, "w") as f:
+            json.dump({"type": "object", "properties": {"age": {"type": "intgr"}}}, f)
+        out = self.run_client("generate", *base, "--format", schema_file, "x")
+        self.assertEqual(out.returncode, 2, out.stderr)  # InvalidArgument, as for every option
+        self.assertIn(b"/properties/age/type", out.stderr)
+
 
 if __name__ == "__main__":
     sys.exit(run_tap(__name__))
