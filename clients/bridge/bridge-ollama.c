@@ -279,27 +279,18 @@ static void handle_show(SoupServer *server, SoupServerMessage *msg, const char *
 }
 
 /* The common members of generate and chat: model, stream, options,
- * format (plain text only), keep_alive (accepted: the idle timeout is
+ * format ("json" or a JSON Schema), keep_alive (accepted: the idle timeout is
  * the administrator's). */
 static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObject *body, gboolean chat,
                                GError **error)
 {
-    const char *model = NULL, *format = NULL;
+    const char *model = NULL;
     gboolean stream = TRUE;
     JsonObject *options = NULL;
     JsonNode *format_node = json_object_get_member(body, "format");
     if (!bridge_json_string(body, "model", &model, error) || !bridge_json_bool(body, "stream", &stream, error) ||
         !bridge_json_object(body, "options", &options, error))
         return NULL;
-    if (format_node != NULL && !JSON_NODE_HOLDS_NULL(format_node)) {
-        if (json_node_get_value_type(format_node) == G_TYPE_STRING)
-            format = json_node_get_string(format_node);
-        if (format == NULL || *format != '\0') {
-            g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
-                        "\"format\" (structured output) is not supported by npullm");
-            return NULL;
-        }
-    }
     JsonArray *tools = NULL;
     if (!bridge_json_array(body, "tools", &tools, error))
         return NULL;
@@ -313,8 +304,10 @@ static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObjec
     job->data = o;
     job->data_free = g_free;
     /* a bad option leaves *error set: the caller rejects the job */
-    if (options != NULL)
-        bridge_options_apply(options, ollama_options, G_N_ELEMENTS(ollama_options), job->options, error);
+    if (options != NULL &&
+        !bridge_options_apply(options, ollama_options, G_N_ELEMENTS(ollama_options), job->options, error))
+        return job;
+    bridge_option_format(job->options, format_node, error);
     return job;
 }
 

@@ -244,7 +244,8 @@ static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObjec
     o->id = g_strconcat(chat ? "chatcmpl-" : "cmpl-", uuid, NULL);
     job->data = o;
     job->data_free = openai_job_free;
-    bridge_options_apply(body, openai_options, G_N_ELEMENTS(openai_options), job->options, error);
+    if (bridge_options_apply(body, openai_options, G_N_ELEMENTS(openai_options), job->options, error))
+        bridge_option_response_format(job->options, json_object_get_member(body, "response_format"), error);
     return job;
 }
 

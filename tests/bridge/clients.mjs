@@ -3,6 +3,7 @@
 // Prints "ok NAME" per case; throws (exit 1) on the first failure.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import Ajv from 'ajv';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
 
@@ -12,6 +13,27 @@ const ollama = new Ollama({ host: base });
 const openai = new OpenAI({ baseURL: base + '/v1', apiKey: 'unused', maxRetries: 0, timeout: 60000 });
 const few = { num_predict: 4 };
 const user = (content) => [{ role: 'user', content }];
+
+// Structured output: a random-weight model gives valid JSON only because
+// the grammar holds it to the schema (bounded, so it closes in the tokens).
+const ajv = new Ajv({ strict: false });
+const personSchema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 8 },
+    age: { type: 'integer', minimum: 0, maximum: 120 },
+    tags: { type: 'array', items: { enum: ['a', 'b', 'c'] }, maxItems: 3 },
+    member: { type: 'boolean' },
+  },
+  required: ['name', 'age', 'tags', 'member'],
+  additionalProperties: false,
+};
+const validPerson = ajv.compile(personSchema);
+
+function assertValid(text) {
+  const value = JSON.parse(text);
+  assert.ok(validPerson(value), text + ': ' + ajv.errorsText(validPerson.errors));
+}
 
 function ok(name) {
   console.log('ok ' + name);
@@ -78,6 +100,19 @@ const cases = {
       options: few });
     assert.equal(c.done, true);
   },
+  async 'ollama format schema'() {
+    const opts = { num_predict: 96, temperature: 0 };
+    const c = await ollama.chat({ model: 'tiny', messages: user('Who?'), format: personSchema, options: opts });
+    assert.equal(c.done_reason, 'stop');
+    assertValid(c.message.content);
+    const stream = await ollama.generate({ model: 'tiny', prompt: 'Who?', format: personSchema, stream: true,
+      options: { num_predict: 96, seed: 3, temperature: 0.9 } });
+    const r = await collect(stream, (p) => p.response);
+    assert.equal(r.last.done_reason, 'stop');
+    assertValid(r.text);
+    const j = await ollama.generate({ model: 'tiny', prompt: 'Who?', format: 'json', options: { num_predict: 8 } });
+    assert.ok(/^\s*[[{"\-0-9tfn]/.test(j.response), j.response);
+  },
   async 'ollama abort'() {
     const stream = await ollama.chat({ model: 'tiny', messages: user('Go on'), stream: true,
       options: { num_predict: 3000 } });
@@ -132,6 +167,25 @@ const cases = {
       content: [{ type: 'text', text: 'Describe it.' },
         { type: 'image_url', image_url: { url: 'data:image/png;base64,' + image } }] }] });
     assert.ok(r.usage.prompt_tokens > 16);
+  },
+  async 'openai response_format json_schema'() {
+    const response_format = { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: personSchema } };
+    const r = await openai.chat.completions.create({ model: 'tiny', messages: user('Who?'), max_tokens: 96,
+      temperature: 0, response_format });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    assertValid(r.choices[0].message.content);
+    const stream = await openai.chat.completions.create({ model: 'tiny', messages: user('Who?'), max_tokens: 96,
+      seed: 11, temperature: 1, response_format, stream: true });
+    const chunks = [];
+    for await (const c of stream) chunks.push(c);
+    assert.equal(chunks[chunks.length - 1].choices[0].finish_reason, 'stop');
+    assertValid(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join(''));
+    const o = await openai.chat.completions.create({ model: 'tiny', messages: user('JSON?'), max_tokens: 8,
+      response_format: { type: 'json_object' } });
+    assert.ok(/^\s*[[{"\-0-9tfn]/.test(o.choices[0].message.content), o.choices[0].message.content);
+    await assert.rejects(openai.chat.completions.create({ model: 'tiny', messages: user('x'), response_format: {
+      type: 'json_schema', json_schema: { name: 'bad', schema: { type: 'object', properties: { a: { type: 'intgr' } } } } } }),
+    (e) => e.status === 400 && /properties\/a\/type/.test(e.message));
   },
   async 'openai abort'() {
     const stream = await openai.chat.completions.create({ model: 'tiny', messages: user('Go on'), stream: true,

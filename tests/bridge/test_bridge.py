@@ -252,7 +252,8 @@ class BridgeTest(ServiceTestCase):
             ("/api/generate", {"model": "tiny", "prompt": "x", "options": "fast"}, '"options" must be an object'),
             ("/api/generate", {"model": "tiny", "prompt": "x", "images": ["%%%"]}, "base64"),
             ("/api/generate", {"model": "tiny", "prompt": "x", "images": ["QQ==", "QQ=="]}, "one image"),
-            ("/api/generate", {"model": "tiny", "prompt": "x", "format": "json"}, "structured output"),
+            ("/api/generate", {"model": "tiny", "prompt": "x", "format": "yaml"}, '"format" must be'),
+            ("/api/generate", {"model": "tiny", "prompt": "x", "format": {"type": "nope"}}, "/type"),
             ("/api/generate", {"model": "tiny", "prompt": "x", "suffix": "y"}, "fill-in-the-middle"),
             ("/api/chat", {"model": "tiny", "messages": [{"role": "user", "content": "x"}],
                            "tools": [{"type": "function"}]}, "tool calling"),
@@ -520,8 +521,8 @@ class BridgeTest(ServiceTestCase):
                            cwd=TESTS, capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         for case in ("ollama list", "ollama chat stream", "ollama generate stream", "ollama non-streaming",
-                     "ollama image", "ollama abort", "openai models", "openai chat stream", "openai non-streaming",
-                     "openai image", "openai abort", "concurrent streams"):
+                     "ollama image", "ollama format schema", "ollama abort", "openai models", "openai chat stream", "openai non-streaming",
+                     "openai image", "openai response_format json_schema", "openai abort", "concurrent streams"):
             self.assertIn("ok " + case + "\n", p.stdout)
         # both aborted streams were cancelled in the daemon: Finished said
         # "cancelled" long before their 3000 tokens
