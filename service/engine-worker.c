@@ -36,6 +36,8 @@ const char *npd_finish_reason_name(NpdFinishReason reason)
         return "cancelled";
     case NPD_FINISH_ERROR:
         return "error";
+    case NPD_FINISH_TOOL_CALLS:
+        return "tool_calls";
     }
     return "error";
 }
@@ -47,6 +49,8 @@ void npd_job_free(NpdJob *job)
     g_free(job->model_name);
     g_free(job->model_path);
     npl_grammar_free(job->grammar);
+    npd_tools_free(job->tools);
+    g_free(job->tool_choice);
     g_free(job->prompt);
     if (job->messages != NULL)
         g_ptr_array_unref(job->messages);
@@ -96,6 +100,10 @@ typedef struct {
     npl_seq *seq;
     npl_sampler *sampler;
     npl_grammar_matcher *matcher; /* the format option's, NULL: free text */
+    npl_grammar *tool_grammar;    /* tool_choice required or a name: the call's */
+    npl_tool_parser *tool_parser; /* tools offered: the answer -> text and calls */
+    npl_buf tool_text;            /* the answer's text the parser passed on */
+    NpdWorker *worker;            /* for the parser's callbacks */
     npl_stream *stream;
     /* every position of the prompt: token ids, and for each image's rows
      * the keys of its pixels (npl_vision_image_keys), so that the KV pool
@@ -183,6 +191,7 @@ static void event_free(NpdEvent *ev)
         g_string_free(ev->text, TRUE);
     g_clear_error(&ev->error);
     g_strfreev(ev->loaded_models);
+    g_strfreev(ev->tool_call);
     g_free(ev);
 }
 
@@ -528,6 +537,9 @@ static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, G
     npl_stream_free(aj->stream);
     npl_sampler_free(aj->sampler);
     npl_grammar_matcher_free(aj->matcher);
+    npl_grammar_free(aj->tool_grammar);
+    npl_tool_parser_free(aj->tool_parser);
+    npl_buf_free(&aj->tool_text);
     if (aj->seq != NULL && reuses_cache(aj))
         npl_kv_pool_release(aj->lm->kv_pool, aj->job->uid, aj->seq);
     else
@@ -662,16 +674,24 @@ static npl_status tokenize_job(ActiveJob *aj, npl_tokens *out, npl_error *err)
         return npl_tokenize(tok, job->prompt, strlen(job->prompt), NPL_TOKENIZE_ADD_BOS, out, err);
     }
     guint n = job->messages->len;
-    npl_chat_message *msgs = g_new0(npl_chat_message, n);
-    for (guint i = 0; i < n; i++) {
-        const NpdChatMessage *m = job->messages->pdata[i];
-        msgs[i].role = m->role;
-        msgs[i].content = m->content;
-    }
     npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = job->think, .tools_in_user_message = -1};
     char *prompt = NULL;
-    npl_status st = npl_chat_tokenize_messages(aj->lm->model, msgs, n, &o, out, &prompt, err);
-    g_free(msgs);
+    npl_status st;
+    /* tools, tool calls and results: the template gets them as JSON */
+    g_autofree gchar *json = npd_chat_messages_json(job->messages, job->tools != NULL);
+    if (json != NULL) {
+        o.tools_json = job->tools != NULL ? job->tools->json : NULL;
+        st = npl_chat_tokenize_json(aj->lm->model, json, &o, out, &prompt, err);
+    } else {
+        npl_chat_message *msgs = g_new0(npl_chat_message, n);
+        for (guint i = 0; i < n; i++) {
+            const NpdChatMessage *m = job->messages->pdata[i];
+            msgs[i].role = m->role;
+            msgs[i].content = m->content;
+        }
+        st = npl_chat_tokenize_messages(aj->lm->model, msgs, n, &o, out, &prompt, err);
+        g_free(msgs);
+    }
     npl_think_split_init(&aj->think, prompt);
     free(prompt);
     return st;
@@ -688,6 +708,12 @@ static gboolean start_images(NpdWorker *w, ActiveJob *aj)
     const NpdJob *job = aj->job;
     npl_error err;
     npl_error_clear(&err);
+    g_autofree gchar *tool_json = npd_chat_messages_json(job->messages, job->tools != NULL);
+    if (tool_json != NULL) {
+        finish_active(w, aj, NPD_FINISH_ERROR,
+                      g_error_new(NPD_ERROR, NPD_ERROR_NOT_SUPPORTED, "tools: not supported with images"));
+        return FALSE;
+    }
     if (lm->vision == NULL) {
         GError *error = lm->vision_error != NULL
                             ? g_error_new_literal(NPD_ERROR, NPD_ERROR_MODEL_LOAD_FAILED, lm->vision_error)
@@ -764,19 +790,44 @@ static gboolean skip_cached_images(ActiveJob *aj, guint32 n_ctx, npl_error *err)
 /* The format option: a matcher over the model's vocabulary index (built
  * once per loaded model, on the first request that needs it) drives the
  * sampler. */
-static gboolean start_grammar(ActiveJob *aj, npl_error *err)
+static gboolean start_grammar(ActiveJob *aj, const npl_grammar *grammar, npl_error *err)
 {
     LoadedModel *lm = aj->lm;
     if (lm->vocab_index == NULL)
         lm->vocab_index = npl_vocab_index_create(npl_model_tokenizer(lm->model), err);
     if (lm->vocab_index == NULL)
         return FALSE;
-    aj->matcher = npl_grammar_matcher_create(aj->job->grammar, lm->vocab_index, err);
+    aj->matcher = npl_grammar_matcher_create(grammar, lm->vocab_index, err);
     return aj->matcher != NULL && npl_sampler_set_grammar(aj->sampler, aj->matcher, err) == NPL_OK;
 }
 
 /* Moves a queued job to the running set: loads its model if needed,
  * tokenizes, sizes its KV cache to what it can use. */
+static void post_tool_call(const npl_tool_call *call, void *data);
+static void keep_tool_text(const char *text, size_t len, void *data);
+
+/* Tools offered: a parser of the model family's calls over the answer;
+ * tool_choice required or a function's name holds the output to one call
+ * by a grammar (so even a weak model makes a valid one). */
+static gboolean start_tools(NpdWorker *w, ActiveJob *aj, npl_error *err)
+{
+    aj->worker = w;
+    npl_tool_family family = npl_model_tool_family(aj->lm->model);
+    aj->tool_parser = npl_tool_parser_new(family, NULL, keep_tool_text, post_tool_call, aj);
+    if (aj->tool_parser == NULL) {
+        npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+        return FALSE;
+    }
+    const char *choice = aj->job->tool_choice;
+    if (choice == NULL || strcmp(choice, "auto") == 0)
+        return TRUE;
+    g_autofree gchar *text =
+        npd_tools_call_grammar(aj->job->tools, strcmp(choice, "required") == 0 ? NULL : choice,
+                               npl_tool_call_shape_of(family));
+    aj->tool_grammar = npl_grammar_compile_text(text, strlen(text), err);
+    return aj->tool_grammar != NULL && start_grammar(aj, aj->tool_grammar, err);
+}
+
 static void start_job(NpdWorker *w, QueuedJob *qj)
 {
     NpdJob *job = qj->job;
@@ -858,8 +909,12 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
     for (size_t i = 0; i < aj->prompt.n; i++)
         if (aj->prompt.ids[i] >= 0) /* not an image's key */
             npl_sampler_accept(aj->sampler, aj->prompt.ids[i]);
-    if (job->grammar != NULL && !start_grammar(aj, &err)) {
+    if (job->grammar != NULL && !start_grammar(aj, job->grammar, &err)) {
         fail_active(w, aj, err.code, "constraining the output", &err);
+        return;
+    }
+    if (job->tools != NULL && !start_tools(w, aj, &err)) {
+        fail_active(w, aj, err.code, "tool calls", &err);
         return;
     }
     size_t n_stop = job->stop != NULL ? g_strv_length(job->stop) : 0;
@@ -901,8 +956,46 @@ static gboolean post_output(NpdWorker *w, ActiveJob *aj, gboolean end)
     gboolean first = !aj->streamed;
     aj->streamed = aj->streamed || aj->thinking.len > 0 || aj->answer.len > 0;
     post_text(w, aj->job->id, NPD_EVENT_THINKING, &aj->thinking, first);
+    if (aj->tool_parser != NULL) {
+        /* the answer goes through the parser: text in order with calls */
+        st = npl_tool_parser_feed(aj->tool_parser, aj->answer.data, aj->answer.len, &err);
+        if (st == NPL_OK && end)
+            st = npl_tool_parser_finish(aj->tool_parser, &err);
+        if (st != NPL_OK) {
+            fail_active(w, aj, st, "parsing tool calls", &err);
+            return FALSE;
+        }
+        post_text(w, aj->job->id, NPD_EVENT_TEXT, &aj->tool_text, first);
+        npl_buf_clear(&aj->tool_text);
+        return TRUE;
+    }
     post_text(w, aj->job->id, NPD_EVENT_TEXT, &aj->answer, first);
     return TRUE;
+}
+
+static void keep_tool_text(const char *text, size_t len, void *data)
+{
+    ActiveJob *aj = data;
+    npl_error err;
+    npl_error_clear(&err);
+    if (npl_buf_append(&aj->tool_text, text, len, &err) != NPL_OK)
+        g_warning("request %" G_GUINT64_FORMAT ": %s", aj->job->id, err.message);
+}
+
+/* A complete call: the text before it first, then ToolCall. */
+static void post_tool_call(const npl_tool_call *call, void *data)
+{
+    ActiveJob *aj = data;
+    post_text(aj->worker, aj->job->id, NPD_EVENT_TEXT, &aj->tool_text, TRUE);
+    npl_buf_clear(&aj->tool_text);
+    NpdEvent *ev = g_new0(NpdEvent, 1);
+    ev->kind = NPD_EVENT_TOOL_CALL;
+    ev->job_id = aj->job->id;
+    ev->tool_call = g_new0(gchar *, 4);
+    ev->tool_call[0] = g_strdup(call->id);
+    ev->tool_call[1] = g_strdup(call->name);
+    ev->tool_call[2] = g_strdup(call->arguments);
+    post_event_when(aj->worker, ev, TRUE);
 }
 
 /* Feeds a sampled token to the job's stream; finishes the job or makes
@@ -948,7 +1041,10 @@ static void accept_sampled(NpdWorker *w, ActiveJob *aj, int32_t token)
     }
     if (!post_output(w, aj, TRUE))
         return;
-    finish_active(w, aj, reason == NPL_FINISH_LENGTH ? NPD_FINISH_LENGTH : NPD_FINISH_STOP, NULL);
+    if (aj->tool_parser != NULL && npl_tool_parser_calls(aj->tool_parser) > 0)
+        finish_active(w, aj, NPD_FINISH_TOOL_CALLS, NULL);
+    else
+        finish_active(w, aj, reason == NPL_FINISH_LENGTH ? NPD_FINISH_LENGTH : NPD_FINISH_STOP, NULL);
 }
 
 static gboolean runs_before(const ActiveJob *a, const ActiveJob *b)
