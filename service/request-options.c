@@ -181,17 +181,27 @@ static gboolean set_think(const NppOption *opt, GVariant *value, gsize offset, N
 /* "json" or a JSON Schema, compiled here so that a schema the compiler
  * refuses is an InvalidArgument naming its path. The size cap bounds the
  * work (the compiler has its own limits on depth and rules). */
+/* The option's text when it is at most cap bytes (NULL and an error
+ * naming the option otherwise). */
+static const char *text_within(const NppOption *opt, GVariant *value, gsize cap, gsize *len, GError **error)
+{
+    const char *text = g_variant_get_string(value, len);
+    if (*len > cap) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: %zu bytes exceeds the limit of %zu", opt->key,
+                    *len, cap);
+        return NULL;
+    }
+    return text;
+}
+
 static gboolean set_format(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
                            const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
 {
-    (void)opt, (void)offset, (void)kind, (void)cfg;
+    (void)offset, (void)kind, (void)cfg;
     gsize len = 0;
-    const char *text = g_variant_get_string(value, &len);
-    if (len > NPP_MAX_FORMAT_BYTES) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "format: %zu bytes exceeds the limit of %d", len,
-                    NPP_MAX_FORMAT_BYTES);
+    const char *text = text_within(opt, value, NPP_MAX_FORMAT_BYTES, &len, error);
+    if (text == NULL)
         return FALSE;
-    }
     npl_error err;
     npl_error_clear(&err);
     npl_grammar *g = strcmp(text, "json") == 0 ? npl_grammar_json_any(&err) : npl_grammar_compile_schema(text, len, &err);
@@ -207,15 +217,10 @@ static gboolean set_format(const NppOption *opt, GVariant *value, gsize offset, 
 static gboolean set_tools(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
                           const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
 {
-    (void)opt, (void)offset, (void)kind, (void)cfg;
+    (void)offset, (void)kind, (void)cfg;
     gsize len = 0;
-    const char *text = g_variant_get_string(value, &len);
-    if (len > NPP_MAX_TOOLS_BYTES) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "tools: %zu bytes exceeds the limit of %d", len,
-                    NPP_MAX_TOOLS_BYTES);
-        return FALSE;
-    }
-    NpdTools *t = npd_tools_parse(text, len, error);
+    const char *text = text_within(opt, value, NPP_MAX_TOOLS_BYTES, &len, error);
+    NpdTools *t = text != NULL ? npd_tools_parse(text, len, error) : NULL;
     if (t == NULL)
         return FALSE;
     npd_tools_free(out->tools);

@@ -59,12 +59,7 @@ def check_arguments(test, name, args):
 class ToolsTest(ServiceTestCase):
     ARGS = ("--default-model", "qwen")
 
-    @staticmethod
-    def make_model_dir(workdir):
-        d = os.path.join(workdir, "models")
-        os.makedirs(d)
-        tb.place_model(tb.env_path("NPULLM_TEST_QWEN_MODEL"), os.path.join(d, "qwen.gguf"))
-        return d
+    make_model_dir = staticmethod(tb.qwen_model_dir)
 
     def chat(self, c, messages, options):
         path = c.generate(messages, options, "Chat")
