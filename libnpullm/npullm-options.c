@@ -223,6 +223,23 @@ static void npullm_options_finalize(GObject *object)
  *
  * Since: 1.0
  */
+/**
+ * NpullmOptions:tools:
+ *
+ * Chat only: a JSON array of OpenAI-style function definitions the model
+ * may call; calls arrive on #NpullmRequest::tool-call.
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:tool-choice:
+ *
+ * Chat only: "auto" (the default), "none" (the tools are not offered),
+ * "required" (exactly one call) or a function's name (exactly one call
+ * to it).
+ *
+ * Since: 1.0
+ */
 
 static void npullm_options_class_init(NpullmOptionsClass *klass)
 {

@@ -107,6 +107,21 @@ class ToolsTest(ServiceTestCase):
         _, auto, _, _ = self.chat(c, [msg("user", "Hi")], opts(max_tokens=("u", 2)))
         self.assertGreater(auto["prompt_tokens"], base["prompt_tokens"], "the template lists the tools")
 
+    def test_client_tools_flags(self):
+        tools_file = os.path.join(self.workdir, "tools.json")
+        with open(tools_file, "w") as f:
+            json.dump(TOOLS, f)
+        out = self.run_client("--json", "chat", "--temperature", "0", "-n", "96", "--tools", tools_file,
+                              "--tool-choice", "add", input=b"What is 2 + 3?\n")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        events = [json.loads(line) for line in out.stdout.decode().splitlines() if line.startswith("{")]
+        calls = [e for e in events if e.get("event") == "tool_call"]
+        self.assertEqual(len(calls), 1, events)
+        self.assertEqual(calls[0]["name"], "add")
+        check_arguments(self, "add", json.loads(calls[0]["arguments"]))
+        out = self.run_client("chat", "--tools", os.path.join(self.workdir, "missing.json"), input=b"x\n")
+        self.assertEqual(out.returncode, 2, out.stderr)
+
     def test_invalid_tools(self):
         c = self.client()
         bad_params = [dict(TOOLS[0], function=dict(TOOLS[0]["function"],
