@@ -43,8 +43,9 @@ static void append_json(GString *out, JsonBuilder *b)
     g_string_append_c(out, '\n');
 }
 
-/* model, created_at and the text, as every line of a stream starts */
-static JsonBuilder *begin_line(BridgeJob *job, const char *text)
+/* model, created_at and the text (and tool calls [first, first + n)), as
+ * every line of a stream starts */
+static JsonBuilder *begin_line_with_calls(BridgeJob *job, const char *text, guint first_call, guint n_calls)
 {
     OllamaJob *o = job->data;
     JsonBuilder *b = json_builder_new();
@@ -57,11 +58,29 @@ static JsonBuilder *begin_line(BridgeJob *job, const char *text)
         json_builder_begin_object(b);
         add_str(b, "role", "assistant");
         add_str(b, "content", text);
+        if (n_calls > 0)
+            bridge_job_add_tool_calls(job, b, first_call, n_calls);
         json_builder_end_object(b);
     } else {
         add_str(b, "response", text);
     }
     return b;
+}
+
+static JsonBuilder *begin_line(BridgeJob *job, const char *text)
+{
+    return begin_line_with_calls(job, text, 0, 0);
+}
+
+static void ollama_tool_call(BridgeJob *job, guint index, const char *id, const char *name, const char *arguments,
+                             GString *out)
+{
+    (void)id, (void)name, (void)arguments;
+    g_autoptr(JsonBuilder) b = begin_line_with_calls(job, "", index, 1);
+    json_builder_set_member_name(b, "done");
+    json_builder_add_boolean_value(b, FALSE);
+    json_builder_end_object(b);
+    append_json(out, b);
 }
 
 static void ollama_token(BridgeJob *job, const char *text, GString *out)
@@ -75,10 +94,13 @@ static void ollama_token(BridgeJob *job, const char *text, GString *out)
 
 static void ollama_finished(BridgeJob *job, const char *reason, GVariant *stats, GString *out)
 {
-    g_autoptr(JsonBuilder) b = begin_line(job, job->stream ? "" : npullm_request_get_text(job->request));
+    g_autoptr(JsonBuilder) b = job->stream ? begin_line(job, "")
+                                           : begin_line_with_calls(job, npullm_request_get_text(job->request), 0,
+                                                                   job->tool_calls->len);
     json_builder_set_member_name(b, "done");
     json_builder_add_boolean_value(b, TRUE);
-    add_str(b, "done_reason", reason);
+    /* Ollama ends a turn with calls as "stop" */
+    add_str(b, "done_reason", g_strcmp0(reason, "tool_calls") == 0 ? "stop" : reason);
     double total_ms = bridge_stats_double(stats, "total_time_ms");
     double first_ms = bridge_stats_double(stats, "time_to_first_token_ms");
     gint64 wall_ns = (g_get_monotonic_time() - job->start_us) * 1000;
@@ -104,6 +126,7 @@ static const BridgeFormat ollama_format = {
     .stream_content_type = "application/x-ndjson",
     .token = ollama_token,
     .finished = ollama_finished,
+    .tool_call = ollama_tool_call,
     .stream_error = ollama_stream_error,
 };
 
@@ -291,13 +314,6 @@ static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObjec
     if (!bridge_json_string(body, "model", &model, error) || !bridge_json_bool(body, "stream", &stream, error) ||
         !bridge_json_object(body, "options", &options, error))
         return NULL;
-    JsonArray *tools = NULL;
-    if (!bridge_json_array(body, "tools", &tools, error))
-        return NULL;
-    if (tools != NULL && json_array_get_length(tools) > 0) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, "\"tools\" (tool calling) is not supported by npullm");
-        return NULL;
-    }
     BridgeJob *job = bridge_job_new(bridge, msg, BRIDGE_API_OLLAMA, &ollama_format, stream, model);
     OllamaJob *o = g_new0(OllamaJob, 1);
     o->chat = chat;
@@ -307,7 +323,8 @@ static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObjec
     if (options != NULL &&
         !bridge_options_apply(options, ollama_options, G_N_ELEMENTS(ollama_options), job->options, error))
         return job;
-    bridge_option_format(job->options, format_node, error);
+    if (bridge_option_format(job->options, format_node, error) && chat)
+        bridge_option_tools(job->options, body, error);
     return job;
 }
 

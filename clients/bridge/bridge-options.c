@@ -98,6 +98,34 @@ gboolean bridge_option_response_format(NpullmOptions *options, JsonNode *respons
     return TRUE;
 }
 
+gboolean bridge_option_tools(NpullmOptions *options, JsonObject *body, GError **error)
+{
+    JsonArray *tools = NULL;
+    if (!bridge_json_array(body, "tools", &tools, error))
+        return FALSE;
+    if (tools != NULL && json_array_get_length(tools) > 0) {
+        g_autofree char *json = json_to_string(json_object_get_member(body, "tools"), FALSE);
+        g_object_set(options, "tools", json, NULL);
+    }
+    JsonNode *choice = json_object_get_member(body, "tool_choice");
+    if (choice == NULL || JSON_NODE_HOLDS_NULL(choice))
+        return TRUE;
+    if (json_node_get_value_type(choice) == G_TYPE_STRING) {
+        g_object_set(options, "tool-choice", json_node_get_string(choice), NULL);
+        return TRUE;
+    }
+    JsonObject *fn = NULL;
+    const char *name = NULL;
+    if (JSON_NODE_HOLDS_OBJECT(choice) && bridge_json_object(json_node_get_object(choice), "function", &fn, NULL) &&
+        fn != NULL && bridge_json_string(fn, "name", &name, NULL) && name != NULL) {
+        g_object_set(options, "tool-choice", name, NULL);
+        return TRUE;
+    }
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                "\"tool_choice\" must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\"}}");
+    return FALSE;
+}
+
 static gboolean is_base64(const char *s)
 {
     for (; *s; s++)

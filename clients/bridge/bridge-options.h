@@ -31,6 +31,10 @@ gboolean bridge_option_format(NpullmOptions *options, JsonNode *format, GError *
  * is always held to the schema, strict or not. */
 gboolean bridge_option_response_format(NpullmOptions *options, JsonNode *response_format, GError **error);
 
+/* "tools" (an array, passed on as JSON) and "tool_choice" ("auto",
+ * "none", "required", or {"type": "function", "function": {"name"}}). */
+gboolean bridge_option_tools(NpullmOptions *options, JsonObject *body, GError **error);
+
 /* The bytes of base64 text (a data: URL's payload too); an error when it
  * is not base64 or empty. */
 GBytes *bridge_decode_image(const char *text, GError **error);

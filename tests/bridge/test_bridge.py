@@ -256,7 +256,7 @@ class BridgeTest(ServiceTestCase):
             ("/api/generate", {"model": "tiny", "prompt": "x", "format": {"type": "nope"}}, "/type"),
             ("/api/generate", {"model": "tiny", "prompt": "x", "suffix": "y"}, "fill-in-the-middle"),
             ("/api/chat", {"model": "tiny", "messages": [{"role": "user", "content": "x"}],
-                           "tools": [{"type": "function"}]}, "tool calling"),
+                           "tools": [{"type": "function"}]}, "tools[0].function"),
         ]
         for path, body, words in wrong_types:
             doc = self.assertStatus(400, self.post(path, body))
@@ -521,8 +521,9 @@ class BridgeTest(ServiceTestCase):
                            cwd=TESTS, capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         for case in ("ollama list", "ollama chat stream", "ollama generate stream", "ollama non-streaming",
-                     "ollama image", "ollama format schema", "ollama abort", "openai models", "openai chat stream", "openai non-streaming",
-                     "openai image", "openai response_format json_schema", "openai abort", "concurrent streams"):
+                     "ollama image", "ollama format schema", "ollama chat tools", "ollama abort", "openai models", "openai chat stream", "openai non-streaming",
+                     "openai image", "openai response_format json_schema", "openai tool_choice required",
+                     "openai named tool streamed", "openai tool round trip", "openai abort", "concurrent streams"):
             self.assertIn("ok " + case + "\n", p.stdout)
         # both aborted streams were cancelled in the daemon: Finished said
         # "cancelled" long before their 3000 tokens
