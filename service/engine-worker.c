@@ -828,6 +828,15 @@ static gboolean start_tools(NpdWorker *w, ActiveJob *aj, npl_error *err)
     return aj->tool_grammar != NULL && start_grammar(aj, aj->tool_grammar, err);
 }
 
+/* The family's markers that are control tokens ([TOOL_CALLS], ...) stay
+ * in the text the parser reads. */
+static gboolean keep_tool_markers(ActiveJob *aj, npl_error *err)
+{
+    const char *markers[NPL_STREAM_MAX_KEEP];
+    size_t n = npl_tool_family_markers(npl_model_tool_family(aj->lm->model), markers, G_N_ELEMENTS(markers));
+    return npl_stream_keep_tokens(aj->stream, markers, MIN(n, G_N_ELEMENTS(markers)), err) == NPL_OK;
+}
+
 static void start_job(NpdWorker *w, QueuedJob *qj)
 {
     NpdJob *job = qj->job;
@@ -921,6 +930,10 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
     aj->stream = npl_stream_create(lm->model, (const char *const *)job->stop, n_stop, max_tokens, &err);
     if (aj->stream == NULL) {
         fail_active(w, aj, err.code, "creating the output stream", &err);
+        return;
+    }
+    if (aj->tool_parser != NULL && !keep_tool_markers(aj, &err)) {
+        fail_active(w, aj, err.code, "tool calls", &err);
         return;
     }
     aj->phase = aj->encoded_images < aj->n_images ? PHASE_ENCODE : PHASE_PREFILL;
