@@ -25,6 +25,7 @@ static void job_free(BridgeJob *job)
     g_clear_pointer(&job->image, g_bytes_unref);
     g_clear_pointer(&job->message_images, g_ptr_array_unref);
     g_clear_pointer(&job->tool_calls, g_ptr_array_unref);
+    g_string_free(job->thinking, TRUE);
     g_free(job->prompt);
     g_free(job->model);
     if (job->data_free != NULL)
@@ -85,6 +86,7 @@ BridgeJob *bridge_job_new(Bridge *bridge, SoupServerMessage *msg, BridgeApi api,
     job->msg = g_object_ref(msg);
     job->stream = stream;
     job->tool_calls = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
+    job->thinking = g_string_new(NULL);
     job->model = g_strdup(model != NULL ? model : "");
     job->created = g_get_real_time() / G_USEC_PER_SEC;
     job->start_us = g_get_monotonic_time();
@@ -165,6 +167,18 @@ void bridge_job_add_tool_calls(BridgeJob *job, JsonBuilder *b, guint first, guin
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
+}
+
+static void on_thinking(NpullmRequest *request, const char *text, BridgeJob *job)
+{
+    g_string_append(job->thinking, text);
+    if (!job->stream || job->gone || job->format->thinking == NULL)
+        return;
+    if (!job->streaming)
+        begin_stream(job);
+    g_autoptr(GString) out = g_string_new(NULL);
+    job->format->thinking(job, text, out);
+    write_out(job, out, FALSE);
 }
 
 static void on_tool_call(NpullmRequest *request, const char *id, const char *name, const char *arguments,
@@ -260,6 +274,7 @@ static void started_cb(GObject *source, GAsyncResult *res, gpointer data)
     g_signal_connect(request, "token", G_CALLBACK(on_token), job);
     g_signal_connect(request, "finished", G_CALLBACK(on_finished), job);
     g_signal_connect(request, "tool-call", G_CALLBACK(on_tool_call), job);
+    g_signal_connect(request, "thinking", G_CALLBACK(on_thinking), job);
     if (job->gone) {
         /* the client left before the request was in: its Finished ends the job */
         npullm_request_cancel(request);

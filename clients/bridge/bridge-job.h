@@ -10,6 +10,8 @@ typedef struct {
     const char *stream_content_type;
     void (*token)(BridgeJob *job, const char *text, GString *out);
     void (*finished)(BridgeJob *job, const char *reason, GVariant *stats, GString *out);
+    /* a piece of thinking while streaming; NULL: none */
+    void (*thinking)(BridgeJob *job, const char *text, GString *out);
     /* a tool call while streaming (id, name, arguments JSON); NULL: none */
     void (*tool_call)(BridgeJob *job, guint index, const char *id, const char *name, const char *arguments,
                       GString *out);
@@ -41,6 +43,7 @@ struct BridgeJob {
     GPtrArray *message_images; /* GBytes*: the message being read's images */
 
     GPtrArray *tool_calls; /* gchar** {id, name, arguments}: the request's calls */
+    GString *thinking;     /* the request's thinking (Thinking signals) */
 
     gpointer data;      /* per-API state */
     GDestroyNotify data_free;

@@ -43,9 +43,10 @@ static void append_json(GString *out, JsonBuilder *b)
     g_string_append_c(out, '\n');
 }
 
-/* model, created_at and the text (and tool calls [first, first + n)), as
- * every line of a stream starts */
-static JsonBuilder *begin_line_with_calls(BridgeJob *job, const char *text, guint first_call, guint n_calls)
+/* model, created_at and the text (and thinking, and tool calls [first,
+ * first + n)), as every line of a stream starts */
+static JsonBuilder *begin_line_full(BridgeJob *job, const char *text, const char *thinking, guint first_call,
+                                    guint n_calls)
 {
     OllamaJob *o = job->data;
     JsonBuilder *b = json_builder_new();
@@ -58,45 +59,58 @@ static JsonBuilder *begin_line_with_calls(BridgeJob *job, const char *text, guin
         json_builder_begin_object(b);
         add_str(b, "role", "assistant");
         add_str(b, "content", text);
+        if (thinking != NULL && *thinking != '\0')
+            add_str(b, "thinking", thinking);
         if (n_calls > 0)
             bridge_job_add_tool_calls(job, b, first_call, n_calls);
         json_builder_end_object(b);
     } else {
         add_str(b, "response", text);
+        if (thinking != NULL && *thinking != '\0')
+            add_str(b, "thinking", thinking);
     }
     return b;
 }
 
 static JsonBuilder *begin_line(BridgeJob *job, const char *text)
 {
-    return begin_line_with_calls(job, text, 0, 0);
+    return begin_line_full(job, text, NULL, 0, 0);
+}
+
+/* a line of a stream before the last */
+static void ollama_line(JsonBuilder *b, GString *out)
+{
+    json_builder_set_member_name(b, "done");
+    json_builder_add_boolean_value(b, FALSE);
+    json_builder_end_object(b);
+    append_json(out, b);
+}
+
+static void ollama_thinking(BridgeJob *job, const char *text, GString *out)
+{
+    g_autoptr(JsonBuilder) b = begin_line_full(job, "", text, 0, 0);
+    ollama_line(b, out);
 }
 
 static void ollama_tool_call(BridgeJob *job, guint index, const char *id, const char *name, const char *arguments,
                              GString *out)
 {
     (void)id, (void)name, (void)arguments;
-    g_autoptr(JsonBuilder) b = begin_line_with_calls(job, "", index, 1);
-    json_builder_set_member_name(b, "done");
-    json_builder_add_boolean_value(b, FALSE);
-    json_builder_end_object(b);
-    append_json(out, b);
+    g_autoptr(JsonBuilder) b = begin_line_full(job, "", NULL, index, 1);
+    ollama_line(b, out);
 }
 
 static void ollama_token(BridgeJob *job, const char *text, GString *out)
 {
     g_autoptr(JsonBuilder) b = begin_line(job, text);
-    json_builder_set_member_name(b, "done");
-    json_builder_add_boolean_value(b, FALSE);
-    json_builder_end_object(b);
-    append_json(out, b);
+    ollama_line(b, out);
 }
 
 static void ollama_finished(BridgeJob *job, const char *reason, GVariant *stats, GString *out)
 {
     g_autoptr(JsonBuilder) b = job->stream ? begin_line(job, "")
-                                           : begin_line_with_calls(job, npullm_request_get_text(job->request), 0,
-                                                                   job->tool_calls->len);
+                                           : begin_line_full(job, npullm_request_get_text(job->request),
+                                                             job->thinking->str, 0, job->tool_calls->len);
     json_builder_set_member_name(b, "done");
     json_builder_add_boolean_value(b, TRUE);
     /* Ollama ends a turn with calls as "stop" */
@@ -127,6 +141,7 @@ static const BridgeFormat ollama_format = {
     .token = ollama_token,
     .finished = ollama_finished,
     .tool_call = ollama_tool_call,
+    .thinking = ollama_thinking,
     .stream_error = ollama_stream_error,
 };
 
@@ -323,6 +338,19 @@ static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObjec
     if (options != NULL &&
         !bridge_options_apply(options, ollama_options, G_N_ELEMENTS(ollama_options), job->options, error))
         return job;
+    JsonNode *think = json_object_get_member(body, "think");
+    if (think != NULL && !JSON_NODE_HOLDS_NULL(think)) {
+        if (json_node_get_value_type(think) != G_TYPE_BOOLEAN) {
+            /* "high"/"medium"/"low" (gpt-oss) is thinking on */
+            if (json_node_get_value_type(think) != G_TYPE_STRING) {
+                g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "\"think\" must be true, false or a level");
+                return job;
+            }
+            g_object_set(job->options, "think", TRUE, NULL);
+        } else {
+            g_object_set(job->options, "think", json_node_get_boolean(think), NULL);
+        }
+    }
     if (bridge_option_format(job->options, format_node, error) && chat)
         bridge_option_tools(job->options, body, error);
     return job;

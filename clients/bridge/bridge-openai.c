@@ -77,6 +77,8 @@ static void add_choice(BridgeJob *job, JsonBuilder *b, const char *text, const c
             json_builder_set_member_name(b, "content");
             json_builder_add_null_value(b);
         }
+        if (!delta && job->thinking->len > 0)
+            add_str(b, "reasoning_content", job->thinking->str);
         if (n_calls > 0)
             bridge_job_add_tool_calls(job, b, first_call, n_calls);
         json_builder_end_object(b);
@@ -116,6 +118,31 @@ static void openai_token(BridgeJob *job, const char *text, GString *out)
 {
     g_autoptr(JsonBuilder) b = begin_object(job, TRUE);
     add_choice(job, b, text, NULL, TRUE, 0, 0);
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    append_event(out, b);
+}
+
+/* streamed thinking: a delta with reasoning_content (as DeepSeek's and
+ * llama.cpp's servers send it) */
+static void openai_thinking(BridgeJob *job, const char *text, GString *out)
+{
+    OpenaiJob *o = job->data;
+    if (!o->chat)
+        return;
+    g_autoptr(JsonBuilder) b = begin_object(job, TRUE);
+    json_builder_begin_object(b);
+    add_int(b, "index", 0);
+    json_builder_set_member_name(b, "delta");
+    json_builder_begin_object(b);
+    if (!o->role_sent)
+        add_str(b, "role", "assistant");
+    o->role_sent = TRUE;
+    add_str(b, "reasoning_content", text);
+    json_builder_end_object(b);
+    json_builder_set_member_name(b, "finish_reason");
+    json_builder_add_null_value(b);
+    json_builder_end_object(b);
     json_builder_end_array(b);
     json_builder_end_object(b);
     append_event(out, b);
@@ -178,6 +205,7 @@ static const BridgeFormat openai_format = {
     .token = openai_token,
     .finished = openai_finished,
     .tool_call = openai_tool_call,
+    .thinking = openai_thinking,
     .stream_error = openai_stream_error,
 };
 

@@ -154,6 +154,18 @@ const cases = {
     const s = await collect(stream, (c) => c.message.content);
     assert.equal(s.last.done, true);
   },
+  async 'ollama think'() {
+    // the template opens <think>: a random model's tokens are thinking
+    const c = await ollama.chat({ model: 'think', messages: user('2 + 2?'), think: true, options: few });
+    assert.ok(c.message.thinking.length > 0);
+    assert.equal(c.message.content, '');
+    const stream = await ollama.generate({ model: 'think', prompt: '2 + 2?', think: true, stream: true, options: few });
+    const r = await collect(stream, (p) => p.thinking ?? '');
+    assert.ok(r.text.length > 0);
+    const off = await ollama.chat({ model: 'think', messages: user('2 + 2?'), think: false, options: few });
+    assert.ok(off.message.content.length > 0);
+    assert.ok(!off.message.thinking);
+  },
   async 'ollama abort'() {
     const stream = await ollama.chat({ model: 'tiny', messages: user('Go on'), stream: true,
       options: { num_predict: 3000 } });
@@ -269,6 +281,15 @@ const cases = {
       temperature: 0 });
     assert.ok(['stop', 'length', 'tool_calls'].includes(answer.choices[0].finish_reason));
     assert.ok(answer.usage.prompt_tokens > r.usage.prompt_tokens);
+  },
+  async 'openai reasoning_content'() {
+    const r = await openai.chat.completions.create({ model: 'think', messages: user('2 + 2?'), max_tokens: 4 });
+    assert.ok(r.choices[0].message.reasoning_content.length > 0);
+    const stream = await openai.chat.completions.create({ model: 'think', messages: user('2 + 2?'), max_tokens: 4,
+      stream: true });
+    let thinking = '';
+    for await (const c of stream) thinking += c.choices[0]?.delta?.reasoning_content ?? '';
+    assert.ok(thinking.length > 0);
   },
   async 'openai abort'() {
     const stream = await openai.chat.completions.create({ model: 'tiny', messages: user('Go on'), stream: true,
