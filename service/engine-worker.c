@@ -1027,7 +1027,7 @@ static void accept_sampled(NpdWorker *w, ActiveJob *aj, int32_t token)
         /* the grammar allows no token: its output is whole, or the
          * vocabulary cannot spell what it needs */
         if (aj->matcher == NULL || !npl_grammar_matcher_is_complete(aj->matcher)) {
-            npl_error_set(&err, NPL_ERR_INTERNAL, "no token of the vocabulary continues the format's output");
+            npl_error_set(&err, NPL_ERR_INTERNAL, "no token of the vocabulary continues the grammar's output");
             fail_active(w, aj, NPL_ERR_INTERNAL, "sampling", &err);
             return;
         }
