@@ -358,7 +358,7 @@ static void npullm_request_class_init(NpullmRequestClass *klass)
     /**
      * NpullmRequest::finished:
      * @self: the request
-     * @reason: stop, length, cancelled or error
+     * @reason: stop, length, cancelled, error or tool_calls
      * @stats: the a{sv} statistics (prompt_tokens, generated_tokens,
      *   tokens_per_second, model, device, ...; error and error_name on
      *   error)
