@@ -119,6 +119,22 @@ void npc_output_thinking(NpcOutput *out, const char *text)
     fflush(stderr);
 }
 
+void npc_output_tool_call(NpcOutput *out, const char *id, const char *name, const char *arguments)
+{
+    if (out->json) {
+        JsonBuilder *b = event_begin("tool_call");
+        const char *members[][2] = {{"id", id}, {"name", name}, {"arguments", arguments}};
+        for (gsize i = 0; i < G_N_ELEMENTS(members); i++) {
+            json_builder_set_member_name(b, members[i][0]);
+            json_builder_add_string_value(b, members[i][1]);
+        }
+        event_end(b);
+        return;
+    }
+    printf("[tool call %s] %s %s\n", id, name, arguments);
+    fflush(stdout);
+}
+
 void npc_output_state(NpcOutput *out, const char *state, guint queue_position)
 {
     if (out->json) {

@@ -30,6 +30,8 @@ void npc_output_request(NpcOutput *out, const char *path);
 void npc_output_token(NpcOutput *out, const char *text);
 /* A reasoning model's thinking: {"event": "thinking"}, or on stderr. */
 void npc_output_thinking(NpcOutput *out, const char *text);
+/* A tool call: a JSON event, or "[tool call ID] NAME ARGUMENTS" on stdout. */
+void npc_output_tool_call(NpcOutput *out, const char *id, const char *name, const char *arguments);
 void npc_output_state(NpcOutput *out, const char *state, guint queue_position);
 void npc_output_finished(NpcOutput *out, const char *reason, GVariant *stats);
 void npc_output_error(NpcOutput *out, const GError *error);

@@ -1,6 +1,7 @@
 #include "client-options.h"
 
 #include <math.h>
+#include <string.h>
 
 static const char summary[] =
     "Commands:\n"
@@ -19,6 +20,15 @@ static const char summary[] =
     "Exit status: 0 success, 1 error, 2 usage, 3 not authorized, 4 busy,\n"
     "5 no such model, 130 interrupted.";
 
+static gboolean read_option_file(const char *flag, const char *path, gchar **out, GError **error)
+{
+    g_autoptr(GError) read_error = NULL;
+    if (g_file_get_contents(path, out, NULL, &read_error))
+        return TRUE;
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s: %s", flag, read_error->message);
+    return FALSE;
+}
+
 gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **error)
 {
     opts->max_tokens = -1;
@@ -26,6 +36,7 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
     opts->temperature = opts->top_p = opts->min_p = opts->repeat_penalty = NAN;
     gint max_tokens = -1, top_k = -1;
     gboolean think = FALSE, no_think = FALSE;
+    g_autofree gchar *format = NULL, *tools = NULL;
     GOptionEntry entries[] = {
         {"session", 0, 0, G_OPTION_ARG_NONE, &opts->session_bus, "Talk to npullmd on the session bus", NULL},
         {"address", 0, 0, G_OPTION_ARG_STRING, &opts->address, "Talk to the bus at this D-Bus address", "ADDR"},
@@ -45,6 +56,11 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
         {"priority", 0, 0, G_OPTION_ARG_STRING, &opts->priority, "interactive (default) or background", "P"},
         {"think", 0, 0, G_OPTION_ARG_NONE, &think, "Reasoning models: think before answering", NULL},
         {"no-think", 0, 0, G_OPTION_ARG_NONE, &no_think, "Reasoning models: answer without thinking", NULL},
+        {"format", 0, 0, G_OPTION_ARG_FILENAME, &format,
+         "Constrained output: json (any JSON value) or a JSON Schema file", "json|FILE"},
+        {"tools", 0, 0, G_OPTION_ARG_FILENAME, &tools, "chat: offer the tools of this JSON file (an array)", "FILE"},
+        {"tool-choice", 0, 0, G_OPTION_ARG_STRING, &opts->tool_choice, "chat: auto, none, required or a tool's name",
+         "CHOICE"},
         {"name", 0, 0, G_OPTION_ARG_STRING, &opts->name, "add, import-ollama: name of the installed model", "NAME"},
         {"image", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opts->images,
          "chat: show this image with the first user turn (repeatable)", "FILE"},
@@ -80,6 +96,15 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
         return FALSE;
     }
     opts->think = think ? 1 : no_think ? 0 : -1;
+    if (tools != NULL && !read_option_file("--tools", tools, &opts->tools, error))
+        return FALSE;
+    if (format != NULL && strcmp(format, "json") == 0) {
+        opts->format = g_steal_pointer(&format);
+    } else if (format != NULL) {
+        /* the service checks the schema (and its size) */
+        if (!read_option_file("--format", format, &opts->format, error))
+            return FALSE;
+    }
     if (opts->address != NULL && opts->session_bus) {
         g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                             "--address and --session exclude each other");
@@ -98,6 +123,9 @@ void npc_options_clear(NpcOptions *opts)
     g_strfreev(opts->stop);
     g_strfreev(opts->images);
     g_free(opts->priority);
+    g_free(opts->format);
+    g_free(opts->tools);
+    g_free(opts->tool_choice);
 }
 
 NpullmOptions *npc_options_to_npullm(const NpcOptions *opts)
@@ -132,5 +160,11 @@ NpullmOptions *npc_options_to_npullm(const NpcOptions *opts)
         g_object_set(o, "priority", opts->priority, NULL);
     if (opts->think >= 0)
         g_object_set(o, "think", (gboolean)opts->think, NULL);
+    if (opts->format != NULL)
+        g_object_set(o, "format", opts->format, NULL);
+    if (opts->tools != NULL)
+        g_object_set(o, "tools", opts->tools, NULL);
+    if (opts->tool_choice != NULL)
+        g_object_set(o, "tool-choice", opts->tool_choice, NULL);
     return o;
 }

@@ -26,6 +26,9 @@ typedef struct {
     gboolean raw;
     gchar *priority;
     gint think;          /* -1: unset (the template's default), 0: --no-think, 1: --think */
+    gchar *format;       /* --format: "json" or the JSON Schema file's text */
+    gchar *tools;        /* --tools: the file's text (a JSON array) */
+    gchar *tool_choice;  /* --tool-choice */
     gchar *name;         /* add, import-ollama: the installed model's name */
     gchar **images;      /* chat: image files shown with the first user turn */
 } NpcOptions;

@@ -87,7 +87,7 @@ static void stream_end(Client *c, int code)
 
 static int exit_code_for_finish(Client *c, const char *reason, GVariant *stats)
 {
-    if (strcmp(reason, "stop") == 0 || strcmp(reason, "length") == 0)
+    if (strcmp(reason, "stop") == 0 || strcmp(reason, "length") == 0 || strcmp(reason, "tool_calls") == 0)
         return NPC_EXIT_OK;
     if (strcmp(reason, "cancelled") == 0)
         return c->cancel_requested ? NPC_EXIT_INTERRUPTED : NPC_EXIT_ERROR;
@@ -104,6 +104,11 @@ static void on_token(NpullmRequest *r, const char *text, Client *c)
 static void on_thinking(NpullmRequest *r, const char *text, Client *c)
 {
     npc_output_thinking(&c->out, text);
+}
+
+static void on_tool_call(NpullmRequest *r, const char *id, const char *name, const char *arguments, Client *c)
+{
+    npc_output_tool_call(&c->out, id, name, arguments);
 }
 
 /* The service reports state and queue position together; print the pair
@@ -147,6 +152,7 @@ static void request_started_cb(GObject *source, GAsyncResult *res, gpointer data
     npc_output_request(&c->out, npullm_request_get_object_path(c->request));
     g_signal_connect(c->request, "token", G_CALLBACK(on_token), c);
     g_signal_connect(c->request, "thinking", G_CALLBACK(on_thinking), c);
+    g_signal_connect(c->request, "tool-call", G_CALLBACK(on_tool_call), c);
     g_signal_connect(c->request, "notify::state", G_CALLBACK(on_state), c);
     g_signal_connect(c->request, "notify::queue-position", G_CALLBACK(on_state), c);
     g_signal_connect(c->request, "finished", G_CALLBACK(on_finished), c);

@@ -421,6 +421,13 @@ npl_finish_reason npl_stream_push(npl_stream *st, int32_t id, npl_buf *out, npl_
 /* At the end (any reason), appends whatever held-back text is not part of a
  * stop string. */
 npl_status npl_stream_finish(npl_stream *st, npl_buf *out, npl_error *err);
+/* Control tokens spelled by one of texts (e.g. npl_tool_family_markers:
+ * "[TOOL_CALLS]", "<|python_tag|>") are kept in the text as their
+ * spelling instead of being dropped, so that a tool-call parser sees them.
+ * Texts that are no control token of the vocabulary are ignored; at most
+ * NPL_STREAM_MAX_KEEP tokens. */
+#define NPL_STREAM_MAX_KEEP 16
+npl_status npl_stream_keep_tokens(npl_stream *st, const char *const *texts, size_t n, npl_error *err);
 
 /* ---- devices ---------------------------------------------------------- */
 

@@ -16,6 +16,9 @@ typedef struct {
     gchar *role;
     GString *content;
     GArray *image_fds; /* int, owned; NULL without images */
+    gchar *tool_calls;   /* assistant: its calls (a JSON array), or NULL */
+    gchar *tool_call_id; /* tool: the call answered, or NULL */
+    gchar *name;         /* tool: the function's name, or NULL */
 } Message;
 
 /**
@@ -41,6 +44,9 @@ static void message_free(Message *m)
 {
     g_free(m->role);
     g_string_free(m->content, TRUE);
+    g_free(m->tool_calls);
+    g_free(m->tool_call_id);
+    g_free(m->name);
     for (guint i = 0; m->image_fds != NULL && i < m->image_fds->len; i++)
         close(g_array_index(m->image_fds, int, i));
     if (m->image_fds != NULL)
@@ -133,6 +139,50 @@ void npullm_conversation_add_message(NpullmConversation *self, const char *role,
     g_ptr_array_add(self->messages, m);
     g_object_notify_by_pspec(G_OBJECT(self), props[PROP_N_MESSAGES]);
     g_signal_emit(self, signals[SIGNAL_CHANGED], 0, self->messages->len - 1);
+}
+
+/**
+ * npullm_conversation_add_tool_calls:
+ * @self: the conversation
+ * @content: the assistant's text besides the calls (may be "")
+ * @tool_calls: the calls it made, a JSON array as OpenAI writes them:
+ *   `[{"id", "type": "function", "function": {"name", "arguments"}}]`
+ *
+ * Appends an assistant message that made tool calls (what
+ * #NpullmRequest::tool-call reported), so that the next turn shows the
+ * model its calls.
+ *
+ * Since: 1.0
+ */
+void npullm_conversation_add_tool_calls(NpullmConversation *self, const char *content, const char *tool_calls)
+{
+    g_return_if_fail(NPULLM_IS_CONVERSATION(self));
+    g_return_if_fail(tool_calls != NULL);
+    npullm_conversation_add_message(self, "assistant", content != NULL ? content : "");
+    Message *m = self->messages->pdata[self->messages->len - 1];
+    m->tool_calls = g_strdup(tool_calls);
+}
+
+/**
+ * npullm_conversation_add_tool_result:
+ * @self: the conversation
+ * @tool_call_id: the id of the call this answers
+ * @name: the function's name
+ * @content: the result
+ *
+ * Appends a tool message: a function's result for the model.
+ *
+ * Since: 1.0
+ */
+void npullm_conversation_add_tool_result(NpullmConversation *self, const char *tool_call_id, const char *name,
+                                         const char *content)
+{
+    g_return_if_fail(NPULLM_IS_CONVERSATION(self));
+    g_return_if_fail(content != NULL);
+    npullm_conversation_add_message(self, "tool", content);
+    Message *m = self->messages->pdata[self->messages->len - 1];
+    m->tool_call_id = g_strdup(tool_call_id);
+    m->name = g_strdup(name);
 }
 
 /**
@@ -303,6 +353,11 @@ GVariant *_npullm_conversation_to_variant(NpullmConversation *self, GUnixFDList 
         g_variant_builder_open(&b, G_VARIANT_TYPE_VARDICT);
         g_variant_builder_add(&b, "{sv}", "role", g_variant_new_string(m->role));
         g_variant_builder_add(&b, "{sv}", "content", g_variant_new_string(m->content->str));
+        const char *tool_fields[][2] = {{"tool_calls", m->tool_calls}, {"tool_call_id", m->tool_call_id},
+                                        {"name", m->name}};
+        for (gsize k = 0; k < G_N_ELEMENTS(tool_fields); k++)
+            if (tool_fields[k][1] != NULL)
+                g_variant_builder_add(&b, "{sv}", tool_fields[k][0], g_variant_new_string(tool_fields[k][1]));
         if (m->image_fds != NULL && m->image_fds->len > 0) {
             GVariantBuilder h;
             g_variant_builder_init(&h, G_VARIANT_TYPE("ah"));

@@ -230,6 +230,34 @@ static void npullm_options_finalize(GObject *object)
  *
  * Since: 1.0
  */
+/**
+ * NpullmOptions:format:
+ *
+ * Constrained output: "json" (any JSON value) or a JSON Schema as text;
+ * every generated token is one the grammar allows and the request ends
+ * when the value is complete. A schema the service cannot compile fails
+ * the call with %NPULLM_ERROR_INVALID_ARGUMENT naming the schema path.
+ * Not for DescribeImage.
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:tools:
+ *
+ * Chat only: a JSON array of OpenAI-style function definitions the model
+ * may call; calls arrive on #NpullmRequest::tool-call.
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:tool-choice:
+ *
+ * Chat only: "auto" (the default), "none" (the tools are not offered),
+ * "required" (exactly one call) or a function's name (exactly one call
+ * to it).
+ *
+ * Since: 1.0
+ */
 
 static void npullm_options_class_init(NpullmOptionsClass *klass)
 {

@@ -45,6 +45,8 @@ struct _NpullmRequest {
     gsize pending_from;
     GString *thinking;          /* the model's thinking (Thinking signals) */
     gsize thinking_pending_from; /* as pending_from, for thinking */
+    GPtrArray *tool_calls;       /* GVariant (sss) of the ToolCall signals */
+    guint tool_calls_emitted;    /* as pending_from, for tool calls */
 
     NpullmConversation *conversation;
     guint reply_index;
@@ -72,7 +74,7 @@ G_DEFINE_FINAL_TYPE(NpullmRequest, npullm_request, G_TYPE_OBJECT)
 
 enum { PROP_0, PROP_STATE, PROP_QUEUE_POSITION, PROP_TEXT, PROP_FINISH_REASON, PROP_OBJECT_PATH, N_PROPS };
 static GParamSpec *props[N_PROPS];
-enum { SIGNAL_TOKEN, SIGNAL_FINISHED, SIGNAL_THINKING, N_SIGNALS };
+enum { SIGNAL_TOKEN, SIGNAL_FINISHED, SIGNAL_THINKING, SIGNAL_TOOL_CALL, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
 static void unsubscribe(NpullmRequest *self)
@@ -93,6 +95,13 @@ static void send_cancel(NpullmRequest *self)
                            G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, NULL, NULL, NULL);
 }
 
+static void emit_tool_call(NpullmRequest *self, GVariant *call)
+{
+    const char *id = NULL, *name = NULL, *arguments = NULL;
+    g_variant_get(call, "(&s&s&s)", &id, &name, &arguments);
+    g_signal_emit(self, signals[SIGNAL_TOOL_CALL], 0, id, name, arguments);
+}
+
 static void emit_pending(NpullmRequest *self)
 {
     if (self->thinking_pending_from < self->thinking->len) {
@@ -106,6 +115,8 @@ static void emit_pending(NpullmRequest *self)
         g_signal_emit(self, signals[SIGNAL_TOKEN], 0, piece);
         g_object_notify_by_pspec(G_OBJECT(self), props[PROP_TEXT]);
     }
+    while (self->tool_calls_emitted < self->tool_calls->len)
+        emit_tool_call(self, self->tool_calls->pdata[self->tool_calls_emitted++]);
 }
 
 /* May free self: the last thing a caller does with it. */
@@ -197,6 +208,11 @@ static void signal_cb(GDBusConnection *bus, const char *sender, const char *path
             self->thinking_pending_from = self->thinking->len;
             g_signal_emit(self, signals[SIGNAL_THINKING], 0, text);
         }
+    } else if (g_strcmp0(iface, NPP_REQUEST_IFACE) == 0 && g_strcmp0(member, "ToolCall") == 0 &&
+               g_variant_is_of_type(params, G_VARIANT_TYPE("(sss)"))) {
+        g_ptr_array_add(self->tool_calls, g_variant_ref(params));
+        if (self->live)
+            emit_tool_call(self, self->tool_calls->pdata[self->tool_calls_emitted++]);
     } else if (g_strcmp0(iface, NPP_REQUEST_IFACE) == 0 && g_strcmp0(member, "Finished") == 0 &&
                g_variant_is_of_type(params, G_VARIANT_TYPE("(sa{sv})"))) {
         const char *reason = NULL;
@@ -256,6 +272,7 @@ static void npullm_request_finalize(GObject *object)
     g_free(self->path);
     g_string_free(self->text, TRUE);
     g_string_free(self->thinking, TRUE);
+    g_ptr_array_unref(self->tool_calls);
     g_free(self->finish_reason);
     g_clear_pointer(&self->stats, g_variant_unref);
     g_main_context_unref(self->context);
@@ -338,9 +355,25 @@ static void npullm_request_class_init(NpullmRequestClass *klass)
     signals[SIGNAL_THINKING] = g_signal_new("thinking", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL,
                                             NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
     /**
+     * NpullmRequest::tool-call:
+     * @self: the request
+     * @id: the call's id (the model's, or call_N)
+     * @name: the function's name
+     * @arguments: the arguments, a JSON object's text
+     *
+     * A complete tool call (a chat with #NpullmOptions:tools), as soon as
+     * the model wrote it; the call is not part of #NpullmRequest:text.
+     * The request then finishes with reason "tool_calls".
+     *
+     * Since: 1.0
+     */
+    signals[SIGNAL_TOOL_CALL] = g_signal_new("tool-call", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL,
+                                             NULL, NULL, G_TYPE_NONE, 3, G_TYPE_STRING, G_TYPE_STRING,
+                                             G_TYPE_STRING);
+    /**
      * NpullmRequest::finished:
      * @self: the request
-     * @reason: stop, length, cancelled or error
+     * @reason: stop, length, cancelled, error or tool_calls
      * @stats: the a{sv} statistics (prompt_tokens, generated_tokens,
      *   tokens_per_second, model, device, ...; error and error_name on
      *   error)
@@ -357,6 +390,7 @@ static void npullm_request_init(NpullmRequest *self)
 {
     self->text = g_string_new(NULL);
     self->thinking = g_string_new(NULL);
+    self->tool_calls = g_ptr_array_new_with_free_func((GDestroyNotify)g_variant_unref);
     self->context = g_main_context_ref_thread_default();
 }
 

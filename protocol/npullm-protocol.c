@@ -60,6 +60,12 @@ const NppOption npp_options[NPP_N_OPTIONS] = {
      "names the request object path in advance"},
     {NPP_OPT_THINK, "think", "b", 0, 0, FALSE, NULL, ALL & ~(1u << NPP_CALL_DESCRIBE_IMAGE),
      "reasoning models: think first (enable_thinking; default: the template's)"},
+    {NPP_OPT_FORMAT, "format", "s", 0, 0, FALSE, NULL, ALL & ~(1u << NPP_CALL_DESCRIBE_IMAGE),
+     "constrained output: \"json\" (any JSON value) or a JSON Schema"},
+    {NPP_OPT_TOOLS, "tools", "s", 0, 0, FALSE, NULL, 1u << NPP_CALL_CHAT,
+     "JSON array of OpenAI-style function definitions the model may call"},
+    {NPP_OPT_TOOL_CHOICE, "tool_choice", "s", 0, 0, FALSE, NULL, 1u << NPP_CALL_CHAT,
+     "auto (default), none, required, or a function's name"},
 };
 #undef ALL
 

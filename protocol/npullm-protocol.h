@@ -86,14 +86,21 @@ typedef enum {
     NPP_OPT_PRIORITY,
     NPP_OPT_HANDLE_TOKEN,
     NPP_OPT_THINK,
+    NPP_OPT_FORMAT,
+    NPP_OPT_TOOLS,
+    NPP_OPT_TOOL_CHOICE,
 } NppOptionId;
 
-#define NPP_N_OPTIONS (NPP_OPT_THINK + 1)
+#define NPP_N_OPTIONS (NPP_OPT_TOOL_CHOICE + 1)
 
 #define NPP_MAX_STOP_STRINGS 16
 #define NPP_MAX_STOP_BYTES 256
 #define NPP_MAX_HANDLE_TOKEN 64
 #define NPP_MAX_MODEL_NAME 128
+/* format: "json" or a JSON Schema of at most this many bytes */
+#define NPP_MAX_FORMAT_BYTES (64 * 1024)
+/* tools: a JSON array of function definitions of at most this many bytes */
+#define NPP_MAX_TOOLS_BYTES (256 * 1024)
 
 typedef struct {
     NppOptionId id;

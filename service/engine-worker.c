@@ -36,6 +36,8 @@ const char *npd_finish_reason_name(NpdFinishReason reason)
         return "cancelled";
     case NPD_FINISH_ERROR:
         return "error";
+    case NPD_FINISH_TOOL_CALLS:
+        return "tool_calls";
     }
     return "error";
 }
@@ -46,6 +48,9 @@ void npd_job_free(NpdJob *job)
         return;
     g_free(job->model_name);
     g_free(job->model_path);
+    npl_grammar_free(job->grammar);
+    npd_tools_free(job->tools);
+    g_free(job->tool_choice);
     g_free(job->prompt);
     if (job->messages != NULL)
         g_ptr_array_unref(job->messages);
@@ -64,6 +69,7 @@ typedef struct {
     npl_kv_pool *kv_pool; /* finished sequences by uid, for prefix reuse */
     npl_vision *vision;   /* its projector, when NAME.mmproj.gguf loaded */
     gchar *vision_error;  /* why not, when the file exists but did not load */
+    npl_vocab_index *vocab_index; /* for grammar masks, built on first use */
     gint64 last_used; /* monotonic usec */
     guint n_jobs;     /* running jobs on this model */
 } LoadedModel;
@@ -95,6 +101,11 @@ typedef struct {
     LoadedModel *lm;
     npl_seq *seq;
     npl_sampler *sampler;
+    npl_grammar_matcher *matcher; /* the format option's, NULL: free text */
+    npl_grammar *tool_grammar;    /* tool_choice required or a name: the call's */
+    npl_tool_parser *tool_parser; /* tools offered: the answer -> text and calls */
+    npl_buf tool_text;            /* the answer's text the parser passed on */
+    NpdWorker *worker;            /* for the parser's callbacks */
     npl_stream *stream;
     /* every position of the prompt: token ids, and for each image's rows
      * the keys of its pixels (npl_vision_image_keys), so that the KV pool
@@ -137,6 +148,8 @@ typedef struct {
     GPtrArray *messages; /* NpdChatMessage*, a reference */
     guint n_images;
     gint think;
+    gchar *messages_json; /* with tools or tool messages: the conversation as JSON */
+    gchar *tools_json;    /* the tools offered to the template, or NULL */
     /* the result */
     npl_status st;
     npl_error err;
@@ -148,6 +161,8 @@ typedef struct {
 static void render_task_free(RenderTask *t)
 {
     g_free(t->prompt);
+    g_free(t->messages_json);
+    g_free(t->tools_json);
     if (t->messages != NULL)
         g_ptr_array_unref(t->messages);
     npl_tokens_free(&t->ids);
@@ -226,12 +241,14 @@ static void event_free(NpdEvent *ev)
         g_string_free(ev->text, TRUE);
     g_clear_error(&ev->error);
     g_strfreev(ev->loaded_models);
+    g_strfreev(ev->tool_call);
     g_free(ev);
 }
 
 static void loaded_model_free(LoadedModel *lm)
 {
     npl_vision_free(lm->vision);
+    npl_vocab_index_free(lm->vocab_index);
     g_free(lm->vision_error);
     npl_kv_pool_free(lm->kv_pool);
     npl_model_free(lm->model);
@@ -569,6 +586,10 @@ static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, G
     g_free(aj->images);
     npl_stream_free(aj->stream);
     npl_sampler_free(aj->sampler);
+    npl_grammar_matcher_free(aj->matcher);
+    npl_grammar_free(aj->tool_grammar);
+    npl_tool_parser_free(aj->tool_parser);
+    npl_buf_free(&aj->tool_text);
     if (aj->seq != NULL && reuses_cache(aj))
         npl_kv_pool_release(aj->lm->kv_pool, aj->job->uid, aj->seq);
     else
@@ -712,7 +733,11 @@ static void render_prompt(gpointer data, gpointer user_data)
             counts[i] = m->n_images;
         }
         npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = t->think, .tools_in_user_message = -1};
-        if (t->n_images > 0) {
+        if (t->messages_json != NULL) {
+            /* tools, tool calls and results: the template gets them as JSON */
+            o.tools_json = t->tools_json;
+            t->st = npl_chat_tokenize_json(model, t->messages_json, &o, &t->ids, &t->text, &t->err);
+        } else if (t->n_images > 0) {
             t->runs = g_new0(npl_tokens, t->n_images + 1);
             t->st = npl_vision_chat_prompt_messages(model, msgs, counts, n, &o, t->runs, &t->err);
         } else {
@@ -734,6 +759,12 @@ static gboolean check_vision(NpdWorker *w, ActiveJob *aj)
     LoadedModel *lm = aj->lm;
     npl_error err;
     npl_error_clear(&err);
+    g_autofree gchar *tool_json = npd_chat_messages_json(aj->job->messages, aj->job->tools != NULL);
+    if (tool_json != NULL) {
+        finish_active(w, aj, NPD_FINISH_ERROR,
+                      g_error_new(NPD_ERROR, NPD_ERROR_NOT_SUPPORTED, "tools: not supported with images"));
+        return FALSE;
+    }
     if (lm->vision == NULL) {
         GError *error = lm->vision_error != NULL
                             ? g_error_new_literal(NPD_ERROR, NPD_ERROR_MODEL_LOAD_FAILED, lm->vision_error)
@@ -808,6 +839,54 @@ static gboolean skip_cached_images(ActiveJob *aj, guint32 n_ctx, npl_error *err)
     return aj->seq != NULL;
 }
 
+/* The format option: a matcher over the model's vocabulary index (built
+ * once per loaded model, on the first request that needs it) drives the
+ * sampler. */
+static gboolean start_grammar(ActiveJob *aj, const npl_grammar *grammar, npl_error *err)
+{
+    LoadedModel *lm = aj->lm;
+    if (lm->vocab_index == NULL)
+        lm->vocab_index = npl_vocab_index_create(npl_model_tokenizer(lm->model), err);
+    if (lm->vocab_index == NULL)
+        return FALSE;
+    aj->matcher = npl_grammar_matcher_create(grammar, lm->vocab_index, err);
+    return aj->matcher != NULL && npl_sampler_set_grammar(aj->sampler, aj->matcher, err) == NPL_OK;
+}
+
+static void post_tool_call(const npl_tool_call *call, void *data);
+static void keep_tool_text(const char *text, size_t len, void *data);
+
+/* Tools offered: a parser of the model family's calls over the answer;
+ * tool_choice required or a function's name holds the output to one call
+ * by a grammar (so even a weak model makes a valid one). */
+static gboolean start_tools(NpdWorker *w, ActiveJob *aj, npl_error *err)
+{
+    aj->worker = w;
+    npl_tool_family family = npl_model_tool_family(aj->lm->model);
+    aj->tool_parser = npl_tool_parser_new(family, NULL, keep_tool_text, post_tool_call, aj);
+    if (aj->tool_parser == NULL) {
+        npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+        return FALSE;
+    }
+    const char *choice = aj->job->tool_choice;
+    if (choice == NULL || strcmp(choice, "auto") == 0)
+        return TRUE;
+    g_autofree gchar *text =
+        npd_tools_call_grammar(aj->job->tools, strcmp(choice, "required") == 0 ? NULL : choice,
+                               npl_tool_call_shape_of(family));
+    aj->tool_grammar = npl_grammar_compile_text(text, strlen(text), err);
+    return aj->tool_grammar != NULL && start_grammar(aj, aj->tool_grammar, err);
+}
+
+/* The family's markers that are control tokens ([TOOL_CALLS], ...) stay
+ * in the text the parser reads. */
+static gboolean keep_tool_markers(ActiveJob *aj, npl_error *err)
+{
+    const char *markers[NPL_STREAM_MAX_KEEP];
+    size_t n = npl_tool_family_markers(npl_model_tool_family(aj->lm->model), markers, G_N_ELEMENTS(markers));
+    return npl_stream_keep_tokens(aj->stream, markers, MIN(n, G_N_ELEMENTS(markers)), err) == NPL_OK;
+}
+
 static void start_prompted(NpdWorker *w, ActiveJob *aj);
 
 /* Moves a queued job to the running set: loads its model if needed and
@@ -844,6 +923,10 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
     t->messages = job->messages != NULL ? g_ptr_array_ref(job->messages) : NULL;
     t->n_images = job->images != NULL ? job->images->len : 0;
     t->think = job->think;
+    if (job->messages != NULL) {
+        t->messages_json = npd_chat_messages_json(job->messages, job->tools != NULL);
+        t->tools_json = job->tools != NULL ? g_strdup(job->tools->json) : NULL;
+    }
     aj->phase = PHASE_RENDER;
     g_thread_pool_push(w->renders, t, NULL);
 }
@@ -952,10 +1035,22 @@ static void start_prompted(NpdWorker *w, ActiveJob *aj)
     for (size_t i = 0; i < aj->prompt.n; i++)
         if (aj->prompt.ids[i] >= 0) /* not an image's key */
             npl_sampler_accept(aj->sampler, aj->prompt.ids[i]);
+    if (job->grammar != NULL && !start_grammar(aj, job->grammar, &err)) {
+        fail_active(w, aj, err.code, "constraining the output", &err);
+        return;
+    }
+    if (job->tools != NULL && !start_tools(w, aj, &err)) {
+        fail_active(w, aj, err.code, "tool calls", &err);
+        return;
+    }
     size_t n_stop = job->stop != NULL ? g_strv_length(job->stop) : 0;
     aj->stream = npl_stream_create(lm->model, (const char *const *)job->stop, n_stop, max_tokens, &err);
     if (aj->stream == NULL) {
         fail_active(w, aj, err.code, "creating the output stream", &err);
+        return;
+    }
+    if (aj->tool_parser != NULL && !keep_tool_markers(aj, &err)) {
+        fail_active(w, aj, err.code, "tool calls", &err);
         return;
     }
     aj->phase = aj->encoded_images < aj->n_images ? PHASE_ENCODE : PHASE_PREFILL;
@@ -1068,8 +1163,46 @@ static gboolean post_output(NpdWorker *w, ActiveJob *aj, gboolean end)
     gboolean first = !aj->streamed;
     aj->streamed = aj->streamed || aj->thinking.len > 0 || aj->answer.len > 0;
     post_text(w, aj->job->id, NPD_EVENT_THINKING, &aj->thinking, first);
+    if (aj->tool_parser != NULL) {
+        /* the answer goes through the parser: text in order with calls */
+        st = npl_tool_parser_feed(aj->tool_parser, aj->answer.data, aj->answer.len, &err);
+        if (st == NPL_OK && end)
+            st = npl_tool_parser_finish(aj->tool_parser, &err);
+        if (st != NPL_OK) {
+            fail_active(w, aj, st, "parsing tool calls", &err);
+            return FALSE;
+        }
+        post_text(w, aj->job->id, NPD_EVENT_TEXT, &aj->tool_text, first);
+        npl_buf_clear(&aj->tool_text);
+        return TRUE;
+    }
     post_text(w, aj->job->id, NPD_EVENT_TEXT, &aj->answer, first);
     return TRUE;
+}
+
+static void keep_tool_text(const char *text, size_t len, void *data)
+{
+    ActiveJob *aj = data;
+    npl_error err;
+    npl_error_clear(&err);
+    if (npl_buf_append(&aj->tool_text, text, len, &err) != NPL_OK)
+        g_warning("request %" G_GUINT64_FORMAT ": %s", aj->job->id, err.message);
+}
+
+/* A complete call: the text before it first, then ToolCall. */
+static void post_tool_call(const npl_tool_call *call, void *data)
+{
+    ActiveJob *aj = data;
+    post_text(aj->worker, aj->job->id, NPD_EVENT_TEXT, &aj->tool_text, TRUE);
+    npl_buf_clear(&aj->tool_text);
+    NpdEvent *ev = g_new0(NpdEvent, 1);
+    ev->kind = NPD_EVENT_TOOL_CALL;
+    ev->job_id = aj->job->id;
+    ev->tool_call = g_new0(gchar *, 4);
+    ev->tool_call[0] = g_strdup(call->id);
+    ev->tool_call[1] = g_strdup(call->name);
+    ev->tool_call[2] = g_strdup(call->arguments);
+    post_event_when(aj->worker, ev, TRUE);
 }
 
 /* Feeds a sampled token to the job's stream; finishes the job or makes
@@ -1080,17 +1213,28 @@ static void accept_sampled(NpdWorker *w, ActiveJob *aj, int32_t token)
     if (aj->t_first == 0)
         aj->t_first = now;
     aj->t_last = now;
-    aj->generated++;
     npl_error err;
     npl_error_clear(&err);
     npl_buf_clear(&aj->text);
-    npl_finish_reason reason = npl_stream_push(aj->stream, token, &aj->text, &err);
-    if (err.code != NPL_OK) {
-        fail_active(w, aj, err.code, "decoding the output", &err);
-        return;
+    npl_finish_reason reason = NPL_FINISH_STOP;
+    if (token < 0) {
+        /* the grammar allows no token: its output is whole, or the
+         * vocabulary cannot spell what it needs */
+        if (aj->matcher == NULL || !npl_grammar_matcher_is_complete(aj->matcher)) {
+            npl_error_set(&err, NPL_ERR_INTERNAL, "no token of the vocabulary continues the grammar's output");
+            fail_active(w, aj, NPL_ERR_INTERNAL, "sampling", &err);
+            return;
+        }
+    } else {
+        aj->generated++;
+        reason = npl_stream_push(aj->stream, token, &aj->text, &err);
+        if (err.code != NPL_OK) {
+            fail_active(w, aj, err.code, "decoding the output", &err);
+            return;
+        }
+        if (!post_output(w, aj, FALSE))
+            return;
     }
-    if (!post_output(w, aj, FALSE))
-        return;
     if (reason == NPL_FINISH_NONE) {
         aj->pending = token;
         aj->phase = PHASE_DECODE;
@@ -1104,7 +1248,10 @@ static void accept_sampled(NpdWorker *w, ActiveJob *aj, int32_t token)
     }
     if (!post_output(w, aj, TRUE))
         return;
-    finish_active(w, aj, reason == NPL_FINISH_LENGTH ? NPD_FINISH_LENGTH : NPD_FINISH_STOP, NULL);
+    if (aj->tool_parser != NULL && npl_tool_parser_calls(aj->tool_parser) > 0)
+        finish_active(w, aj, NPD_FINISH_TOOL_CALLS, NULL);
+    else
+        finish_active(w, aj, reason == NPL_FINISH_LENGTH ? NPD_FINISH_LENGTH : NPD_FINISH_STOP, NULL);
 }
 
 static gboolean runs_before(const ActiveJob *a, const ActiveJob *b)

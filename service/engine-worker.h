@@ -38,6 +38,7 @@ typedef enum {
     NPD_FINISH_LENGTH,
     NPD_FINISH_CANCELLED,
     NPD_FINISH_ERROR,
+    NPD_FINISH_TOOL_CALLS, /* the output was (or ended with) tool calls */
 } NpdFinishReason;
 
 const char *npd_finish_reason_name(NpdFinishReason reason);
@@ -75,6 +76,9 @@ typedef struct {
                              * text); NULL without images */
     guint32 uid;            /* the caller's user: the queue is fair between users */
     gint think;             /* enable_thinking: -1 the template's default, 0 off, 1 on */
+    npl_grammar *grammar;   /* the format option compiled (owned), NULL: free text */
+    NpdTools *tools;        /* offered to the template (owned), NULL: none */
+    gchar *tool_choice;     /* NULL or "auto", "required", a tool's name */
 } NpdJob;
 
 void npd_job_free(NpdJob *job);
@@ -97,6 +101,7 @@ typedef enum {
     NPD_EVENT_FINISHED,     /* job_id, reason, stats, error (when reason is error) */
     NPD_EVENT_MODELS,       /* loaded_models changed */
     NPD_EVENT_COMMAND_DONE, /* tag, error (LoadModel/UnloadModel/ForgetCache) */
+    NPD_EVENT_TOOL_CALL,    /* job_id, tool_call: id, name, arguments */
 } NpdEventKind;
 
 typedef struct {
@@ -110,6 +115,7 @@ typedef struct {
     GError *error;
     gchar **loaded_models;
     gpointer tag;
+    gchar **tool_call; /* NPD_EVENT_TOOL_CALL: {id, name, arguments, NULL} */
 } NpdEvent;
 
 /* Called on the main context with each event (the event is freed after). */

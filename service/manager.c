@@ -152,6 +152,12 @@ static void submit_request(PendingCall *p)
     job->images = g_steal_pointer(&p->images);
     job->uid = p->client->uid;
     job->think = p->opts.think;
+    job->grammar = g_steal_pointer(&p->opts.grammar);
+    if (p->opts.tool_choice == NULL || strcmp(p->opts.tool_choice, "none") != 0) {
+        /* none: the tools are not offered at all */
+        job->tools = g_steal_pointer(&p->opts.tools);
+        job->tool_choice = g_steal_pointer(&p->opts.tool_choice);
+    }
     g_debug("request %" G_GUINT64_FORMAT " from %s: model %s, %s", r->id, p->client->name, p->model_name,
             r->path ? r->path : "Complete");
     npd_worker_submit(d->worker, job);

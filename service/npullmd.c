@@ -74,9 +74,10 @@ static void on_worker_event(const NpdEvent *ev, gpointer data)
     case NPD_EVENT_STATE:
     case NPD_EVENT_TEXT:
     case NPD_EVENT_THINKING:
+    case NPD_EVENT_TOOL_CALL:
     case NPD_EVENT_FINISHED:
         npd_requests_handle_event(d, ev);
-        if (ev->kind == NPD_EVENT_TEXT || ev->kind == NPD_EVENT_THINKING)
+        if (ev->kind == NPD_EVENT_TEXT || ev->kind == NPD_EVENT_THINKING || ev->kind == NPD_EVENT_TOOL_CALL)
             return;
         npd_manager_announce(d);
         break;

@@ -248,6 +248,11 @@ void npd_requests_handle_event(NpdDaemon *d, const NpdEvent *ev)
     case NPD_EVENT_THINKING:
         stream_text(r, ev, r->complete_thinking, "Thinking");
         break;
+    case NPD_EVENT_TOOL_CALL:
+        if (r->complete == NULL)
+            emit_to_owner(r, NPD_REQUEST_IFACE, "ToolCall",
+                          g_variant_new("(sss)", ev->tool_call[0], ev->tool_call[1], ev->tool_call[2]));
+        break;
     case NPD_EVENT_FINISHED:
         request_finished(r, ev);
         break;

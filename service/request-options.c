@@ -3,6 +3,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include <json-glib/json-glib.h>
+
 #include "dbus-errors.h"
 #include "npullm-protocol.h"
 
@@ -88,6 +90,14 @@ static void replace_string(NpdRequestOptions *out, gsize offset, const char *tex
     *field = g_strdup(text);
 }
 
+static gboolean replace_string_option(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                                      const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
+{
+    (void)opt, (void)kind, (void)cfg, (void)error;
+    replace_string(out, offset, g_variant_get_string(value, NULL));
+    return TRUE;
+}
+
 static gboolean set_model(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
                           const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
 {
@@ -168,6 +178,56 @@ static gboolean set_think(const NppOption *opt, GVariant *value, gsize offset, N
     return TRUE;
 }
 
+/* "json" or a JSON Schema, compiled here so that a schema the compiler
+ * refuses is an InvalidArgument naming its path. The size cap bounds the
+ * work (the compiler has its own limits on depth and rules). */
+/* The option's text when it is at most cap bytes (NULL and an error
+ * naming the option otherwise). */
+static const char *text_within(const NppOption *opt, GVariant *value, gsize cap, gsize *len, GError **error)
+{
+    const char *text = g_variant_get_string(value, len);
+    if (*len > cap) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: %zu bytes exceeds the limit of %zu", opt->key,
+                    *len, cap);
+        return NULL;
+    }
+    return text;
+}
+
+static gboolean set_format(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                           const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
+{
+    (void)offset, (void)kind, (void)cfg;
+    gsize len = 0;
+    const char *text = text_within(opt, value, NPP_MAX_FORMAT_BYTES, &len, error);
+    if (text == NULL)
+        return FALSE;
+    npl_error err;
+    npl_error_clear(&err);
+    npl_grammar *g = strcmp(text, "json") == 0 ? npl_grammar_json_any(&err) : npl_grammar_compile_schema(text, len, &err);
+    if (g == NULL) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "format: %s", err.message);
+        return FALSE;
+    }
+    npl_grammar_free(out->grammar);
+    out->grammar = g;
+    return TRUE;
+}
+
+static gboolean set_tools(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                          const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
+{
+    (void)offset, (void)kind, (void)cfg;
+    gsize len = 0;
+    const char *text = text_within(opt, value, NPP_MAX_TOOLS_BYTES, &len, error);
+    NpdTools *t = text != NULL ? npd_tools_parse(text, len, error) : NULL;
+    if (t == NULL)
+        return FALSE;
+    npd_tools_free(out->tools);
+    out->tools = t;
+    return TRUE;
+}
+
 /* Indexed by NppOptionId; key, type, range and methods come from the
  * protocol table. */
 static const struct {
@@ -188,6 +248,9 @@ static const struct {
     [NPP_OPT_PRIORITY] = {set_priority, 0},
     [NPP_OPT_HANDLE_TOKEN] = {set_handle_token, offsetof(NpdRequestOptions, handle_token)},
     [NPP_OPT_THINK] = {set_think, 0},
+    [NPP_OPT_FORMAT] = {set_format, 0},
+    [NPP_OPT_TOOLS] = {set_tools, 0},
+    [NPP_OPT_TOOL_CHOICE] = {replace_string_option, offsetof(NpdRequestOptions, tool_choice)},
 };
 
 G_STATIC_ASSERT((int)NPD_CALL_GENERATE == (int)NPP_CALL_GENERATE && (int)NPD_CALL_CHAT == (int)NPP_CALL_CHAT &&
@@ -231,6 +294,40 @@ static gboolean parse_one(const char *key, GVariant *value, NpdCallKind kind, co
     return option_fields[opt->id].set(opt, value, option_fields[opt->id].offset, kind, cfg, out, error);
 }
 
+/* tool_choice: auto, none, required or the name of one of the tools. */
+static gboolean tool_choice_valid(NpdRequestOptions *out, GError **error)
+{
+    const char *c = out->tool_choice;
+    if (c == NULL || strcmp(c, "auto") == 0 || strcmp(c, "none") == 0)
+        return TRUE;
+    if (out->tools == NULL) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "tool_choice: '%.*s' needs the tools option",
+                    npp_utf8_prefix_len(c, 64), c);
+        return FALSE;
+    }
+    if (strcmp(c, "required") == 0)
+        return TRUE;
+    for (guint i = 0; i < out->tools->names->len; i++)
+        if (strcmp(out->tools->names->pdata[i], c) == 0)
+            return TRUE;
+    g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                "tool_choice: expected auto, none, required or a tool's name, got '%.*s'", npp_utf8_prefix_len(c, 64), c);
+    return FALSE;
+}
+
+/* A call forced by tool_choice has its own grammar: format cannot hold
+ * the same output to another. */
+static gboolean format_alone(const NpdRequestOptions *out, GError **error)
+{
+    const char *c = out->tool_choice;
+    if (out->grammar == NULL || c == NULL || strcmp(c, "auto") == 0 || strcmp(c, "none") == 0)
+        return TRUE;
+    g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                "format: cannot be combined with tool_choice '%.*s' (the call has its own grammar)",
+                npp_utf8_prefix_len(c, 64), c);
+    return FALSE;
+}
+
 gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const NpdConfig *cfg,
                                    NpdRequestOptions *out, GError **error)
 {
@@ -256,6 +353,10 @@ gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const Np
         npd_request_options_clear(out);
         return FALSE;
     }
+    if (!tool_choice_valid(out, error) || !format_alone(out, error)) {
+        npd_request_options_clear(out);
+        return FALSE;
+    }
     if (out->raw && out->think >= 0) {
         g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
                     "think: cannot be combined with raw (no chat template is applied)");
@@ -271,6 +372,9 @@ void npd_request_options_clear(NpdRequestOptions *opts)
     g_strfreev(opts->stop);
     g_free(opts->system);
     g_free(opts->handle_token);
+    npl_grammar_free(opts->grammar);
+    npd_tools_free(opts->tools);
+    g_free(opts->tool_choice);
     memset(opts, 0, sizeof *opts);
 }
 
@@ -280,12 +384,16 @@ void npd_chat_message_free(NpdChatMessage *m)
         return;
     g_free(m->role);
     g_free(m->content);
+    g_free(m->tool_calls);
+    g_free(m->tool_call_id);
+    g_free(m->name);
     g_free(m);
 }
 
 static gboolean role_valid(const char *role)
 {
-    return strcmp(role, "system") == 0 || strcmp(role, "user") == 0 || strcmp(role, "assistant") == 0;
+    return strcmp(role, "system") == 0 || strcmp(role, "user") == 0 || strcmp(role, "assistant") == 0 ||
+           strcmp(role, "tool") == 0;
 }
 
 /* A message's "images": handles of the call's descriptors, appended to
@@ -315,6 +423,46 @@ static gboolean parse_images(GVariant *images, const char *role, gsize i, GArray
     return TRUE;
 }
 
+static gboolean message_string(GVariant *v, const char *key, gsize i, GError **error)
+{
+    if (v != NULL && !g_variant_is_of_type(v, G_VARIANT_TYPE_STRING)) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "messages[%zu].%s: expected a string", i, key);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* tool_calls on assistant messages (a JSON array of calls), tool_call_id
+ * and name on tool messages. */
+static gboolean tool_fields_valid(const char *role, GVariant *tool_calls, GVariant *tool_call_id, GVariant *name,
+                                  gsize i, GError **error)
+{
+    if (!message_string(tool_calls, "tool_calls", i, error) || !message_string(tool_call_id, "tool_call_id", i, error) ||
+        !message_string(name, "name", i, error))
+        return FALSE;
+    if (tool_calls != NULL && strcmp(role, "assistant") != 0) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                    "messages[%zu].tool_calls: only assistant messages carry tool calls", i);
+        return FALSE;
+    }
+    if ((tool_call_id != NULL || name != NULL) && strcmp(role, "tool") != 0) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                    "messages[%zu].%s: only tool messages carry it", i, tool_call_id != NULL ? "tool_call_id" : "name");
+        return FALSE;
+    }
+    if (tool_calls != NULL) {
+        g_autoptr(JsonParser) parser = json_parser_new();
+        const char *text = g_variant_get_string(tool_calls, NULL);
+        JsonNode *root = json_parser_load_from_data(parser, text, -1, NULL) ? json_parser_get_root(parser) : NULL;
+        if (root == NULL || !JSON_NODE_HOLDS_ARRAY(root)) {
+            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                        "messages[%zu].tool_calls: expected a JSON array of calls", i);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
 GPtrArray *npd_chat_messages_parse(GVariant *messages, gsize system_bytes, const NpdConfig *cfg, GArray *handles,
                                    GError **error)
 {
@@ -332,17 +480,26 @@ GPtrArray *npd_chat_messages_parse(GVariant *messages, gsize system_bytes, const
         g_autoptr(GVariant) role = g_variant_lookup_value(dict, "role", NULL);
         g_autoptr(GVariant) content = g_variant_lookup_value(dict, "content", NULL);
         g_autoptr(GVariant) images = g_variant_lookup_value(dict, "images", NULL);
-        if (g_variant_n_children(dict) != (gsize)(role != NULL) + (gsize)(content != NULL) + (gsize)(images != NULL)) {
+        g_autoptr(GVariant) tool_calls = g_variant_lookup_value(dict, "tool_calls", NULL);
+        g_autoptr(GVariant) tool_call_id = g_variant_lookup_value(dict, "tool_call_id", NULL);
+        g_autoptr(GVariant) name = g_variant_lookup_value(dict, "name", NULL);
+        if (g_variant_n_children(dict) != (gsize)(role != NULL) + (gsize)(content != NULL) + (gsize)(images != NULL) +
+                                              (gsize)(tool_calls != NULL) + (gsize)(tool_call_id != NULL) +
+                                              (gsize)(name != NULL)) {
             g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                        "messages[%zu]: only the keys 'role', 'content' and 'images' are allowed (each once)", i);
+                        "messages[%zu]: only the keys 'role', 'content', 'images', 'tool_calls', 'tool_call_id' and "
+                        "'name' are allowed (each once)",
+                        i);
             return NULL;
         }
         if (role == NULL || !g_variant_is_of_type(role, G_VARIANT_TYPE_STRING) ||
             !role_valid(g_variant_get_string(role, NULL))) {
             g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                        "messages[%zu].role: expected a string: system, user or assistant", i);
+                        "messages[%zu].role: expected a string: system, user, assistant or tool", i);
             return NULL;
         }
+        if (!tool_fields_valid(g_variant_get_string(role, NULL), tool_calls, tool_call_id, name, i, error))
+            return NULL;
         if (content == NULL || !g_variant_is_of_type(content, G_VARIANT_TYPE_STRING)) {
             g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
                         "messages[%zu].content: expected a string", i);
@@ -364,6 +521,18 @@ GPtrArray *npd_chat_messages_parse(GVariant *messages, gsize system_bytes, const
         m->role = g_variant_dup_string(role, NULL);
         m->content = g_strdup(text);
         m->n_images = handles->len - first_image;
+        m->tool_calls = tool_calls != NULL ? g_variant_dup_string(tool_calls, NULL) : NULL;
+        m->tool_call_id = tool_call_id != NULL ? g_variant_dup_string(tool_call_id, NULL) : NULL;
+        m->name = name != NULL ? g_variant_dup_string(name, NULL) : NULL;
+        total += (tool_calls != NULL ? strlen(m->tool_calls) : 0) + (tool_call_id != NULL ? strlen(m->tool_call_id) : 0) +
+                 (name != NULL ? strlen(m->name) : 0);
+        if (total > cfg->max_prompt_bytes) {
+            npd_chat_message_free(m);
+            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                        "messages: content (with the system option) exceeds the limit of %zu bytes",
+                        cfg->max_prompt_bytes);
+            return NULL;
+        }
         g_ptr_array_add(out, m);
     }
     return g_steal_pointer(&out);

@@ -9,6 +9,7 @@
 #include "daemon-config.h"
 #include "npullm.h"
 #include "npullm-protocol.h"
+#include "tool-options.h"
 
 typedef enum {
     NPD_PRIORITY_INTERACTIVE = 0,
@@ -40,6 +41,9 @@ typedef struct {
     NpdPriority priority;
     gchar *handle_token;
     gint think; /* -1: the template's default, else 0 or 1 (enable_thinking) */
+    npl_grammar *grammar; /* format: compiled ("json" or a JSON Schema), NULL: free text */
+    NpdTools *tools;      /* NULL: none offered */
+    gchar *tool_choice;   /* auto, none, required or a tool's name; NULL: auto */
 } NpdRequestOptions;
 
 gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const NpdConfig *cfg,
@@ -51,11 +55,15 @@ typedef struct {
     gchar *role;
     gchar *content;
     guint n_images; /* images shown before the content (user messages) */
+    gchar *tool_calls;   /* assistant: the calls it made (a JSON array), or NULL */
+    gchar *tool_call_id; /* tool: the call this is the result of, or NULL */
+    gchar *name;         /* tool: the function's name, or NULL */
 } NpdChatMessage;
 
 /* Validates aa{sv} messages: 1..MaxMessages entries, keys "role" (system,
- * user or assistant), "content" and, on user messages, "images" (ah)
- * only, total content plus system_bytes (the system option) within
+ * user, assistant or tool), "content" and, on user messages, "images" (ah),
+ * on assistant messages "tool_calls" (s, a JSON array), on tool messages
+ * "tool_call_id" and "name" (s) only, total content plus system_bytes (the system option) within
  * MaxPromptBytes, NPP_MAX_CHAT_IMAGES images in all. Returns a GPtrArray
  * of NpdChatMessage (owned); the image handles, in order, are appended to
  * handles (gint32). */

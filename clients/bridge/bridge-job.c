@@ -28,6 +28,8 @@ static void job_free(BridgeJob *job)
     g_clear_object(&job->conversation);
     g_clear_pointer(&job->image, g_bytes_unref);
     g_clear_pointer(&job->message_images, g_ptr_array_unref);
+    g_clear_pointer(&job->tool_calls, g_ptr_array_unref);
+    g_string_free(job->thinking, TRUE);
     g_free(job->prompt);
     g_free(job->model);
     if (job->data_free != NULL)
@@ -87,6 +89,8 @@ BridgeJob *bridge_job_new(Bridge *bridge, SoupServerMessage *msg, BridgeApi api,
     job->format = format;
     job->msg = g_object_ref(msg);
     job->stream = stream;
+    job->tool_calls = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
+    job->thinking = g_string_new(NULL);
     job->model = g_strdup(model != NULL ? model : "");
     job->created = g_get_real_time() / G_USEC_PER_SEC;
     job->start_us = g_get_monotonic_time();
@@ -129,6 +133,69 @@ static void on_token(NpullmRequest *request, const char *text, BridgeJob *job)
         begin_stream(job);
     g_autoptr(GString) out = g_string_new(NULL);
     job->format->token(job, text, out);
+    write_out(job, out, FALSE);
+}
+
+void bridge_job_add_tool_calls(BridgeJob *job, JsonBuilder *b, guint first, guint n)
+{
+    gboolean openai = job->api == BRIDGE_API_OPENAI;
+    json_builder_set_member_name(b, "tool_calls");
+    json_builder_begin_array(b);
+    for (guint i = first; i < first + n && i < job->tool_calls->len; i++) {
+        gchar **call = job->tool_calls->pdata[i];
+        json_builder_begin_object(b);
+        if (openai) {
+            const char *members[][2] = {{"id", call[0]}, {"type", "function"}};
+            json_builder_set_member_name(b, "index");
+            json_builder_add_int_value(b, i);
+            for (gsize k = 0; k < G_N_ELEMENTS(members); k++) {
+                json_builder_set_member_name(b, members[k][0]);
+                json_builder_add_string_value(b, members[k][1]);
+            }
+        }
+        json_builder_set_member_name(b, "function");
+        json_builder_begin_object(b);
+        if (!openai) {
+            json_builder_set_member_name(b, "index");
+            json_builder_add_int_value(b, i);
+        }
+        json_builder_set_member_name(b, "name");
+        json_builder_add_string_value(b, call[1]);
+        json_builder_set_member_name(b, "arguments");
+        JsonNode *args = openai ? NULL : json_from_string(call[2], NULL);
+        if (args != NULL)
+            json_builder_add_value(b, args);
+        else
+            json_builder_add_string_value(b, call[2]);
+        json_builder_end_object(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+static void on_thinking(NpullmRequest *request, const char *text, BridgeJob *job)
+{
+    g_string_append(job->thinking, text);
+    if (!job->stream || job->gone || job->format->thinking == NULL)
+        return;
+    if (!job->streaming)
+        begin_stream(job);
+    g_autoptr(GString) out = g_string_new(NULL);
+    job->format->thinking(job, text, out);
+    write_out(job, out, FALSE);
+}
+
+static void on_tool_call(NpullmRequest *request, const char *id, const char *name, const char *arguments,
+                         BridgeJob *job)
+{
+    const char *call[] = {id, name, arguments, NULL};
+    g_ptr_array_add(job->tool_calls, g_strdupv((gchar **)call));
+    if (!job->stream || job->gone || job->format->tool_call == NULL)
+        return;
+    if (!job->streaming)
+        begin_stream(job);
+    g_autoptr(GString) out = g_string_new(NULL);
+    job->format->tool_call(job, job->tool_calls->len - 1, id, name, arguments, out);
     write_out(job, out, FALSE);
 }
 
@@ -210,6 +277,8 @@ static void started_cb(GObject *source, GAsyncResult *res, gpointer data)
     }
     g_signal_connect(request, "token", G_CALLBACK(on_token), job);
     g_signal_connect(request, "finished", G_CALLBACK(on_finished), job);
+    g_signal_connect(request, "tool-call", G_CALLBACK(on_tool_call), job);
+    g_signal_connect(request, "thinking", G_CALLBACK(on_thinking), job);
     if (job->gone) {
         /* the client left before the request was in: its Finished ends the job */
         npullm_request_cancel(request);
@@ -308,6 +377,32 @@ static gboolean invalid(GError **error, const char *message)
     return FALSE;
 }
 
+/* A message with its tool fields: an assistant's "tool_calls" (passed on
+ * as JSON: OpenAI's arguments are text, Ollama's an object; templates
+ * take both), a tool result's "tool_call_id" and "name" (Ollama:
+ * "tool_name"). */
+static gboolean add_message(BridgeJob *job, JsonObject *m, const char *role, const char *text, GError **error)
+{
+    JsonArray *calls = NULL;
+    if (!bridge_json_array(m, "tool_calls", &calls, error))
+        return FALSE;
+    if (calls != NULL && json_array_get_length(calls) > 0 && strcmp(role, "assistant") == 0) {
+        g_autofree char *json = json_to_string(json_object_get_member(m, "tool_calls"), FALSE);
+        npullm_conversation_add_tool_calls(job->conversation, text, json);
+        return TRUE;
+    }
+    if (strcmp(role, "tool") != 0) {
+        npullm_conversation_add_message(job->conversation, role, text);
+        return TRUE;
+    }
+    const char *id = NULL, *name = NULL, *tool_name = NULL;
+    if (!bridge_json_string(m, "tool_call_id", &id, error) || !bridge_json_string(m, "name", &name, error) ||
+        !bridge_json_string(m, "tool_name", &tool_name, error))
+        return FALSE;
+    npullm_conversation_add_tool_result(job->conversation, id, name != NULL ? name : tool_name, text);
+    return TRUE;
+}
+
 gboolean bridge_job_take_messages(BridgeJob *job, JsonObject *body, BridgeMessageContent content, GError **error)
 {
     JsonArray *messages = NULL;
@@ -329,9 +424,11 @@ gboolean bridge_job_take_messages(BridgeJob *job, JsonObject *body, BridgeMessag
             return FALSE;
         if (g_strcmp0(role, "developer") == 0) /* OpenAI's newer name */
             role = "system";
-        if (g_strcmp0(role, "system") != 0 && g_strcmp0(role, "user") != 0 && g_strcmp0(role, "assistant") != 0)
-            return invalid(error, "a message's \"role\" must be system, user or assistant");
-        npullm_conversation_add_message(job->conversation, role, text->str);
+        if (g_strcmp0(role, "system") != 0 && g_strcmp0(role, "user") != 0 && g_strcmp0(role, "assistant") != 0 &&
+            g_strcmp0(role, "tool") != 0)
+            return invalid(error, "a message's \"role\" must be system, user, assistant or tool");
+        if (!add_message(job, m, role, text->str, error))
+            return FALSE;
         for (guint k = 0; k < job->message_images->len; k++) {
             int fd = image_memfd(job->message_images->pdata[k], error);
             gboolean ok = fd >= 0 && npullm_conversation_add_image_fd(job->conversation, fd, error);

@@ -10,6 +10,11 @@ typedef struct {
     const char *stream_content_type;
     void (*token)(BridgeJob *job, const char *text, GString *out);
     void (*finished)(BridgeJob *job, const char *reason, GVariant *stats, GString *out);
+    /* a piece of thinking while streaming; NULL: none */
+    void (*thinking)(BridgeJob *job, const char *text, GString *out);
+    /* a tool call while streaming (id, name, arguments JSON); NULL: none */
+    void (*tool_call)(BridgeJob *job, guint index, const char *id, const char *name, const char *arguments,
+                      GString *out);
     /* a failure after a stream has begun */
     void (*stream_error)(BridgeJob *job, const char *message, GString *out);
 } BridgeFormat;
@@ -37,6 +42,9 @@ struct BridgeJob {
     GBytes *image;            /* a prompt's image (generate) */
     GPtrArray *message_images; /* GBytes*: the message being read's images */
 
+    GPtrArray *tool_calls; /* gchar** {id, name, arguments}: the request's calls */
+    GString *thinking;     /* the request's thinking (Thinking signals) */
+
     gpointer data;      /* per-API state */
     GDestroyNotify data_free;
 };
@@ -46,6 +54,12 @@ BridgeJob *bridge_job_new(Bridge *bridge, SoupServerMessage *msg, BridgeApi api,
 /* Starts the request: a conversation, else an image with the prompt, else
  * the prompt. The job answers the message and frees itself. */
 void bridge_job_start(BridgeJob *job);
+
+/* "tool_calls": the job's calls [first, first + n) in its API's shape:
+ * OpenAI [{"index", "id", "type": "function", "function": {"name",
+ * "arguments": "<JSON text>"}}], Ollama [{"function": {"index", "name",
+ * "arguments": {..}}}]. */
+void bridge_job_add_tool_calls(BridgeJob *job, JsonBuilder *b, guint first, guint n);
 
 /* The Finished stats' members (0 when absent). */
 guint bridge_stats_uint(GVariant *stats, const char *key);

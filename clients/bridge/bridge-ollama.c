@@ -43,8 +43,10 @@ static void append_json(GString *out, JsonBuilder *b)
     g_string_append_c(out, '\n');
 }
 
-/* model, created_at and the text, as every line of a stream starts */
-static JsonBuilder *begin_line(BridgeJob *job, const char *text)
+/* model, created_at and the text (and thinking, and tool calls [first,
+ * first + n)), as every line of a stream starts */
+static JsonBuilder *begin_line_full(BridgeJob *job, const char *text, const char *thinking, guint first_call,
+                                    guint n_calls)
 {
     OllamaJob *o = job->data;
     JsonBuilder *b = json_builder_new();
@@ -57,28 +59,62 @@ static JsonBuilder *begin_line(BridgeJob *job, const char *text)
         json_builder_begin_object(b);
         add_str(b, "role", "assistant");
         add_str(b, "content", text);
+        if (thinking != NULL && *thinking != '\0')
+            add_str(b, "thinking", thinking);
+        if (n_calls > 0)
+            bridge_job_add_tool_calls(job, b, first_call, n_calls);
         json_builder_end_object(b);
     } else {
         add_str(b, "response", text);
+        if (thinking != NULL && *thinking != '\0')
+            add_str(b, "thinking", thinking);
     }
     return b;
 }
 
-static void ollama_token(BridgeJob *job, const char *text, GString *out)
+static JsonBuilder *begin_line(BridgeJob *job, const char *text)
 {
-    g_autoptr(JsonBuilder) b = begin_line(job, text);
+    return begin_line_full(job, text, NULL, 0, 0);
+}
+
+/* a line of a stream before the last */
+static void ollama_line(JsonBuilder *b, GString *out)
+{
     json_builder_set_member_name(b, "done");
     json_builder_add_boolean_value(b, FALSE);
     json_builder_end_object(b);
     append_json(out, b);
 }
 
+static void ollama_thinking(BridgeJob *job, const char *text, GString *out)
+{
+    g_autoptr(JsonBuilder) b = begin_line_full(job, "", text, 0, 0);
+    ollama_line(b, out);
+}
+
+static void ollama_tool_call(BridgeJob *job, guint index, const char *id, const char *name, const char *arguments,
+                             GString *out)
+{
+    (void)id, (void)name, (void)arguments;
+    g_autoptr(JsonBuilder) b = begin_line_full(job, "", NULL, index, 1);
+    ollama_line(b, out);
+}
+
+static void ollama_token(BridgeJob *job, const char *text, GString *out)
+{
+    g_autoptr(JsonBuilder) b = begin_line(job, text);
+    ollama_line(b, out);
+}
+
 static void ollama_finished(BridgeJob *job, const char *reason, GVariant *stats, GString *out)
 {
-    g_autoptr(JsonBuilder) b = begin_line(job, job->stream ? "" : npullm_request_get_text(job->request));
+    g_autoptr(JsonBuilder) b = job->stream ? begin_line(job, "")
+                                           : begin_line_full(job, npullm_request_get_text(job->request),
+                                                             job->thinking->str, 0, job->tool_calls->len);
     json_builder_set_member_name(b, "done");
     json_builder_add_boolean_value(b, TRUE);
-    add_str(b, "done_reason", reason);
+    /* Ollama ends a turn with calls as "stop" */
+    add_str(b, "done_reason", g_strcmp0(reason, "tool_calls") == 0 ? "stop" : reason);
     double total_ms = bridge_stats_double(stats, "total_time_ms");
     double first_ms = bridge_stats_double(stats, "time_to_first_token_ms");
     gint64 wall_ns = (g_get_monotonic_time() - job->start_us) * 1000;
@@ -104,6 +140,8 @@ static const BridgeFormat ollama_format = {
     .stream_content_type = "application/x-ndjson",
     .token = ollama_token,
     .finished = ollama_finished,
+    .tool_call = ollama_tool_call,
+    .thinking = ollama_thinking,
     .stream_error = ollama_stream_error,
 };
 
@@ -279,42 +317,42 @@ static void handle_show(SoupServer *server, SoupServerMessage *msg, const char *
 }
 
 /* The common members of generate and chat: model, stream, options,
- * format (plain text only), keep_alive (accepted: the idle timeout is
+ * format ("json" or a JSON Schema), keep_alive (accepted: the idle timeout is
  * the administrator's). */
 static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObject *body, gboolean chat,
                                GError **error)
 {
-    const char *model = NULL, *format = NULL;
+    const char *model = NULL;
     gboolean stream = TRUE;
     JsonObject *options = NULL;
     JsonNode *format_node = json_object_get_member(body, "format");
     if (!bridge_json_string(body, "model", &model, error) || !bridge_json_bool(body, "stream", &stream, error) ||
         !bridge_json_object(body, "options", &options, error))
         return NULL;
-    if (format_node != NULL && !JSON_NODE_HOLDS_NULL(format_node)) {
-        if (json_node_get_value_type(format_node) == G_TYPE_STRING)
-            format = json_node_get_string(format_node);
-        if (format == NULL || *format != '\0') {
-            g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
-                        "\"format\" (structured output) is not supported by npullm");
-            return NULL;
-        }
-    }
-    JsonArray *tools = NULL;
-    if (!bridge_json_array(body, "tools", &tools, error))
-        return NULL;
-    if (tools != NULL && json_array_get_length(tools) > 0) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, "\"tools\" (tool calling) is not supported by npullm");
-        return NULL;
-    }
     BridgeJob *job = bridge_job_new(bridge, msg, BRIDGE_API_OLLAMA, &ollama_format, stream, model);
     OllamaJob *o = g_new0(OllamaJob, 1);
     o->chat = chat;
     job->data = o;
     job->data_free = g_free;
     /* a bad option leaves *error set: the caller rejects the job */
-    if (options != NULL)
-        bridge_options_apply(options, ollama_options, G_N_ELEMENTS(ollama_options), job->options, error);
+    if (options != NULL &&
+        !bridge_options_apply(options, ollama_options, G_N_ELEMENTS(ollama_options), job->options, error))
+        return job;
+    JsonNode *think = json_object_get_member(body, "think");
+    if (think != NULL && !JSON_NODE_HOLDS_NULL(think)) {
+        if (json_node_get_value_type(think) != G_TYPE_BOOLEAN) {
+            /* "high"/"medium"/"low" (gpt-oss) is thinking on */
+            if (json_node_get_value_type(think) != G_TYPE_STRING) {
+                g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "\"think\" must be true, false or a level");
+                return job;
+            }
+            g_object_set(job->options, "think", TRUE, NULL);
+        } else {
+            g_object_set(job->options, "think", json_node_get_boolean(think), NULL);
+        }
+    }
+    if (bridge_option_format(job->options, format_node, error) && chat)
+        bridge_option_tools(job->options, body, error);
     return job;
 }
 

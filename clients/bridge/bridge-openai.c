@@ -57,8 +57,10 @@ static JsonBuilder *begin_object(BridgeJob *job, gboolean chunk)
     return b;
 }
 
-/* one choice with its text (a delta, a message or a completion text) */
-static void add_choice(BridgeJob *job, JsonBuilder *b, const char *text, const char *finish_reason, gboolean delta)
+/* one choice with its text (a delta, a message or a completion text) and
+ * the tool calls [first, first + n_calls) */
+static void add_choice(BridgeJob *job, JsonBuilder *b, const char *text, const char *finish_reason, gboolean delta,
+                       guint first_call, guint n_calls)
 {
     OpenaiJob *o = job->data;
     json_builder_begin_object(b);
@@ -69,8 +71,16 @@ static void add_choice(BridgeJob *job, JsonBuilder *b, const char *text, const c
         if (!delta || !o->role_sent)
             add_str(b, "role", "assistant");
         o->role_sent = TRUE;
-        if (text != NULL)
+        if (text != NULL && (*text != '\0' || n_calls == 0)) {
             add_str(b, "content", text);
+        } else if (!delta) {
+            json_builder_set_member_name(b, "content");
+            json_builder_add_null_value(b);
+        }
+        if (!delta && job->thinking->len > 0)
+            add_str(b, "reasoning_content", job->thinking->str);
+        if (n_calls > 0)
+            bridge_job_add_tool_calls(job, b, first_call, n_calls);
         json_builder_end_object(b);
     } else {
         add_str(b, "text", text != NULL ? text : "");
@@ -107,7 +117,45 @@ static void append_event(GString *out, JsonBuilder *b)
 static void openai_token(BridgeJob *job, const char *text, GString *out)
 {
     g_autoptr(JsonBuilder) b = begin_object(job, TRUE);
-    add_choice(job, b, text, NULL, TRUE);
+    add_choice(job, b, text, NULL, TRUE, 0, 0);
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    append_event(out, b);
+}
+
+/* streamed thinking: a delta with reasoning_content (as DeepSeek's and
+ * llama.cpp's servers send it) */
+static void openai_thinking(BridgeJob *job, const char *text, GString *out)
+{
+    OpenaiJob *o = job->data;
+    if (!o->chat)
+        return;
+    g_autoptr(JsonBuilder) b = begin_object(job, TRUE);
+    json_builder_begin_object(b);
+    add_int(b, "index", 0);
+    json_builder_set_member_name(b, "delta");
+    json_builder_begin_object(b);
+    if (!o->role_sent)
+        add_str(b, "role", "assistant");
+    o->role_sent = TRUE;
+    add_str(b, "reasoning_content", text);
+    json_builder_end_object(b);
+    json_builder_set_member_name(b, "finish_reason");
+    json_builder_add_null_value(b);
+    json_builder_end_object(b);
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    append_event(out, b);
+}
+
+/* a streamed call: one chunk with the whole call, as OpenAI sends a call
+ * whose arguments are complete */
+static void openai_tool_call(BridgeJob *job, guint index, const char *id, const char *name, const char *arguments,
+                             GString *out)
+{
+    (void)id, (void)name, (void)arguments;
+    g_autoptr(JsonBuilder) b = begin_object(job, TRUE);
+    add_choice(job, b, NULL, NULL, TRUE, index, 1);
     json_builder_end_array(b);
     json_builder_end_object(b);
     append_event(out, b);
@@ -116,10 +164,12 @@ static void openai_token(BridgeJob *job, const char *text, GString *out)
 static void openai_finished(BridgeJob *job, const char *reason, GVariant *stats, GString *out)
 {
     OpenaiJob *o = job->data;
-    const char *finish = g_strcmp0(reason, "length") == 0 ? "length" : "stop";
+    const char *finish = g_strcmp0(reason, "length") == 0       ? "length"
+                         : g_strcmp0(reason, "tool_calls") == 0 ? "tool_calls"
+                                                                : "stop";
     if (!job->stream) {
         g_autoptr(JsonBuilder) b = begin_object(job, FALSE);
-        add_choice(job, b, npullm_request_get_text(job->request), finish, FALSE);
+        add_choice(job, b, npullm_request_get_text(job->request), finish, FALSE, 0, job->tool_calls->len);
         json_builder_end_array(b);
         add_usage(b, stats);
         json_builder_end_object(b);
@@ -129,7 +179,7 @@ static void openai_finished(BridgeJob *job, const char *reason, GVariant *stats,
         return;
     }
     g_autoptr(JsonBuilder) b = begin_object(job, TRUE);
-    add_choice(job, b, o->chat ? NULL : "", finish, TRUE);
+    add_choice(job, b, o->chat ? NULL : "", finish, TRUE, 0, 0);
     json_builder_end_array(b);
     json_builder_end_object(b);
     append_event(out, b);
@@ -154,6 +204,8 @@ static const BridgeFormat openai_format = {
     .stream_content_type = "text/event-stream",
     .token = openai_token,
     .finished = openai_finished,
+    .tool_call = openai_tool_call,
+    .thinking = openai_thinking,
     .stream_error = openai_stream_error,
 };
 
@@ -222,18 +274,15 @@ static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObjec
     gboolean stream = FALSE, include_usage = FALSE;
     double n = 1;
     JsonObject *stream_options = NULL;
-    JsonArray *tools = NULL;
+    gboolean parallel = TRUE; /* accepted: required/a name make one call, auto parses all */
     if (!bridge_json_string(body, "model", &model, error) || !bridge_json_bool(body, "stream", &stream, error) ||
         !bridge_json_object(body, "stream_options", &stream_options, error) ||
         (stream_options != NULL && !bridge_json_bool(stream_options, "include_usage", &include_usage, error)) ||
-        !bridge_json_number(body, "n", &n, NULL, error) || !bridge_json_array(body, "tools", &tools, error))
+        !bridge_json_number(body, "n", &n, NULL, error) ||
+        !bridge_json_bool(body, "parallel_tool_calls", &parallel, error))
         return NULL;
     if (n != 1) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, "\"n\" must be 1: npullm gives one choice");
-        return NULL;
-    }
-    if (tools != NULL && json_array_get_length(tools) > 0) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, "\"tools\" (tool calling) is not supported by npullm");
         return NULL;
     }
     BridgeJob *job = bridge_job_new(bridge, msg, BRIDGE_API_OPENAI, &openai_format, stream, model);
@@ -244,7 +293,9 @@ static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObjec
     o->id = g_strconcat(chat ? "chatcmpl-" : "cmpl-", uuid, NULL);
     job->data = o;
     job->data_free = openai_job_free;
-    bridge_options_apply(body, openai_options, G_N_ELEMENTS(openai_options), job->options, error);
+    if (bridge_options_apply(body, openai_options, G_N_ELEMENTS(openai_options), job->options, error) &&
+        bridge_option_response_format(job->options, json_object_get_member(body, "response_format"), error))
+        bridge_option_tools(job->options, body, error);
     return job;
 }
 

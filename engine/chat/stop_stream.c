@@ -17,6 +17,8 @@ struct npl_stream {
     npl_buf held; /* decoded, complete UTF-8, not yet emitted */
     npl_finish_reason finish;
     bool closed; /* everything was emitted or dropped: nothing more will be */
+    int32_t keep[NPL_STREAM_MAX_KEEP]; /* control tokens shown as their text */
+    size_t n_keep;
 };
 
 /* Output is valid UTF-8, so only a valid stop string can ever match, and
@@ -176,6 +178,40 @@ static npl_finish_reason fail(npl_stream *st)
     return st->finish;
 }
 
+npl_status npl_stream_keep_tokens(npl_stream *st, const char *const *texts, size_t n, npl_error *err)
+{
+    if (!st || (n > 0 && !texts))
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "stream: stream and texts are required");
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = texts[i] ? npl_tokenizer_find(st->tok, texts[i]) : -1;
+        if (id < 0 || npl_tokenizer_token_type(st->tok, id) != NPL_TOKEN_CONTROL)
+            continue;
+        if (st->n_keep == NPL_STREAM_MAX_KEEP)
+            return npl_error_set(err, NPL_ERR_INVALID_ARG, "stream: more than %d kept tokens", NPL_STREAM_MAX_KEEP);
+        st->keep[st->n_keep++] = id;
+    }
+    return NPL_OK;
+}
+
+static bool kept(const npl_stream *st, int32_t id)
+{
+    for (size_t i = 0; i < st->n_keep; i++)
+        if (st->keep[i] == id)
+            return true;
+    return false;
+}
+
+/* A kept control token: what came before it, then its spelling. */
+static npl_status push_kept(npl_stream *st, int32_t id, npl_error *err)
+{
+    npl_status s = npl_detok_flush(&st->detok, &st->held, err);
+    if (s != NPL_OK)
+        return s;
+    char text[256];
+    size_t len = npl_token_to_bytes(st->tok, id, true, text, sizeof text);
+    return npl_buf_append(&st->held, text, len < sizeof text ? len : sizeof text, err);
+}
+
 npl_finish_reason npl_stream_push(npl_stream *st, int32_t id, npl_buf *out, npl_error *err)
 {
     npl_error_clear(err);
@@ -196,7 +232,8 @@ npl_finish_reason npl_stream_push(npl_stream *st, int32_t id, npl_buf *out, npl_
         st->finish = NPL_FINISH_STOP;
         return release_all(st, out, err) == NPL_OK ? st->finish : fail(st);
     }
-    if (npl_detok_push(&st->detok, id, &st->held, err) != NPL_OK)
+    npl_status pushed = kept(st, id) ? push_kept(st, id, err) : npl_detok_push(&st->detok, id, &st->held, err);
+    if (pushed != NPL_OK)
         return fail(st);
 
     size_t pos;

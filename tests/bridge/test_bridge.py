@@ -30,8 +30,10 @@ NOBODY = 65534
 
 
 def model_dir(workdir):
-    """tiny, tiny2, broken from the service tests, plus vision + its projector."""
+    """tiny, tiny2, broken from the service tests, plus vision + its projector
+    and think (a Qwen 3 whose template opens the <think> block)."""
     d = tb.make_model_dir(workdir)
+    tb.place_model(tb.env_path("NPULLM_TEST_QWEN_MODEL"), os.path.join(d, "think.gguf"))
     tb.place_model(tb.env_path("NPULLM_TEST_VISION_MODEL"), os.path.join(d, "vision.gguf"))
     tb.place_model(tb.env_path("NPULLM_TEST_MMPROJ"), os.path.join(d, "vision.mmproj.gguf"))
     return d
@@ -187,7 +189,7 @@ class BridgeTest(ServiceTestCase):
         self.assertRegex(self.assertStatus(200, self.get("/api/version"))["version"], r"^\d+\.\d+\.\d+$")
         tags = self.assertStatus(200, self.get("/api/tags"))
         names = sorted(m["name"] for m in tags["models"])
-        self.assertEqual(names, ["tiny2:latest", "tiny:latest", "vision:latest"])
+        self.assertEqual(names, ["think:latest", "tiny2:latest", "tiny:latest", "vision:latest"])
         tiny = [m for m in tags["models"] if m["name"] == "tiny:latest"][0]
         self.assertEqual(tiny["details"]["family"], "llama")
         self.assertEqual(tiny["details"]["format"], "gguf")
@@ -320,10 +322,11 @@ class BridgeTest(ServiceTestCase):
             ("/api/generate", {"model": "tiny", "prompt": "x", "options": "fast"}, '"options" must be an object'),
             ("/api/generate", {"model": "tiny", "prompt": "x", "images": ["%%%"]}, "base64"),
             ("/api/generate", {"model": "tiny", "prompt": "x", "images": ["QQ==", "QQ=="]}, "one image"),
-            ("/api/generate", {"model": "tiny", "prompt": "x", "format": "json"}, "structured output"),
+            ("/api/generate", {"model": "tiny", "prompt": "x", "format": "yaml"}, '"format" must be'),
+            ("/api/generate", {"model": "tiny", "prompt": "x", "format": {"type": "nope"}}, "/type"),
             ("/api/generate", {"model": "tiny", "prompt": "x", "suffix": "y"}, "fill-in-the-middle"),
             ("/api/chat", {"model": "tiny", "messages": [{"role": "user", "content": "x"}],
-                           "tools": [{"type": "function"}]}, "tool calling"),
+                           "tools": [{"type": "function"}]}, "tools[0].function"),
         ]
         for path, body, words in wrong_types:
             doc = self.assertStatus(400, self.post(path, body))
@@ -368,7 +371,7 @@ class BridgeTest(ServiceTestCase):
     def test_openai(self):
         models = self.assertStatus(200, self.get("/v1/models"), "openai")
         self.assertEqual(models["object"], "list")
-        self.assertEqual(sorted(m["id"] for m in models["data"]), ["tiny", "tiny2", "vision"])
+        self.assertEqual(sorted(m["id"] for m in models["data"]), ["think", "tiny", "tiny2", "vision"])
         self.assertEqual(self.assertStatus(200, self.get("/v1/models/tiny"), "openai")["id"], "tiny")
         self.assertStatus(404, self.get("/v1/models/nope"), "openai")
         r = self.assertStatus(200, self.post("/v1/chat/completions", {
@@ -725,8 +728,9 @@ class BridgeTest(ServiceTestCase):
                            cwd=TESTS, capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         for case in ("ollama list", "ollama chat stream", "ollama generate stream", "ollama non-streaming",
-                     "ollama image", "ollama abort", "openai models", "openai chat stream", "openai non-streaming",
-                     "openai image", "openai abort", "concurrent streams"):
+                     "ollama image", "ollama format schema", "ollama chat tools", "ollama think", "ollama abort", "openai models", "openai chat stream", "openai non-streaming",
+                     "openai image", "openai response_format json_schema", "openai tool_choice required",
+                     "openai named tool streamed", "openai tool round trip", "openai reasoning_content", "openai abort", "concurrent streams"):
             self.assertIn("ok " + case + "\n", p.stdout)
         # both aborted streams were cancelled in the daemon: Finished said
         # "cancelled" long before their 3000 tokens

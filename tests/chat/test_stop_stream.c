@@ -172,6 +172,18 @@ static void test_plain_and_eog(const npl_tokenizer *tok)
     CHECK(out.len == 0);
     npl_buf_free(&out);
     npl_stream_free(st);
+
+    /* ... unless kept (as tool-call markers are): <|start_header_id|> is
+     * 128006; <|end_header_id|> (128007) is not kept; a text that is no
+     * control token is ignored */
+    st = make(tok, NULL, 0, 0);
+    const char *keep[] = {"<|start_header_id|>", "Hello", "<|no such token|>"};
+    CHECK(npl_stream_keep_tokens(st, keep, 3, &err) == NPL_OK);
+    CHECK(npl_stream_push(st, 128006, &out, &err) == NPL_FINISH_NONE);
+    CHECK(npl_stream_push(st, 128007, &out, &err) == NPL_FINISH_NONE);
+    CHECKF(out.len == 19 && memcmp(out.data, "<|start_header_id|>", 19) == 0, "kept: '%s'", out.data);
+    npl_buf_free(&out);
+    npl_stream_free(st);
     npl_tokens_free(&t);
 }
 

@@ -386,6 +386,14 @@ def place_model(src, dst):
         shutil.copyfile(src, dst)
 
 
+def qwen_model_dir(workdir):
+    """models/qwen.gguf: the model NPULLM_TEST_QWEN_MODEL names."""
+    d = os.path.join(workdir, "models")
+    os.makedirs(d)
+    place_model(env_path("NPULLM_TEST_QWEN_MODEL"), os.path.join(d, "qwen.gguf"))
+    return d
+
+
 def make_model_dir(workdir):
     """tiny.gguf and tiny2.gguf (the test model), tiny.mmproj.gguf (named
     as a projector, so not a model, but not one, so not paired) and

@@ -22,12 +22,7 @@ def thinking_of(c, path):
 class ThinkingTest(ServiceTestCase):
     ARGS = ("--default-model", "qwen")
 
-    @staticmethod
-    def make_model_dir(workdir):
-        d = os.path.join(workdir, "models")
-        os.makedirs(d)
-        tb.place_model(tb.env_path("NPULLM_TEST_QWEN_MODEL"), os.path.join(d, "qwen.gguf"))
-        return d
+    make_model_dir = staticmethod(tb.qwen_model_dir)
 
     def run_with(self, c, think, method="Generate"):
         opts = dict(GREEDY)

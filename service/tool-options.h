@@ -1,0 +1,39 @@
+/* The Chat options tools and tool_choice: validation, and the grammar
+ * that holds the output to a call when tool_choice asks for one. */
+#ifndef NPD_TOOL_OPTIONS_H
+#define NPD_TOOL_OPTIONS_H
+
+#include <glib.h>
+
+#include "npullm.h"
+
+#define NPD_MAX_TOOLS 64
+#define NPD_MAX_TOOL_NAME 64
+
+typedef struct {
+    gchar *json;       /* the tools array (compact JSON), as the template gets it */
+    GPtrArray *names;  /* gchar*: each function's name */
+    GPtrArray *params; /* gchar*: each function's parameters as grammar text */
+} NpdTools;
+
+/* A JSON array of 1..NPD_MAX_TOOLS {"type": "function", "function":
+ * {"name", "description"?, "parameters"?}}; names [A-Za-z0-9_-]{1,64},
+ * unique; parameters a JSON Schema the compiler takes (absent: any
+ * object). Errors are InvalidArgument starting with "tools" and naming
+ * the place (tools[1].function.parameters: /properties/x/type: ...). */
+NpdTools *npd_tools_parse(const char *json, gsize len, GError **error);
+void npd_tools_free(NpdTools *t);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdTools, npd_tools_free)
+
+/* The grammar text of output that is exactly one call, in the family's
+ * shape, to the function named only (NULL: any of them) with arguments
+ * that validate against its parameters. Each function's rules are renamed
+ * apart (prefix "fN-"), so their names cannot collide. */
+gchar *npd_tools_call_grammar(const NpdTools *t, const char *only, const npl_tool_call_shape *shape);
+
+/* The conversation (NpdChatMessage*) as the JSON array the chat template
+ * gets: role, content and the tool fields (tool_calls parsed). NULL when
+ * no message has tool fields and with_tools is FALSE: the plain path does. */
+gchar *npd_chat_messages_json(const GPtrArray *messages, gboolean with_tools);
+
+#endif
