@@ -173,6 +173,19 @@ static uint32_t rx_char(rx *R)
     return cp;
 }
 
+/* Past a backslash at R->p: the escaped character in *e, or false (and
+ * failed) when the pattern ends there. */
+static bool rx_take_escape(rx *R, char *e)
+{
+    R->p++;
+    if (R->p >= R->n) {
+        rx_fail(R, "pattern ends after '\\'");
+        return false;
+    }
+    *e = R->s[R->p++];
+    return true;
+}
+
 static void rx_class(rx *R)
 {
     R->p++; /* [ */
@@ -193,12 +206,9 @@ static void rx_class(rx *R)
         first = false;
         uint32_t lo;
         if (R->s[R->p] == '\\') {
-            R->p++;
-            if (R->p >= R->n) {
-                rx_fail(R, "pattern ends after '\\'");
+            char e;
+            if (!rx_take_escape(R, &e))
                 return;
-            }
-            char e = R->s[R->p++];
             if (is_shorthand(e)) {
                 bool neg;
                 rset sub = {.n = 0};
@@ -301,12 +311,9 @@ static void rx_seq(rx *R)
             rset s = {.n = 0};
             emit_class(R, &s, true);
         } else if (c == '\\') {
-            R->p++;
-            if (R->p >= R->n) {
-                rx_fail(R, "pattern ends after '\\'");
+            char e;
+            if (!rx_take_escape(R, &e))
                 return;
-            }
-            char e = R->s[R->p++];
             if (is_shorthand(e)) {
                 rset s = {.n = 0};
                 bool neg;
