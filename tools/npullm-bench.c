@@ -32,6 +32,7 @@
 #include "bench_grammar.h"
 #include "bench_embed.h"
 #include "bench_peak.h"
+#include "bench_record.h"
 #include "bench_image.h"
 #include "bench_matmul.h"
 #include "gguf.h"
@@ -58,6 +59,8 @@ static const char usage_text[] =
     "  --device D  cpu (default), npu-emu, npu or auto; on an NPU device the counted\n"
     "              dispatches and host<->device bytes per token are printed too\n"
     "  --json      one JSON object on stdout\n"
+    "  --record F  --json, and the object appended to the results file F as one line with\n"
+    "              the date, CPU, load and command (bench/results-<machine kind>.jsonl)\n"
     "  --barrier   time an empty parallel section of the thread pool\n"
     "  --matmul    time the matrix kernels alone (Q4_0, Q8_0, Q4_K; 1 and 64 vectors)\n"
     "  --attention time a follow-up turn's prefill attention alone, per-query against multi-position kernel\n"
@@ -79,6 +82,7 @@ typedef struct options {
     long p, n, t, b, r, chunk;
     bool json, barrier, matmul, attention, peak, exact, bf16, q8, grammar, embed;
     const char *vocab; /* --vocab for --grammar */
+    const char *record; /* --record FILE */
     const char *image, *mmproj; /* --image FILE MMPROJ */
     bool reps_given;
 } options;
@@ -153,6 +157,11 @@ static options parse(int argc, char **argv)
                 usage_error("--kv needs f16 or q8_0");
             o.kv = argv[++i];
         } else if (!strcmp(a, "--json")) {
+            o.json = true;
+        } else if (!strcmp(a, "--record")) {
+            if (i + 1 >= argc)
+                usage_error("--record needs a results file");
+            o.record = argv[++i];
             o.json = true;
         } else if (!strcmp(a, "--barrier")) {
             o.barrier = true;
@@ -412,6 +421,8 @@ static void print_device_stats_json(const npl_device_stats *d)
 int main(int argc, char **argv)
 {
     options o = parse(argc, argv);
+    if (o.record && !bench_record_start(o.record, argc, argv))
+        die("cannot record the result", strerror(errno));
     if (o.barrier)
         return bench_barrier(&o);
     if (o.matmul)
