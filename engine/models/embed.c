@@ -310,7 +310,7 @@ static npl_status tokenize_all(npl_model *m, const char *const *texts, const siz
                                npl_error *err)
 {
     uint32_t ctx = m->hp.n_ctx_train;
-    int32_t sep = npl_tokenizer_sep(m->tok);
+    int32_t sep = npl_tokenizer_end(m->tok); /* [SEP], or Qwen3-Embedding's EOS */
     for (size_t i = 0; i < n; i++) {
         if (!texts[i])
             return npl_error_set(err, NPL_ERR_INVALID_ARG, "embed: text %zu is NULL", i);
