@@ -11,12 +11,17 @@
  *     a = softmax(q k^T / sqrt(head_dim)) v       over the text's rows
  *     x = LayerNorm(x + Wo a + bo)
  *     x = LayerNorm(x + Wdown GELU(Wup x + bup) + bdown)
- *   vector = pool(x over the text's rows), cut to `dimensions`, L2-normalised */
+ *   vector = pool(x over the text's rows), cut to `dimensions`, L2-normalised
+ *
+ * nomic-bert: no pos_embd, NEOX RoPE on q and k at the row's position
+ * instead, no projection biases but the output's (when present), and the
+ * FFN is Wdown (SiLU(Wgate x) * Wup x). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "act_gelu.h"
+#include "embed_internal.h"
 #include "model_arch.h"
 #include "model_internal.h"
 
@@ -33,7 +38,7 @@ void npl_embed_options_default(npl_embed_options *o)
 
 bool npl_model_is_embedding(const npl_model *m)
 {
-    return m && m->arch && m->arch->encoder;
+    return m && m->arch && (m->arch->encoder || m->enc.decoder);
 }
 
 uint32_t npl_model_embedding_dim(const npl_model *m)
@@ -64,6 +69,8 @@ typedef struct pass {
     const uint32_t *row_seq; /* text of each row */
     size_t n_rows, n_seqs, max_len;
     float *x, *t, *q, *k, *v, *a, *up; /* rows * (n_embd | n_ff) */
+    float *gate;                       /* rows * n_ff, gated FFNs only */
+    float *rope;                       /* rows * n_rot: cos, sin per pair; RoPE models only */
     float *scores;                     /* n_threads * max_len */
     const float *bias, *norm_w, *norm_b; /* add_norm_task's arguments */
 } pass;
@@ -89,19 +96,49 @@ static void embed_task(void *ctx, size_t begin, size_t end, int thread)
     (void)thread;
     pass *p = ctx;
     const npl_model *m = p->m;
-    size_t e = m->hp.n_embd;
+    const npl_encoder *enc = &m->enc;
+    size_t e = m->hp.n_embd, half = m->hp.n_rot / 2;
     float *row = p->t + begin * e; /* this slice's rows of scratch */
     for (size_t i = begin; i < end; i++, row += e) {
         float *x = p->x + i * e;
         uint32_t pos = (uint32_t)(i - p->start[p->row_seq[i]]);
         npl_matrix_get_row(&m->tok_embd, p->tokens[i], x);
-        npl_matrix_get_row(&m->enc.type_embd, 0, row);
-        for (size_t j = 0; j < e; j++)
-            x[j] += row[j];
-        npl_matrix_get_row(&m->enc.pos_embd, pos, row);
-        for (size_t j = 0; j < e; j++)
-            x[j] += row[j];
-        layer_norm(x, e, m->enc.norm_eps, m->enc.embd_norm, m->enc.embd_norm_b);
+        if (enc->type_embd.data) {
+            npl_matrix_get_row(&enc->type_embd, 0, row);
+            for (size_t j = 0; j < e; j++)
+                x[j] += row[j];
+        }
+        if (enc->pos_embd.data) {
+            npl_matrix_get_row(&enc->pos_embd, pos, row);
+            for (size_t j = 0; j < e; j++)
+                x[j] += row[j];
+        }
+        layer_norm(x, e, enc->norm_eps, enc->embd_norm, enc->embd_norm_b);
+        for (size_t j = 0; enc->rope && j < half; j++) {
+            double theta = (double)pos * m->rope_inv_freq[j];
+            p->rope[i * 2 * half + 2 * j] = (float)cos(theta);
+            p->rope[i * 2 * half + 2 * j + 1] = (float)sin(theta);
+        }
+    }
+}
+
+/* NEOX RoPE (pairs x[j], x[j + half]) of every head of q and k of a row. */
+static void rope_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    pass *p = ctx;
+    const npl_hparams *hp = &p->m->hp;
+    size_t e = hp->n_embd, hd = hp->head_dim, half = hp->n_rot / 2;
+    for (size_t i = begin; i < end; i++) {
+        const float *cs = p->rope + i * 2 * half;
+        for (size_t h = 0; h < 2 * (size_t)hp->n_head; h++) {
+            float *v = (h < hp->n_head ? p->q : p->k) + i * e + (h % hp->n_head) * hd;
+            for (size_t j = 0; j < half; j++) {
+                float x0 = v[j], x1 = v[j + half];
+                v[j] = x0 * cs[2 * j] - x1 * cs[2 * j + 1];
+                v[j + half] = x0 * cs[2 * j + 1] + x1 * cs[2 * j];
+            }
+        }
     }
 }
 
@@ -115,7 +152,7 @@ static void add_norm_task(void *ctx, size_t begin, size_t end, int thread)
         float *x = p->x + i * e;
         const float *t = p->t + i * e;
         for (size_t j = 0; j < e; j++)
-            x[j] += t[j] + p->bias[j];
+            x[j] += t[j] + (p->bias ? p->bias[j] : 0.0f);
         layer_norm(x, e, p->m->enc.norm_eps, p->norm_w, p->norm_b);
     }
 }
@@ -158,14 +195,19 @@ static void attention_task(void *ctx, size_t begin, size_t end, int thread)
     }
 }
 
-/* up = GELU(up + b_up), one row per task. */
-static void gelu_task(void *ctx, size_t begin, size_t end, int thread)
+/* up = GELU(up + b_up), or with a gate gate = SiLU(gate) * up; one row
+ * per task. */
+static void ffn_act_task(void *ctx, size_t begin, size_t end, int thread)
 {
     (void)thread;
     pass *p = ctx;
     size_t f = p->m->hp.n_ff;
-    for (size_t i = begin; i < end; i++)
-        npl_act_bias_f32(p->m->simd, NPL_ACT_GELU_TANH, p->up + i * f, p->bias, f);
+    for (size_t i = begin; i < end; i++) {
+        if (p->gate)
+            npl_act_gated_f32(p->m->simd, NPL_ACT_SILU, p->gate + i * f, p->up + i * f, f);
+        else
+            npl_act_bias_f32(p->m->simd, NPL_ACT_GELU_TANH, p->up + i * f, p->bias, f);
+    }
 }
 
 /* y[rows] = W x[rows] (+ bias when given), in runs of the matrix
@@ -195,17 +237,34 @@ static void run_pass(pass *p)
         project(p, &L->wq, p->x, e, p->q, L->bq);
         project(p, &L->wk, p->x, e, p->k, L->bk);
         project(p, &L->wv, p->x, e, p->v, L->bv);
+        if (m->enc.rope)
+            npl_threadpool_run(m->pool, p->n_rows, rope_task, p);
         npl_threadpool_run(m->pool, p->n_rows * hp->n_head, attention_task, p);
         project(p, &L->wo, p->a, e, p->t, NULL);
         p->bias = L->bo, p->norm_w = L->attn_out_norm, p->norm_b = L->attn_out_norm_b;
         npl_threadpool_run(m->pool, p->n_rows, add_norm_task, p);
         project(p, &L->w_up, p->x, e, p->up, NULL);
+        if (p->gate)
+            project(p, &L->w_gate, p->x, e, p->gate, NULL);
         p->bias = L->b_up;
-        npl_threadpool_run(m->pool, p->n_rows, gelu_task, p);
-        project(p, &L->w_down, p->up, hp->n_ff, p->t, NULL);
+        npl_threadpool_run(m->pool, p->n_rows, ffn_act_task, p);
+        project(p, &L->w_down, p->gate ? p->gate : p->up, hp->n_ff, p->t, NULL);
         p->bias = L->b_down, p->norm_w = L->out_norm, p->norm_b = L->out_norm_b;
         npl_threadpool_run(m->pool, p->n_rows, add_norm_task, p);
     }
+}
+
+/* The first dim values of a vector as they are or L2-normalised. */
+static void finish_vector(float *out, uint32_t dim, bool normalize)
+{
+    if (!normalize)
+        return;
+    double sq = 0.0;
+    for (size_t j = 0; j < dim; j++)
+        sq += (double)out[j] * out[j];
+    float inv = sq > 0.0 ? (float)(1.0 / sqrt(sq)) : 0.0f;
+    for (size_t j = 0; j < dim; j++)
+        out[j] *= inv;
 }
 
 /* Text s's vector from its rows: pooled, cut, normalised. */
@@ -224,14 +283,25 @@ static void pool_text(const pass *p, size_t s, const npl_embed_options *o, uint3
         size_t r = m->enc.pooling == NPL_POOLING_CLS ? a : a + len - 1;
         memcpy(out, p->x + r * e, dim * sizeof *out);
     }
-    if (o->normalize) {
-        double sq = 0.0;
-        for (size_t j = 0; j < dim; j++)
-            sq += (double)out[j] * out[j];
-        float inv = sq > 0.0 ? (float)(1.0 / sqrt(sq)) : 0.0f;
-        for (size_t j = 0; j < dim; j++)
-            out[j] *= inv;
+    finish_vector(out, dim, o->normalize);
+}
+
+/* Decoder embedders: pooled full vectors, then each cut and normalised. */
+static npl_status embed_decoder(npl_model *m, const npl_tokens *all, const size_t *starts, size_t n,
+                                const npl_embed_options *o, uint32_t dim, float *out, npl_embed_info *info,
+                                npl_error *err)
+{
+    size_t e = m->hp.n_embd;
+    float *pooled = malloc(n * e * sizeof *pooled);
+    if (!pooled)
+        return npl_error_set(err, NPL_ERR_NOMEM, "embed: out of memory for %zu vectors", n);
+    npl_status st = npl_embed_decoder(m, all->ids, starts, n, pooled, &info->n_passes, err);
+    for (size_t i = 0; !st && i < n; i++) {
+        memcpy(out + i * dim, pooled + i * e, dim * sizeof *out);
+        finish_vector(out + i * dim, dim, o->normalize);
     }
+    free(pooled);
+    return st;
 }
 
 /* Every text's tokens, one after the other, at starts[i]..starts[i+1]. */
@@ -240,7 +310,7 @@ static npl_status tokenize_all(npl_model *m, const char *const *texts, const siz
                                npl_error *err)
 {
     uint32_t ctx = m->hp.n_ctx_train;
-    int32_t sep = npl_tokenizer_sep(m->tok);
+    int32_t sep = npl_tokenizer_end(m->tok); /* [SEP], or Qwen3-Embedding's EOS */
     for (size_t i = 0; i < n; i++) {
         if (!texts[i])
             return npl_error_set(err, NPL_ERR_INVALID_ARG, "embed: text %zu is NULL", i);
@@ -300,7 +370,13 @@ static npl_status pass_alloc(pass *p, size_t rows, size_t max_len, npl_error *er
     p->up = malloc(rows * hp->n_ff * sizeof(float));
     p->scores = malloc((size_t)npl_threadpool_size(p->m->pool) * max_len * sizeof(float));
     p->row_seq = malloc(rows * sizeof *p->row_seq);
-    if (!p->x || !p->t || !p->q || !p->k || !p->v || !p->a || !p->up || !p->scores || !p->row_seq)
+    bool gated = p->m->layers[0].w_gate.data != NULL, rope = p->m->enc.rope;
+    if (gated)
+        p->gate = malloc(rows * hp->n_ff * sizeof(float));
+    if (rope)
+        p->rope = malloc(rows * hp->n_rot * sizeof(float));
+    if (!p->x || !p->t || !p->q || !p->k || !p->v || !p->a || !p->up || !p->scores || !p->row_seq ||
+        (gated && !p->gate) || (rope && !p->rope))
         return npl_error_set(err, NPL_ERR_NOMEM, "embed: out of memory for a pass of %zu tokens", rows);
     return NPL_OK;
 }
@@ -308,6 +384,7 @@ static npl_status pass_alloc(pass *p, size_t rows, size_t max_len, npl_error *er
 static void pass_free(pass *p)
 {
     free(p->x), free(p->t), free(p->q), free(p->k), free(p->v), free(p->a), free(p->up), free(p->scores);
+    free(p->gate), free(p->rope);
     free((void *)p->row_seq);
 }
 
@@ -335,6 +412,11 @@ npl_status npl_embed(npl_model *m, const char *const *texts, const size_t *lens,
     pass p = {.m = m};
     if ((st = tokenize_all(m, texts, lens, n, opts, &all, starts, info, err)))
         goto done;
+    if (m->enc.decoder) {
+        info->n_tokens = all.n;
+        st = embed_decoder(m, &all, starts, n, opts, dim, out, info, err);
+        goto done;
+    }
     size_t max_len = 0;
     for (size_t i = 0; i < n; i++)
         if (starts[i + 1] - starts[i] > max_len)

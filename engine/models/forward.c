@@ -455,9 +455,11 @@ static void embed_tokens(const npl_model *m, const int32_t *tokens, size_t n, fl
 
 /* Runs the rows set up in fw.row_seq / fw.row_pos over tokens[0..n), or
  * when tokens is NULL over the first layer's input embd[0..n) as is, and
- * writes the logits of rows [first_logit_row, n) to their sequences. */
+ * writes the logits of rows [first_logit_row, n) to their sequences, or
+ * when hidden is given their final-norm outputs there instead (rows of
+ * n_embd, decoder embedders). */
 static void forward_step(npl_model *m, const int32_t *tokens, const float *embd, size_t n,
-                         size_t first_logit_row, bool bidirectional)
+                         size_t first_logit_row, bool bidirectional, float *hidden)
 {
     const npl_hparams *hp = &m->hp;
     npl_forward_ws *fw = &m->fw;
@@ -526,6 +528,10 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
     c.delta_norm_w = m->layers[hp->n_layer - 1].post_ffn_norm;
     c.first_row = first_logit_row;
     npl_threadpool_run(pool, n_out, add_norm_task, &c);
+    if (hidden) {
+        memcpy(hidden, fw->xn + first_logit_row * e, n_out * e * sizeof *hidden);
+        return;
+    }
     for (size_t j = 0; j < n_out; j++) {
         npl_seq *s = fw->row_seq[first_logit_row + j];
         fw->logit_out[j] = s->logits;
@@ -578,7 +584,7 @@ npl_status npl_cpu_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size
             m->fw.row_pos[i] = s->pos + (uint32_t)i;
         }
         bool last = done + c == n;
-        forward_step(m, tokens + done, NULL, c, last ? c - 1 : c, false);
+        forward_step(m, tokens + done, NULL, c, last ? c - 1 : c, false, NULL);
         memcpy(s->hist + s->pos, tokens + done, c * sizeof *tokens);
         s->pos += (uint32_t)c;
         done += c;
@@ -632,7 +638,7 @@ npl_status npl_cpu_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tok
             m->fw.row_seq[r] = seqs[b0 + r];
             m->fw.row_pos[r] = seqs[b0 + r]->pos;
         }
-        forward_step(m, tokens + b0, NULL, c, 0, false);
+        forward_step(m, tokens + b0, NULL, c, 0, false, NULL);
         for (size_t r = 0; r < c; r++)
             seqs[b0 + r]->hist[seqs[b0 + r]->pos++] = tokens[b0 + r];
     }
@@ -681,11 +687,18 @@ npl_status npl_cpu_prefill_embeddings(npl_model *m, npl_seq *s, const float *emb
             m->fw.row_seq[i] = s;
             m->fw.row_pos[i] = s->pos + (uint32_t)i;
         }
-        forward_step(m, NULL, embd + done * e, c, done + c == n ? c - 1 : c, bidirectional);
+        forward_step(m, NULL, embd + done * e, c, done + c == n ? c - 1 : c, bidirectional, NULL);
         for (size_t i = 0; i < c; i++) /* no token: never matched by a pool */
             s->hist[s->pos + i] = -1;
         s->pos += (uint32_t)c;
         done += c;
     }
     return NPL_OK;
+}
+
+/* ---- hidden states (decoder embedders, engine/models/embed_decoder.c) ---- */
+
+void npl_cpu_forward_hidden(npl_model *m, const int32_t *tokens, size_t n, float *hidden)
+{
+    forward_step(m, tokens, NULL, n, 0, false, hidden);
 }

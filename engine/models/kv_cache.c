@@ -34,12 +34,17 @@ static uint32_t local_ring(const npl_model *m, uint32_t n_ctx)
 
 npl_seq *npl_seq_create(npl_model *m, uint32_t n_ctx, npl_error *err)
 {
-    if (!m) {
-        npl_error_set(err, NPL_ERR_INVALID_ARG, "no model");
+    if (m && npl_model_is_embedding(m)) {
+        npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s is an embedding model: it makes vectors, not text", m->name);
         return NULL;
     }
-    if (npl_model_is_embedding(m)) {
-        npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s is an embedding model: it makes vectors, not text", m->name);
+    return npl_seq_create_any(m, n_ctx, err);
+}
+
+npl_seq *npl_seq_create_any(npl_model *m, uint32_t n_ctx, npl_error *err)
+{
+    if (!m) {
+        npl_error_set(err, NPL_ERR_INVALID_ARG, "no model");
         return NULL;
     }
     const npl_hparams *hp = &m->hp;

@@ -71,6 +71,26 @@ static const npl_arch_tensor bert_tensors[] = {
 /* Variants of the family (gated FFN: jina-bert-v2; fused QKV: nomic-bert). */
 static const char *const refused_bert[] = {"ffn_gate.weight", "attn_qkv.weight"};
 
+/* nomic-bert: bert's post-norm layers with a SwiGLU FFN without biases;
+ * Q, K and V (fused or not) are bound by its finish hook. */
+static const npl_arch_tensor nomic_bert_tensors[] = {
+    ATTN_OUT,
+    {"attn_output.bias", NPL_SHAPE_EMBD, LAYER(bo), true},
+    {"attn_output_norm.weight", NPL_SHAPE_EMBD, LAYER(attn_out_norm), false},
+    {"attn_output_norm.bias", NPL_SHAPE_EMBD, LAYER(attn_out_norm_b), false},
+    {"ffn_up.weight", NPL_SHAPE_EMBD_FF, LAYER(w_up), false},
+    {"ffn_gate.weight", NPL_SHAPE_EMBD_FF, LAYER(w_gate), false},
+    {"ffn_down.weight", NPL_SHAPE_FF_EMBD, LAYER(w_down), false},
+    {"layer_output_norm.weight", NPL_SHAPE_EMBD, LAYER(out_norm), false},
+    {"layer_output_norm.bias", NPL_SHAPE_EMBD, LAYER(out_norm_b), false},
+};
+/* llama.cpp adds a QKV bias but ignores FFN biases in this graph (no
+ * published file has either); Q/K norms are jina's, experts nomic v2's. */
+static const char *const refused_nomic_bert[] = {
+    "attn_qkv.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "ffn_up.bias", "ffn_down.bias",
+    "attn_q_norm.weight", "attn_k_norm.weight", "ffn_gate_inp.weight",
+};
+
 static const char *const refused_biases_moe[] = {
     "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_gate_inp.weight",
 };
@@ -161,6 +181,7 @@ static const npl_arch arches[] = {
         .n_refused = COUNT(refused_biases_moe),
         .rope = NPL_ROPE_NEOX,
         .ffn = NPL_FFN_SILU,
+        .may_embed = true,
     },
     {
         .name = "bert",
@@ -173,6 +194,20 @@ static const npl_arch arches[] = {
         .ffn = NPL_FFN_GELU,
         .encoder = true,
     },
+    {
+        .name = "nomic-bert",
+        .default_rope_base = 10000.0f,
+        .prepare = npl_nomic_bert_prepare,
+        .read_extra = npl_nomic_bert_read_extra,
+        .finish = npl_nomic_bert_finish,
+        .tensors = nomic_bert_tensors,
+        .n_tensors = COUNT(nomic_bert_tensors),
+        .refused = refused_nomic_bert,
+        .n_refused = COUNT(refused_nomic_bert),
+        .rope = NPL_ROPE_NEOX,
+        .ffn = NPL_FFN_SILU,
+        .encoder = true,
+    },
 };
 
 const npl_arch *npl_arch_find(const char *name)
@@ -181,6 +216,20 @@ const npl_arch *npl_arch_find(const char *name)
         if (strcmp(arches[i].name, name) == 0)
             return &arches[i];
     return NULL;
+}
+
+/* The pooling key of a decoder embedder, "<arch>.pooling_type". */
+static bool has_pooling_key(const npl_arch *a, const npl_gguf *g)
+{
+    char key[96];
+    uint32_t v;
+    snprintf(key, sizeof key, "%s.pooling_type", a->name);
+    return npl_gguf_get_u32(g, key, &v);
+}
+
+bool npl_arch_makes_embeddings(const npl_arch *a, const npl_gguf *g)
+{
+    return a && (a->encoder || (a->may_embed && has_pooling_key(a, g)));
 }
 
 const char *npl_arch_names(char *buf, size_t cap)
@@ -332,6 +381,9 @@ npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err)
         (a->read_extra && (st = a->read_extra(&b))))
         return st;
     if (!a->encoder && (st = npl_bind_embeddings_and_output(&b)))
+        return st;
+    m->enc.decoder = !a->encoder && npl_arch_makes_embeddings(a, m->gguf);
+    if (m->enc.decoder && (st = npl_read_pooling(&b, &m->enc)))
         return st;
     if (a->rope_freqs && (st = bind_rope_freqs(&b)))
         return st;

@@ -75,6 +75,9 @@ typedef struct npl_arch {
      * read_extra binds its embeddings (no output or output norm), the
      * layers run in engine/models/embed.c, generation is refused. */
     bool encoder;
+    /* A text model that a file with <arch>.pooling_type makes an
+     * embedding model instead (Qwen3-Embedding): engine/models/embed_decoder.c. */
+    bool may_embed;
     /* After the layers are bound: marks local layers, attention scale
      * overrides; may be NULL. */
     npl_status (*finish)(npl_binder *b);
@@ -104,8 +107,19 @@ npl_status npl_granite_finish(npl_binder *b);
 npl_status npl_smollm3_finish(npl_binder *b);
 npl_status npl_phi3_read_extra(npl_binder *b);
 npl_status npl_phi3_finish(npl_binder *b);
+/* Q, K and V of layer l: rows of the fused blk.<l>.attn_qkv.weight (Q, K,
+ * V) when the file has one, else attn_q/k/v (model_phi3.c). */
+npl_status npl_bind_attention_qkv(const npl_binder *b, uint32_t l, npl_layer *L);
+/* Whether a file of architecture a (its entry, or NULL) makes embeddings:
+ * an encoder, or a text model whose file names a pooling. */
+bool npl_arch_makes_embeddings(const npl_arch *a, const npl_gguf *g);
 /* engine/models/model_bert.c */
+/* <arch>.pooling_type (mean when absent) into enc; none and rank refused. */
+npl_status npl_read_pooling(npl_binder *b, npl_encoder *enc);
 npl_status npl_bert_prepare(npl_binder *b);
 npl_status npl_bert_read_extra(npl_binder *b);
+npl_status npl_nomic_bert_prepare(npl_binder *b);
+npl_status npl_nomic_bert_read_extra(npl_binder *b);
+npl_status npl_nomic_bert_finish(npl_binder *b);
 
 #endif

@@ -80,6 +80,8 @@ typedef struct npl_encoder {
     const float *embd_norm, *embd_norm_b; /* LayerNorm of the summed embeddings */
     float norm_eps;       /* <arch>.attention.layer_norm_epsilon */
     npl_pooling pooling;
+    bool decoder;         /* a causal text model pooled into a vector (Qwen3-Embedding): embed_decoder.c */
+    bool rope;            /* nomic-bert: NEOX RoPE on Q and K instead of pos_embd */
 } npl_encoder;
 
 /* Scratch for one forward step of up to `rows` tokens; one set per model
@@ -209,6 +211,14 @@ void npl_model_info_fill(npl_model *m);
 
 /* engine/models/forward.c */
 npl_status npl_forward_ws_init(npl_model *m, npl_error *err);
+/* One causal step of n <= fw.rows token rows set up in fw.row_seq /
+ * fw.row_pos (their sequences' caches hold the earlier positions; the
+ * caller advances pos): every row's output after the final norm, n rows
+ * of n_embd floats, into hidden (no logits). */
+void npl_cpu_forward_hidden(npl_model *m, const int32_t *tokens, size_t n, float *hidden);
+/* engine/models/kv_cache.c: npl_seq_create without its refusal of
+ * embedding models (decoder embedders run their texts through sequences). */
+npl_seq *npl_seq_create_any(npl_model *m, uint32_t n_ctx, npl_error *err);
 void npl_forward_ws_free(npl_forward_ws *fw);
 
 /* engine/models/kv_cache.c: bytes a sequence holds (its K and V arrays whole,

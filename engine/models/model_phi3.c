@@ -51,7 +51,7 @@ static npl_status rows_of(const npl_binder *b, const char *name, const npl_matri
     return NPL_OK;
 }
 
-static npl_status bind_attention(const npl_binder *b, uint32_t l, npl_layer *L)
+npl_status npl_bind_attention_qkv(const npl_binder *b, uint32_t l, npl_layer *L)
 {
     const npl_hparams *hp = &b->m->hp;
     uint64_t e = hp->n_embd, q = (uint64_t)hp->n_head * hp->head_dim, kv = (uint64_t)hp->n_head_kv * hp->head_dim;
@@ -106,7 +106,7 @@ npl_status npl_phi3_finish(npl_binder *b)
         npl_layer *L = &m->layers[l];
         npl_matrix up;
         snprintf(name, sizeof name, "blk.%u.ffn_up.weight", l);
-        if ((st = bind_attention(b, l, L)) ||
+        if ((st = npl_bind_attention_qkv(b, l, L)) ||
             (st = npl_bind_matrix(b, name, hp->n_embd, 2 * (uint64_t)hp->n_ff, "n_embd, 2 * n_ff", &up)) ||
             (st = rows_of(b, name, &up, 0, hp->n_ff, &L->w_gate)) ||
             (st = rows_of(b, name, &up, hp->n_ff, hp->n_ff, &L->w_up)))

@@ -113,7 +113,7 @@ npl_status npl_model_probe(const char *path, npl_model_facts *out, npl_error *er
         } else {
             out->supported = true;
             const npl_arch *a = npl_arch_find(out->architecture);
-            out->embedding = a && a->encoder;
+            out->embedding = npl_arch_makes_embeddings(a, g);
         }
     }
     npl_gguf_close(g);

@@ -46,6 +46,13 @@ int32_t npl_tokenizer_sep(const npl_tokenizer *tok)
     return tok->add_sep ? tok->sep : -1;
 }
 
+int32_t npl_tokenizer_end(const npl_tokenizer *tok)
+{
+    if (tok->add_sep && tok->sep >= 0)
+        return tok->sep;
+    return tok->add_eos && tok->eos >= 0 ? tok->eos : -1;
+}
+
 npl_tokenizer_kind npl_tokenizer_kind_of(const npl_tokenizer *tok)
 {
     return tok->kind;

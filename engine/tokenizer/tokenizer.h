@@ -70,6 +70,9 @@ bool npl_tokenizer_adds_bos(const npl_tokenizer *tok);
 /* WordPiece: the [SEP] id that closes a text tokenized with
  * NPL_TOKENIZE_ADD_BOS; -1 when none is added. */
 int32_t npl_tokenizer_sep(const npl_tokenizer *tok);
+/* The id NPL_TOKENIZE_ADD_BOS appends last: [SEP], else the EOS of a model
+ * that adds one (Qwen3-Embedding); -1 when none is appended. */
+int32_t npl_tokenizer_end(const npl_tokenizer *tok);
 /* End-of-generation: eos, eot, eom and the like from metadata. */
 bool npl_tokenizer_is_eog(const npl_tokenizer *tok, int32_t id);
 npl_token_type npl_tokenizer_token_type(const npl_tokenizer *tok, int32_t id);

@@ -58,7 +58,13 @@ def main():
     ap.add_argument("--node", required=True)
     ap.add_argument("--oracle", required=True)
     ap.add_argument("--min-cos", type=float, default=0.9999)
+    ap.add_argument("--texts", default=None,
+                    help="comma-separated indices of the texts to use (default all): a decoder without an "
+                         "added token has no empty text, and a large vocabulary makes each oracle load slow")
     a = ap.parse_args()
+    global TEXTS
+    if a.texts:
+        TEXTS = [TEXTS[int(i)] for i in a.texts.split(",")]
 
     p = subprocess.run([a.node, a.oracle, "embed", a.model], input=json.dumps({"texts": TEXTS}),
                        capture_output=True, text=True)

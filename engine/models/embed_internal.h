@@ -1,0 +1,18 @@
+/* Inside of npl_embed (engine/models/embed.c): the decoder embedders'
+ * path (engine/models/embed_decoder.c). */
+#ifndef NPL_EMBED_INTERNAL_H
+#define NPL_EMBED_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "npullm.h"
+
+/* Texts i in [0, n), tokens ids[starts[i] .. starts[i + 1]) (at least one,
+ * at most the context), through a decoder embedder m: each text's vector,
+ * pooled as the file says but neither cut nor normalised, into pooled
+ * (n * n_embd floats); *n_steps counts the forward steps. */
+npl_status npl_embed_decoder(npl_model *m, const int32_t *ids, const size_t *starts, size_t n, float *pooled,
+                             size_t *n_steps, npl_error *err);
+
+#endif
