@@ -26,6 +26,9 @@ typedef struct {
     EmbedEndpoint endpoint;
     gchar *model; /* as the client named it, echoed back */
     gboolean base64;
+    GStrv texts;
+    NpullmOptions *options;
+    gboolean retried; /* NAME:latest asked again as NAME */
 } EmbedCall;
 
 static BridgeApi api_of(EmbedEndpoint e)
@@ -111,7 +114,30 @@ static void embed_call_free(EmbedCall *c)
     bridge_release(c->bridge);
     g_object_unref(c->msg);
     g_free(c->model);
+    g_strfreev(c->texts);
+    g_clear_object(&c->options);
     g_free(c);
+}
+
+static void embedded_cb(GObject *source, GAsyncResult *res, gpointer data);
+
+static void embed_start(EmbedCall *c)
+{
+    npullm_client_embed_async(c->bridge->client, (const char *const *)c->texts, c->options, NULL, embedded_cb, c);
+}
+
+/* Ollama clients add the default tag to names that have none: NAME:latest
+ * that is no model is asked again as NAME (as for generation). */
+static gboolean retry_untagged(EmbedCall *c, const GError *error)
+{
+    if (c->retried || !g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NO_SUCH_MODEL) ||
+        !g_str_has_suffix(c->model, ":latest"))
+        return FALSE;
+    c->retried = TRUE;
+    g_autofree gchar *bare = g_strndup(c->model, strlen(c->model) - strlen(":latest"));
+    g_object_set(c->options, "model", bare, NULL);
+    embed_start(c);
+    return TRUE;
 }
 
 static void embedded_cb(GObject *source, GAsyncResult *res, gpointer data)
@@ -120,6 +146,8 @@ static void embedded_cb(GObject *source, GAsyncResult *res, gpointer data)
     g_autoptr(GError) error = NULL;
     g_autoptr(GVariant) info = NULL;
     g_autoptr(GVariant) vectors = npullm_client_embed_finish(NPULLM_CLIENT(source), res, &info, &error);
+    if (vectors == NULL && retry_untagged(c, error))
+        return;
     if (vectors == NULL) {
         bridge_reply_error(c->msg, api_of(c->endpoint), bridge_status_for_error(error), "%s", error->message);
     } else {
@@ -213,16 +241,17 @@ static void handle_embed(SoupServerMessage *msg, Bridge *bridge, EmbedEndpoint e
     c->msg = g_object_ref(msg);
     c->endpoint = endpoint;
     bridge_hold(bridge);
-    g_autoptr(NpullmOptions) options = npullm_options_new();
+    c->options = npullm_options_new();
     const char *key = endpoint == EMBED_OLLAMA_LEGACY ? "prompt" : "input";
     g_autoptr(GPtrArray) texts = take_texts(body, key, endpoint != EMBED_OLLAMA_LEGACY, &error);
-    if (texts == NULL || !take_options(body, c, options, &error)) {
+    if (texts == NULL || !take_options(body, c, c->options, &error)) {
         bridge_reply_error(msg, api, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
         embed_call_free(c);
         return;
     }
+    c->texts = g_strdupv((gchar **)texts->pdata);
     soup_server_message_pause(msg);
-    npullm_client_embed_async(bridge->client, (const char *const *)texts->pdata, options, NULL, embedded_cb, c);
+    embed_start(c);
 }
 
 static void handle_ollama(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,

@@ -55,9 +55,9 @@ class BridgeEmbedTest(BridgeTestCase):
         self.assertGreater(doc["total_duration"], 0)
         st, doc = self.post("/api/embed", {"model": "minilm", "input": "hello world", "dimensions": 8})
         self.assertEqual((st, len(doc["embeddings"]), len(doc["embeddings"][0])), (200, 1, 8))
-        st, doc = self.post("/api/embeddings", {"model": "minilm", "prompt": "hello world"})
+        st, doc = self.post("/api/embeddings", {"model": "minilm:latest", "prompt": "hello world"})
         self.assertEqual(st, 200, doc)
-        self.assertTrue(close(doc["embedding"], want[0]))
+        self.assertTrue(close(doc["embedding"], want[0]))  # NAME:latest is also NAME
         st, doc = self.post("/v1/embeddings", {"model": "minilm", "input": texts})
         self.assertEqual(st, 200, doc)
         self.assertEqual([d["index"] for d in doc["data"]], [0, 1])
