@@ -153,5 +153,30 @@ class EmbedTest(tb.ServiceTestCase):
         self.assertIn(b"not an embedding model", out.stderr)
 
 
+class EmbedQueueTest(tb.ServiceTestCase):
+    """One running slot: an Embed waits in the queue behind a generation
+    (the same queue and slots), and runs once the slot is free."""
+    CONFIG = {"Limits": {"MaxRunning": "1"}, "Models": {"MaxContext": "4096"}}
+
+    @classmethod
+    def make_model_dirs(cls, workdir):
+        d = tb.make_model_dir(workdir)
+        tb.place_model(tb.env_path("NPULLM_TEST_EMBED_MODEL"), os.path.join(d, "minilm.gguf"))
+        return [d]
+
+    def test_waits_for_the_slot(self):
+        c = self.client()
+        path = c.generate("Go on", variant_dict({"max_tokens": ("u", 3000)}))
+        self.assertTrue(c.wait(lambda: len(c.tokens_of(path)) > 0, 60))
+        box = c.call_async("Embed", "(asa{sv})", (["queued text"], variant_dict({"priority": ("s", "background")})))
+        self.assertTrue(c.wait(lambda: c.prop("QueuedRequests") == 1, 30), box)
+        self.assertNotIn("result", box)
+        c.call("Cancel", path=path, iface="org.npullm.Request")
+        self.assertTrue(c.wait(lambda: box, 60))
+        self.assertEqual(len(box["result"][0]), 1, box)
+        self.assertEqual(c.finished_of(path)[0], "cancelled")
+        self.wait_idle(c)
+
+
 if __name__ == "__main__":
     sys.exit(run_tap(__name__))
