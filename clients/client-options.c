@@ -16,6 +16,7 @@ static const char summary[] =
     "  import-ollama NAME[:TAG]  install a model from your Ollama store (~/.ollama/models)\n"
     "  remove NAME               remove a model installed with add (needs authorization)\n"
     "  cancel PATH               cancel a request made on this connection\n"
+    "  embed TEXT...             one embedding vector per text ('-' or none: the lines of stdin)\n"
     "\n"
     "Exit status: 0 success, 1 error, 2 usage, 3 not authorized, 4 busy,\n"
     "5 no such model, 130 interrupted.";
@@ -64,6 +65,10 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
         {"name", 0, 0, G_OPTION_ARG_STRING, &opts->name, "add, import-ollama: name of the installed model", "NAME"},
         {"image", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opts->images,
          "chat: show this image with the first user turn (repeatable)", "FILE"},
+        {"dimensions", 0, 0, G_OPTION_ARG_INT, &opts->dimensions, "embed: keep the first N values of each vector",
+         "N"},
+        {"no-truncate", 0, 0, G_OPTION_ARG_NONE, &opts->no_truncate, "embed: refuse texts longer than the context",
+         NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("COMMAND [ARGS...]");
@@ -166,5 +171,9 @@ NpullmOptions *npc_options_to_npullm(const NpcOptions *opts)
         g_object_set(o, "tools", opts->tools, NULL);
     if (opts->tool_choice != NULL)
         g_object_set(o, "tool-choice", opts->tool_choice, NULL);
+    if (opts->dimensions != 0) /* a negative one is sent as a huge one: the service names it */
+        g_object_set(o, "dimensions", (guint)opts->dimensions, NULL);
+    if (opts->no_truncate)
+        g_object_set(o, "truncate", FALSE, NULL);
     return o;
 }

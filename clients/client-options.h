@@ -31,6 +31,8 @@ typedef struct {
     gchar *tool_choice;  /* --tool-choice */
     gchar *name;         /* add, import-ollama: the installed model's name */
     gchar **images;      /* chat: image files shown with the first user turn */
+    gint dimensions;     /* embed: 0 unset */
+    gboolean no_truncate; /* embed: refuse texts longer than the context */
 } NpcOptions;
 
 /* Parses argv in place (options may appear anywhere; "--" ends them).

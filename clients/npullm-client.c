@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client-embed.h"
 #include "client-events.h"
 #include "client-models.h"
 #include "client-options.h"
@@ -517,6 +518,11 @@ static int run_import_ollama(Client *c, int argc, char **argv)
     return run_model_library(c, "import-ollama", argc, argv);
 }
 
+static int run_embed(Client *c, int argc, char **argv)
+{
+    return npc_run_embed(c->lib, &c->opts, &c->out, argc, argv);
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 /* One row per command; run returns an exit status, or -1 when it started
@@ -537,6 +543,7 @@ static const struct {
     {"add", run_add},
     {"remove", run_remove},
     {"import-ollama", run_import_ollama},
+    {"embed", run_embed},
 };
 
 int main(int argc, char **argv)

@@ -649,6 +649,13 @@ static void manager_call(NpullmClient *self, gpointer tag, const char *iface, co
                            task);
 }
 
+void _npullm_client_manager_call(NpullmClient *self, gpointer tag, const char *method, GVariant *params,
+                                 const GVariantType *reply, GCancellable *cancellable, GAsyncReadyCallback callback,
+                                 gpointer user_data)
+{
+    manager_call(self, tag, NPP_MANAGER_IFACE, method, params, reply, cancellable, callback, user_data);
+}
+
 /* A call naming a model: a name that is not UTF-8 cannot be sent. */
 static void model_call(NpullmClient *self, gpointer tag, const char *method, const char *name,
                        GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)

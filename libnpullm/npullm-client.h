@@ -78,4 +78,10 @@ NPULLM_EXPORT void npullm_client_complete_async(NpullmClient *self, const char *
                                                 gpointer user_data);
 NPULLM_EXPORT char *npullm_client_complete_finish(NpullmClient *self, GAsyncResult *result, GError **error);
 
+NPULLM_EXPORT void npullm_client_embed_async(NpullmClient *self, const char *const *texts, NpullmOptions *options,
+                                             GCancellable *cancellable, GAsyncReadyCallback callback,
+                                             gpointer user_data);
+NPULLM_EXPORT GVariant *npullm_client_embed_finish(NpullmClient *self, GAsyncResult *result, GVariant **info,
+                                                   GError **error);
+
 G_END_DECLS

@@ -65,9 +65,11 @@ typedef enum {
     NPP_CALL_CHAT,
     NPP_CALL_DESCRIBE_IMAGE,
     NPP_CALL_COMPLETE,
+    NPP_CALL_EMBED, /* Embed: model, priority, dimensions, truncate only */
 } NppCall;
 
-#define NPP_CALLS_ALL 0xfu
+#define NPP_CALLS_ALL 0xfu /* the generating calls (not Embed) */
+#define NPP_CALLS_EMBED (1u << NPP_CALL_EMBED)
 #define NPP_CALLS_WITH_OBJECT 0x7u /* every call that creates a request object */
 #define NPP_CALLS_TEXT ((1u << NPP_CALL_GENERATE) | (1u << NPP_CALL_COMPLETE))
 
@@ -89,9 +91,11 @@ typedef enum {
     NPP_OPT_FORMAT,
     NPP_OPT_TOOLS,
     NPP_OPT_TOOL_CHOICE,
+    NPP_OPT_DIMENSIONS,
+    NPP_OPT_TRUNCATE,
 } NppOptionId;
 
-#define NPP_N_OPTIONS (NPP_OPT_TOOL_CHOICE + 1)
+#define NPP_N_OPTIONS (NPP_OPT_TRUNCATE + 1)
 
 #define NPP_MAX_STOP_STRINGS 16
 #define NPP_MAX_STOP_BYTES 256
@@ -101,6 +105,15 @@ typedef enum {
 #define NPP_MAX_FORMAT_BYTES (64 * 1024)
 /* tools: a JSON array of function definitions of at most this many bytes */
 #define NPP_MAX_TOOLS_BYTES (256 * 1024)
+
+/* Embed: the caps on one call (InvalidArgument naming the cap when
+ * exceeded). The service packs a call's texts into engine passes of at
+ * most NPP_EMBED_STEP_TEXTS texts, one pass per scheduling step. */
+#define NPP_MAX_EMBED_TEXTS 2048
+#define NPP_MAX_EMBED_TEXT_BYTES (1024 * 1024)
+#define NPP_MAX_EMBED_BYTES (8 * 1024 * 1024)
+#define NPP_EMBED_STEP_TEXTS 64
+#define NPP_MAX_EMBED_DIMENSIONS 65536
 
 typedef struct {
     NppOptionId id;

@@ -8,6 +8,7 @@
 #define NPD_ACTION_GENERATE "org.npullm.generate"
 #define NPD_ACTION_DESCRIBE_IMAGE "org.npullm.describe-image"
 #define NPD_ACTION_MANAGE "org.npullm.manage"
+#define NPD_ACTION_EMBED "org.npullm.embed"
 
 typedef struct NpdAuthorizer NpdAuthorizer;
 

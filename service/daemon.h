@@ -40,7 +40,7 @@ typedef struct {
 typedef struct NpdDaemon NpdDaemon;
 
 /* One generation, seen from the bus. */
-typedef struct {
+typedef struct NpdRequest {
     NpdDaemon *daemon;
     guint64 id;
     NpdClient *client;   /* owner; holds a reference */
@@ -53,6 +53,9 @@ typedef struct {
     GString *complete_text;
     GString *complete_thinking; /* Complete: the thinking, returned as info["thinking"] */
     guint linger_id;     /* finished: removal timer */
+    /* Complete-style calls of a job kind (Embed): the reply built from the
+     * finished event; NULL: Complete's (text, info) */
+    GVariant *(*reply)(struct NpdRequest *r, const NpdEvent *ev);
 } NpdRequest;
 
 struct NpdDaemon {

@@ -57,6 +57,8 @@ void npd_job_free(NpdJob *job)
     g_strfreev(job->stop);
     if (job->images != NULL)
         g_ptr_array_unref(job->images);
+    if (job->kind_state != NULL)
+        job->kind->free(job->kind_state);
     g_free(job);
 }
 
@@ -86,6 +88,7 @@ typedef enum {
     PHASE_PREFILL,
     PHASE_DECODE,
     PHASE_RENDER, /* the prompt being rendered and tokenized on a render thread */
+    PHASE_KIND,   /* a job of another kind (job-kind.h), stepped by kind_step */
 } Phase;
 
 /* An image of a running job: where its rows go, then its rows. */
@@ -242,6 +245,8 @@ static void event_free(NpdEvent *ev)
     g_clear_error(&ev->error);
     g_strfreev(ev->loaded_models);
     g_strfreev(ev->tool_call);
+    if (ev->result != NULL)
+        ev->result_free(ev->result);
     g_free(ev);
 }
 
@@ -541,8 +546,9 @@ static gint64 next_unload_time(NpdWorker *w)
 
 /* ---- job lifecycle ----------------------------------------------------- */
 
+/* job: a job kind's finished job gives its state to the event. */
 static void post_finished(NpdWorker *w, guint64 job_id, NpdFinishReason reason, const NpdJobStats *stats,
-                          GError *error)
+                          GError *error, NpdJob *job)
 {
     NpdEvent *ev = g_new0(NpdEvent, 1);
     ev->kind = NPD_EVENT_FINISHED;
@@ -550,6 +556,11 @@ static void post_finished(NpdWorker *w, guint64 job_id, NpdFinishReason reason, 
     ev->reason = reason;
     ev->stats = *stats;
     ev->error = error;
+    if (job != NULL && job->kind != NULL && reason == NPD_FINISH_STOP) {
+        job->kind->stats(job->kind_state, &ev->stats);
+        ev->result = g_steal_pointer(&job->kind_state);
+        ev->result_free = job->kind->free;
+    }
     post_event(w, ev);
 }
 
@@ -578,7 +589,7 @@ static void finish_active(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, G
             stats.tokens_per_second =
                 (double)(aj->generated - 1) * G_USEC_PER_SEC / (double)(aj->t_last - aj->t_first);
     }
-    post_finished(w, aj->job->id, reason, &stats, error);
+    post_finished(w, aj->job->id, reason, &stats, error, aj->job);
 
     npl_vision_encoding_free(aj->encoding);
     for (guint i = 0; i < aj->n_images; i++)
@@ -615,7 +626,7 @@ static void finish_queued(NpdWorker *w, QueuedJob *qj, NpdFinishReason reason, G
         .total_time_ms = (double)(g_get_monotonic_time() - qj->t_submit) / 1000.0,
         .seed = qj->job->sampling.seed,
     };
-    post_finished(w, qj->job->id, reason, &stats, error);
+    post_finished(w, qj->job->id, reason, &stats, error, NULL);
     npd_job_free(qj->job);
     g_free(qj);
 }
@@ -889,6 +900,18 @@ static gboolean keep_tool_markers(ActiveJob *aj, npl_error *err)
 
 static void start_prompted(NpdWorker *w, ActiveJob *aj);
 
+/* A job of another kind: no prompt, no sequence; kind_step runs it. */
+static void start_kind(NpdWorker *w, ActiveJob *aj)
+{
+    GError *error = NULL;
+    if (!aj->job->kind->check_model(aj->job->kind_state, aj->lm->model, &error)) {
+        finish_active(w, aj, NPD_FINISH_ERROR, error);
+        return;
+    }
+    aj->phase = PHASE_KIND;
+    post_state(w, aj->job->id, NPD_JOB_RUNNING, 0);
+}
+
 /* Moves a queued job to the running set: loads its model if needed and
  * has its prompt rendered on a render thread (start_prompted goes on). */
 static void start_job(NpdWorker *w, QueuedJob *qj)
@@ -913,6 +936,10 @@ static void start_job(NpdWorker *w, QueuedJob *qj)
     g_free(qj);
     g_ptr_array_add(w->running, aj);
 
+    if (job->kind != NULL) {
+        start_kind(w, aj);
+        return;
+    }
     if (job->images != NULL && !check_vision(w, aj))
         return;
     RenderTask *t = g_new0(RenderTask, 1);
@@ -1371,6 +1398,23 @@ static void prefill_step(NpdWorker *w)
     accept_sampled(w, aj, npl_sampler_sample(aj->sampler, logits));
 }
 
+/* One step of the most urgent job of another kind (an Embed's next
+ * texts): like a prefill chunk, it delays other streams by one step. */
+static void kind_step(NpdWorker *w)
+{
+    ActiveJob *aj = most_urgent(w, PHASE_KIND);
+    if (aj == NULL)
+        return;
+    npl_error err;
+    npl_error_clear(&err);
+    gboolean done = FALSE;
+    npl_status st = aj->job->kind->step(aj->job->kind_state, aj->lm->model, &done, &err);
+    if (st != NPL_OK)
+        fail_active(w, aj, st, aj->job->kind->name, &err);
+    else if (done)
+        finish_active(w, aj, NPD_FINISH_STOP, NULL);
+}
+
 /* One batched decode step per loaded model for every generating job. */
 static void decode_step(NpdWorker *w)
 {
@@ -1549,6 +1593,7 @@ static gpointer worker_main(gpointer data)
         admit_jobs(w);
         encode_step(w);
         prefill_step(w);
+        kind_step(w);
         decode_step(w);
         unload_idle_models(w);
     }

@@ -20,6 +20,7 @@
 
 #include "dbus-errors.h"
 #include "image-budget.h"
+#include "job-kind.h"
 #include "npullm.h"
 #include "request-options.h"
 #include "vision.h"
@@ -79,11 +80,15 @@ typedef struct {
     npl_grammar *grammar;   /* the format option compiled (owned), NULL: free text */
     NpdTools *tools;        /* offered to the template (owned), NULL: none */
     gchar *tool_choice;     /* NULL or "auto", "required", a tool's name */
+    /* Not generation (job-kind.h): the kind and its state (owned; the
+     * kind's steps advance it on the engine thread); NULL: generation */
+    const NpdJobKind *kind;
+    gpointer kind_state;
 } NpdJob;
 
 void npd_job_free(NpdJob *job);
 
-typedef struct {
+typedef struct NpdJobStats {
     guint32 prompt_tokens;
     guint32 cached_tokens; /* prompt positions reused from the user's KV caches */
     guint32 encoded_images; /* images run through the vision tower (not reused) */
@@ -116,6 +121,8 @@ typedef struct {
     gchar **loaded_models;
     gpointer tag;
     gchar **tool_call; /* NPD_EVENT_TOOL_CALL: {id, name, arguments, NULL} */
+    gpointer result;   /* NPD_EVENT_FINISHED of a job kind's job: its state */
+    GDestroyNotify result_free;
 } NpdEvent;
 
 /* Called on the main context with each event (the event is freed after). */

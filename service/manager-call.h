@@ -58,6 +58,10 @@ struct NpdPendingCall {
 
 void npd_pending_call_free(NpdPendingCall *p);
 
+/* Room for one more request of client c (the queue, its own and its
+ * user's limits), else NPD_ERROR_BUSY. */
+gboolean npd_manager_check_capacity(NpdDaemon *d, NpdClient *c, GError **error);
+
 /* prepare hands the n descriptors it took (p owns them from now on) to the
  * filesystem check; fds_checked then takes those it keeps. */
 void npd_pending_call_take_fds(NpdPendingCall *p, const int *fds, guint n, NpdMethodFdsChecked fds_checked);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "call-fds.h"
+#include "embed-call.h"
 #include "fd-filesystem.h"
 #include "image-input.h"
 #include "manager-call.h"
@@ -99,7 +100,7 @@ static gboolean model_is_loaded(NpdDaemon *d, const char *name)
 
 /* ---- request submission ------------------------------------------------ */
 
-static gboolean check_capacity(NpdDaemon *d, NpdClient *c, GError **error)
+gboolean npd_manager_check_capacity(NpdDaemon *d, NpdClient *c, GError **error)
 {
     guint active = 0, queued = 0;
     npd_requests_count(d, &active, &queued);
@@ -120,7 +121,7 @@ static void submit_request(PendingCall *p)
 {
     NpdDaemon *d = p->daemon;
     g_autoptr(GError) error = NULL;
-    if (!check_capacity(d, p->client, &error)) {
+    if (!npd_manager_check_capacity(d, p->client, &error)) {
         g_dbus_method_invocation_return_gerror(p->invocation, error);
         return;
     }
@@ -303,7 +304,7 @@ static gboolean resolve_model(NpdDaemon *d, PendingCall *p, GError **error)
         return FALSE;
     }
     const NpdModelEntry *e = npd_model_catalog_lookup(d->catalog, name, error);
-    if (e == NULL)
+    if (e == NULL || !npd_model_check_generates(e, error))
         return FALSE;
     guint32 ctx = e->context_length != 0 ? MIN(e->context_length, d->cfg->max_context) : d->cfg->max_context;
     if (p->opts.max_tokens >= ctx) {
@@ -501,6 +502,7 @@ static GVariant *list_models(NpdDaemon *d)
         g_variant_builder_add(&b, "{sv}", "file_size", g_variant_new_uint64(e->file_size));
         g_variant_builder_add(&b, "{sv}", "supported", g_variant_new_boolean(e->supported));
         g_variant_builder_add(&b, "{sv}", "reason", g_variant_new_string(e->reason));
+        g_variant_builder_add(&b, "{sv}", "capabilities", npd_model_capabilities(e));
         g_variant_builder_add(&b, "{sv}", "administrator", g_variant_new_boolean(e->administrators));
         if (e == def || (configured != NULL && strcmp(e->name, configured) == 0))
             g_variant_builder_add(&b, "{sv}", "default_because", g_variant_new_string(because));
@@ -558,6 +560,7 @@ static const NpdManagerMethod manager_methods[] = {
     {"ForgetCache", NPD_ACTION_GENERATE, prepare_forget_cache, run_forget_cache, NULL, FALSE},
     {"AddModel", NPD_ACTION_MANAGE, npd_model_add_prepare, npd_model_add_run, NULL, FALSE},
     {"RemoveModel", NPD_ACTION_MANAGE, npd_model_remove_prepare, npd_model_remove_run, NULL, FALSE},
+    {"Embed", NPD_ACTION_EMBED, npd_embed_prepare, npd_embed_run, NULL, TRUE},
 };
 
 /* ---- the property table: property -> getter -> emits-changed ------------ */

@@ -222,6 +222,7 @@ static void add_entry(Scan *s, const char *name, const char *origin, const char 
     e->context_length = p->facts.context_length;
     e->supported = p->readable && p->facts.supported;
     e->reason = g_utf8_make_valid(p->readable ? p->facts.reason : p->error, -1);
+    e->embedding = e->supported && p->facts.embedding;
     e->file_size = p->size;
     e->root = s->root;
     e->administrators = only_administrators_change(origin) && only_administrators_change(path);
@@ -408,7 +409,7 @@ static gboolean entries_equal(GPtrArray *a, GPtrArray *b)
         const NpdModelEntry *x = a->pdata[i], *y = b->pdata[i];
         if (strcmp(x->name, y->name) != 0 || strcmp(x->path, y->path) != 0 ||
             g_strcmp0(x->projector, y->projector) != 0 || x->supported != y->supported ||
-            x->file_size != y->file_size)
+            x->embedding != y->embedding || x->file_size != y->file_size)
             return FALSE;
     }
     return TRUE;
@@ -505,14 +506,26 @@ static gboolean better_default(const NpdModelEntry *a, const NpdModelEntry *b)
     return a->root < b->root;
 }
 
-const NpdModelEntry *npd_model_catalog_pick_default(GPtrArray *entries, const char **because)
+static const NpdModelEntry *pick_best(GPtrArray *entries, gboolean embedding)
 {
     const NpdModelEntry *best = NULL;
     for (guint i = 0; i < entries->len; i++) {
         const NpdModelEntry *e = entries->pdata[i];
-        if (e->supported && better_default(e, best))
+        if (e->supported && e->embedding == embedding && better_default(e, best))
             best = e;
     }
+    return best;
+}
+
+const NpdModelEntry *npd_model_catalog_default_embedding(NpdModelCatalog *cat)
+{
+    scan(cat);
+    return pick_best(cat->entries, TRUE);
+}
+
+const NpdModelEntry *npd_model_catalog_pick_default(GPtrArray *entries, const char **because)
+{
+    const NpdModelEntry *best = pick_best(entries, FALSE);
     if (because != NULL)
         *because = best == NULL ? ""
                    : best->administrators

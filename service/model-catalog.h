@@ -41,6 +41,7 @@ typedef struct {
     gboolean vision;     /* projector != NULL */
     gboolean supported;  /* this engine can run it */
     gchar *reason;       /* why not, "" when supported */
+    gboolean embedding;  /* supported, and makes embeddings (Embed), not text */
     guint64 file_size;
     guint root;              /* index of its root in the configured list */
     gboolean administrators; /* only root or the daemon's user can change it */
@@ -68,7 +69,7 @@ gboolean npd_model_name_is_projectors(const char *name);
 void npd_model_catalog_rescan(NpdModelCatalog *cat);
 
 /* The default model when none is configured, or NULL: the supported
- * model that sorts first by (administrator's first, root order, name).
+ * text model (not an embedding model) that sorts first by (administrator's first, root order, name).
  * A model is the administrator's when its file, the path its name comes
  * from (the folder entry or the Ollama manifest) and every directory above
  * them are owned by root or the daemon's user and writable by no one else
@@ -79,6 +80,10 @@ const NpdModelEntry *npd_model_catalog_default(NpdModelCatalog *cat, const char 
 
 /* The same choice among entries of npd_model_catalog_list, without a scan. */
 const NpdModelEntry *npd_model_catalog_pick_default(GPtrArray *entries, const char **because);
+
+/* The default for Embed: the supported embedding model that sorts first
+ * by the same rule, or NULL. */
+const NpdModelEntry *npd_model_catalog_default_embedding(NpdModelCatalog *cat);
 
 /* The entry for name, or NULL with NPD_ERROR_NO_SUCH_MODEL, or with
  * NPD_ERROR_NOT_SUPPORTED and the reason when the engine cannot run it. */

@@ -185,6 +185,8 @@ static void request_finished(NpdRequest *r, const NpdEvent *ev)
         } else if (ev->reason == NPD_FINISH_CANCELLED) {
             g_dbus_method_invocation_return_error_literal(inv, NPD_ERROR, NPD_ERROR_CANCELLED,
                                                           "request cancelled");
+        } else if (r->reply != NULL) {
+            g_dbus_method_invocation_return_value(inv, r->reply(r, ev));
         } else {
             GVariantBuilder info;
             g_variant_builder_init(&info, G_VARIANT_TYPE_VARDICT);

@@ -19,6 +19,8 @@ static const char *call_name(NpdCallKind kind)
         return "DescribeImage";
     case NPD_CALL_COMPLETE:
         return "Complete";
+    case NPD_CALL_EMBED:
+        return "Embed";
     }
     return "?";
 }
@@ -251,11 +253,13 @@ static const struct {
     [NPP_OPT_FORMAT] = {set_format, 0},
     [NPP_OPT_TOOLS] = {set_tools, 0},
     [NPP_OPT_TOOL_CHOICE] = {replace_string_option, offsetof(NpdRequestOptions, tool_choice)},
+    [NPP_OPT_DIMENSIONS] = {set_uint, offsetof(NpdRequestOptions, dimensions)},
+    [NPP_OPT_TRUNCATE] = {set_boolean, offsetof(NpdRequestOptions, truncate)},
 };
 
 G_STATIC_ASSERT((int)NPD_CALL_GENERATE == (int)NPP_CALL_GENERATE && (int)NPD_CALL_CHAT == (int)NPP_CALL_CHAT &&
                 (int)NPD_CALL_DESCRIBE_IMAGE == (int)NPP_CALL_DESCRIBE_IMAGE &&
-                (int)NPD_CALL_COMPLETE == (int)NPP_CALL_COMPLETE);
+                (int)NPD_CALL_COMPLETE == (int)NPP_CALL_COMPLETE && (int)NPD_CALL_EMBED == (int)NPP_CALL_EMBED);
 
 static gboolean parse_one(const char *key, GVariant *value, NpdCallKind kind, const NpdConfig *cfg,
                           NpdRequestOptions *out, GError **error)
@@ -335,6 +339,7 @@ gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const Np
     npl_sampler_params_default(&out->sampling);
     out->priority = NPD_PRIORITY_INTERACTIVE;
     out->think = -1;
+    out->truncate = TRUE;
 
     GVariantIter iter;
     const char *key = NULL;

@@ -23,6 +23,7 @@ typedef enum {
     NPD_CALL_CHAT,
     NPD_CALL_DESCRIBE_IMAGE,
     NPD_CALL_COMPLETE,
+    NPD_CALL_EMBED,
 } NpdCallKind;
 
 #define NPD_MAX_STOP_STRINGS NPP_MAX_STOP_STRINGS
@@ -44,6 +45,8 @@ typedef struct {
     npl_grammar *grammar; /* format: compiled ("json" or a JSON Schema), NULL: free text */
     NpdTools *tools;      /* NULL: none offered */
     gchar *tool_choice;   /* auto, none, required or a tool's name; NULL: auto */
+    guint32 dimensions;   /* Embed: 0 all */
+    gboolean truncate;    /* Embed: cut over-long texts (default TRUE) */
 } NpdRequestOptions;
 
 gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const NpdConfig *cfg,

@@ -69,3 +69,18 @@ char *bridge_models_ollama_name(const char *name)
 {
     return strchr(name, ':') != NULL ? g_strdup(name) : g_strconcat(name, ":latest", NULL);
 }
+
+void bridge_models_add_capabilities(JsonBuilder *b, GVariant *model)
+{
+    g_autofree const char **caps = NULL;
+    gboolean embedding = g_variant_lookup(model, "capabilities", "^a&s", &caps) &&
+                         g_strv_contains((const gchar *const *)caps, "embedding");
+    gboolean vision = FALSE;
+    g_variant_lookup(model, "vision", "b", &vision);
+    json_builder_set_member_name(b, "capabilities");
+    json_builder_begin_array(b);
+    json_builder_add_string_value(b, embedding ? "embedding" : "completion");
+    if (vision && !embedding)
+        json_builder_add_string_value(b, "vision");
+    json_builder_end_array(b);
+}

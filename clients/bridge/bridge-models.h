@@ -16,3 +16,7 @@ GVariant *bridge_models_find(GVariant *models, const char *name);
 
 /* The name shown to Ollama clients: ours, with ":latest" when it has no tag. */
 char *bridge_models_ollama_name(const char *name);
+
+/* Ollama's "capabilities" member from ListModels' capabilities:
+ * ["embedding"] for an embedding model, else "completion" (and "vision"). */
+void bridge_models_add_capabilities(JsonBuilder *b, GVariant *model);

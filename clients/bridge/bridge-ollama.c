@@ -185,6 +185,7 @@ static void add_model(JsonBuilder *b, GVariant *m)
     add_int(b, "size", (gint64)size);
     add_str(b, "digest", digest);
     add_details(b, m);
+    bridge_models_add_capabilities(b, m);
 }
 
 static gboolean usable(GVariant *m)
@@ -237,11 +238,9 @@ static void show_reply(Bridge *bridge, SoupServerMessage *msg, GVariant *models,
     const char *arch = "";
     guint64 params = 0;
     guint32 ctx = 0;
-    gboolean vision = FALSE;
     g_variant_lookup(m, "architecture", "&s", &arch);
     g_variant_lookup(m, "parameters", "t", &params);
     g_variant_lookup(m, "context_length", "u", &ctx);
-    g_variant_lookup(m, "vision", "b", &vision);
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
     add_str(b, "license", "");
@@ -257,12 +256,7 @@ static void show_reply(Bridge *bridge, SoupServerMessage *msg, GVariant *models,
     g_autofree char *ctx_key = g_strdup_printf("%s.context_length", arch);
     add_int(b, ctx_key, ctx);
     json_builder_end_object(b);
-    json_builder_set_member_name(b, "capabilities");
-    json_builder_begin_array(b);
-    json_builder_add_string_value(b, "completion");
-    if (vision)
-        json_builder_add_string_value(b, "vision");
-    json_builder_end_array(b);
+    bridge_models_add_capabilities(b, m);
     json_builder_end_object(b);
     bridge_reply_json(msg, SOUP_STATUS_OK, json_builder_get_root(b));
 }
@@ -531,12 +525,11 @@ static void handle_other(SoupServer *server, SoupServerMessage *msg, const char 
                          gpointer data)
 {
     static const char *const not_served[] = {"/api/pull", "/api/push", "/api/create", "/api/copy", "/api/delete",
-                                             "/api/embed", "/api/embeddings", "/api/blobs"};
+                                             "/api/blobs"};
     for (gsize i = 0; i < G_N_ELEMENTS(not_served); i++)
         if (g_str_has_prefix(path, not_served[i])) {
             bridge_reply_error(msg, BRIDGE_API_OLLAMA, SOUP_STATUS_NOT_IMPLEMENTED,
-                               "npullm-bridge does not serve %s: manage models with npullm-client, "
-                               "embeddings are not supported",
+                               "npullm-bridge does not serve %s: manage models with npullm-client",
                                not_served[i]);
             return;
         }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "bridge-accept.h"
+#include "bridge-embed.h"
 #include "bridge-guard.h"
 #include "bridge-http.h"
 #include "bridge.h"
@@ -297,6 +298,7 @@ int main(int argc, char **argv)
     bridge_add_handler(&bridge, "/", handle_unknown);
     bridge_ollama_register(&bridge);
     bridge_openai_register(&bridge);
+    bridge_embed_register(&bridge);
     g_signal_connect(bridge.server, "request-started", G_CALLBACK(on_request_started), &bridge);
     g_signal_connect(bridge.server, "request-finished", G_CALLBACK(on_request_done), &bridge);
     g_signal_connect(bridge.server, "request-aborted", G_CALLBACK(on_request_done), &bridge);

@@ -306,7 +306,7 @@ const cases = {
   async 'openai errors'() {
     await assert.rejects(openai.chat.completions.create({ model: 'nope', messages: user('x') }),
       (e) => e.status === 404 && /nope/.test(e.message));
-    await assert.rejects(openai.embeddings.create({ model: 'tiny', input: 'x' }), (e) => e.status === 404);
+    await assert.rejects(openai.embeddings.create({ model: 'tiny', input: 'x' }), (e) => e.status === 400);
   },
   async 'concurrent streams'() {
     const runs = [];

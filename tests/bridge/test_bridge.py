@@ -140,9 +140,8 @@ def curl(url, path, body=None, headers=(), method=None, uid=None, raw_body=None,
     return int(status), text
 
 
-class BridgeTest(ServiceTestCase):
-    CONFIG = {"Models": {"MaxContext": "4096", "DefaultMaxTokens": "8"}}
-    make_model_dir = staticmethod(model_dir)
+class BridgeTestCase(ServiceTestCase):
+    """npullmd and npullm-bridge (cls.bridge) for the tests of a class."""
 
     @classmethod
     def setUpClass(cls):
@@ -161,6 +160,11 @@ class BridgeTest(ServiceTestCase):
         super().tearDownClass()
         if rc != 0 or "CRITICAL" in log or "WARNING" in log or "runtime error" in log or "Sanitizer" in log:
             raise AssertionError("npullm-bridge exited with %s; its log:\n%s" % (rc, log))
+
+
+class BridgeTest(BridgeTestCase):
+    CONFIG = {"Models": {"MaxContext": "4096", "DefaultMaxTokens": "8"}}
+    make_model_dir = staticmethod(model_dir)
 
     def get(self, path, **kw):
         return curl(self.bridge.url, path, **kw)
@@ -274,8 +278,7 @@ class BridgeTest(ServiceTestCase):
                                                            "images": [self.image_b64()], "stream": False}))
 
     def test_ollama_errors(self):
-        for path in ("/api/pull", "/api/push", "/api/create", "/api/copy", "/api/delete", "/api/embed",
-                     "/api/embeddings"):
+        for path in ("/api/pull", "/api/push", "/api/create", "/api/copy", "/api/delete"):
             doc = self.assertStatus(501, self.post(path, {"model": "tiny"}))
             self.assertIn("does not serve", doc["error"])
         self.assertStatus(404, self.get("/api/nothing"))
@@ -415,7 +418,7 @@ class BridgeTest(ServiceTestCase):
         self.assertGreater(two["usage"]["prompt_tokens"], 2 * 16)
 
     def test_openai_errors(self):
-        self.assertStatus(404, self.post("/v1/embeddings", {"model": "tiny", "input": "x"}), "openai")
+        self.assertStatus(400, self.post("/v1/embeddings", {"model": "tiny", "input": "x"}), "openai")
         self.assertStatus(404, self.post("/v1/chat/completions", {"model": "nope", "messages": [
             {"role": "user", "content": "x"}]}), "openai")
         self.assertStatus(405, self.get("/v1/chat/completions"), "openai")

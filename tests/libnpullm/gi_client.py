@@ -131,3 +131,18 @@ try:
 finally:
     pass
 print("ok error")
+
+# embeddings: an aad of unit vectors and the info (a{sv}) as an out value
+if "minilm" in names:
+    def embedded(c, res):
+        state["embed"] = c.embed_finish(res)
+        loop.quit()
+    client.embed_async(["one", "two", "three"], Npullm.Options(model="minilm", dimensions=16), None, embedded)
+    loop.run()
+    vectors, info = state["embed"]
+    vectors = vectors.unpack()
+    if len(vectors) != 3 or len(vectors[0]) != 16 or abs(sum(x * x for x in vectors[2]) - 1) > 1e-5:
+        fail("embed: %r" % vectors)
+    if info.unpack()["model"] != "minilm":
+        fail("embed info: %r" % info.unpack())
+    print("ok embed")

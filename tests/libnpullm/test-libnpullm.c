@@ -4,6 +4,7 @@
  *   concurrent, forged, restart (waits for a line on stdin between its two
  *   requests while the harness restarts the daemon).
  * The bus is the one in DBUS_SYSTEM_BUS_ADDRESS. Exit status 0: passed. */
+#include <math.h>
 #include <npullm.h>
 
 #include <gio/gunixinputstream.h>
@@ -678,7 +679,50 @@ static void case_thinking(void)
     }
 }
 
+/* Embed: one unit vector per text, dimensions, the info; the errors of
+ * a chat model and of text that is not UTF-8 (refused before sending). */
+static GVariant *embed(const char *const *texts, NpullmOptions *o, GVariant **info, GError **error)
+{
+    GAsyncResult *res = NULL;
+    npullm_client_embed_async(client, texts, o, NULL, store_result, &res);
+    GVariant *v = npullm_client_embed_finish(client, wait_result(&res), info, error);
+    g_object_unref(res);
+    return v;
+}
+
+static void case_embed(void)
+{
+    const char *texts[] = {"first text", "second text", NULL};
+    g_autoptr(NpullmOptions) o = npullm_options_new();
+    g_object_set(o, "model", "minilm", "priority", "background", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GVariant) info = NULL;
+    g_autoptr(GVariant) v = embed(texts, o, &info, &error);
+    ENSURE(v != NULL && g_variant_is_of_type(v, G_VARIANT_TYPE("aad")) && g_variant_n_children(v) == 2);
+    g_autoptr(GVariant) row = g_variant_get_child_value(v, 1);
+    gsize n = 0;
+    const double *x = g_variant_get_fixed_array(row, &n, sizeof(double));
+    double norm = 0;
+    for (gsize k = 0; k < n; k++)
+        norm += x[k] * x[k];
+    guint32 dims = 0;
+    ENSURE(n == 64 && fabs(norm - 1) < 1e-5 && g_variant_lookup(info, "dimensions", "u", &dims) && dims == 64);
+
+    g_object_set(o, "dimensions", 8u, NULL);
+    g_autoptr(GVariant) v8 = embed(texts, o, NULL, &error);
+    g_autoptr(GVariant) row8 = g_variant_get_child_value(v8, 0);
+    ENSURE(g_variant_n_children(row8) == 8);
+
+    g_object_set(o, "model", "tiny", NULL);
+    ENSURE(embed(texts, o, NULL, &error) == NULL && g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NOT_SUPPORTED));
+    g_clear_error(&error);
+    const char *bad[] = {"ok", "\xff", NULL};
+    ENSURE(embed(bad, NULL, NULL, &error) == NULL &&
+           g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
+}
+
 static const nt_case cases[] = {
+    {"embed", case_embed},
     {"thinking", case_thinking},
     {"objects", case_objects},
     {"stream", case_stream},       {"cancel", case_cancel},         {"dispose", case_dispose},

@@ -31,6 +31,8 @@ def model_dir(workdir):
     tb.place_model(tb.env_path("NPULLM_TEST_VISION_MODEL"), os.path.join(d, "vision.gguf"))
     tb.place_model(tb.env_path("NPULLM_TEST_MMPROJ"), os.path.join(d, "vision.mmproj.gguf"))
     tb.place_model(tb.env_path("NPULLM_TEST_QWEN_MODEL"), os.path.join(d, "qwen.gguf"))
+    if os.environ.get("NPULLM_TEST_EMBED_MODEL"):
+        tb.place_model(os.environ["NPULLM_TEST_EMBED_MODEL"], os.path.join(d, "minilm.gguf"))
     return d
 
 
@@ -72,6 +74,11 @@ class LibraryTest(ServiceTestCase):
 
     def test_c_thinking(self):
         self.c_case("thinking")
+
+    def test_c_embed(self):
+        if not os.environ.get("NPULLM_TEST_EMBED_MODEL"):
+            self.skipTest("no embedding model (tests/embed needs the bert-tokenizer package)")
+        self.c_case("embed")
 
     def test_c_objects(self):
         self.c_case("objects")
@@ -122,6 +129,8 @@ class LibraryTest(ServiceTestCase):
         if not os.environ.get("GJS"):
             self.skipTest("introspection is off")
         out = self.run_checked([sys.executable, os.path.join(HERE, "gi_client.py")], interpreter=True)
+        if os.environ.get("NPULLM_TEST_EMBED_MODEL"):
+            self.assertIn("ok embed", out)
         self.assertIn("ok stream", out)
         self.assertIn("ok dropped", out)
         self.assertIn("ok cancel", out)

@@ -1,0 +1,153 @@
+#include "embed-call.h"
+
+#include <string.h>
+
+#include "embed-job.h"
+
+GVariant *npd_model_capabilities(const NpdModelEntry *e)
+{
+    const char *caps[4] = {NULL};
+    guint n = 0;
+    if (e->embedding) {
+        caps[n++] = "embedding";
+    } else if (e->supported) {
+        caps[n++] = "completion";
+        caps[n++] = "chat";
+        if (e->vision)
+            caps[n++] = "vision";
+    }
+    return g_variant_new_strv(caps, n);
+}
+
+gboolean npd_model_check_generates(const NpdModelEntry *e, GError **error)
+{
+    if (!e->embedding)
+        return TRUE;
+    g_set_error(error, NPD_ERROR, NPD_ERROR_NOT_SUPPORTED,
+                "model '%s' is an embedding model: it makes vectors, not text (use Embed)", e->name);
+    return FALSE;
+}
+
+/* 1..NPP_MAX_EMBED_TEXTS non-empty texts, each and all within their byte
+ * caps. */
+static gboolean check_texts(GVariant *texts, GError **error)
+{
+    gsize n = g_variant_n_children(texts), total = 0;
+    if (n == 0) {
+        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "texts: the list is empty");
+        return FALSE;
+    }
+    if (n > NPP_MAX_EMBED_TEXTS) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                    "texts: %zu texts exceed the limit of %d per call", n, NPP_MAX_EMBED_TEXTS);
+        return FALSE;
+    }
+    for (gsize i = 0; i < n; i++) {
+        gsize len = 0;
+        g_autoptr(GVariant) t = g_variant_get_child_value(texts, i);
+        g_variant_get_string(t, &len);
+        if (len == 0) {
+            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "texts[%zu]: empty text", i);
+            return FALSE;
+        }
+        if (len > NPP_MAX_EMBED_TEXT_BYTES) {
+            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                        "texts[%zu]: %zu bytes exceed the limit of %d per text", i, len, NPP_MAX_EMBED_TEXT_BYTES);
+            return FALSE;
+        }
+        total += len;
+    }
+    if (total > NPP_MAX_EMBED_BYTES) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                    "texts: %zu bytes in all exceed the limit of %d per call", total, NPP_MAX_EMBED_BYTES);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The model option, else the first embedding model; it must make
+ * embeddings. */
+static const NpdModelEntry *embedding_model(NpdDaemon *d, const char *name, GError **error)
+{
+    if (name == NULL) {
+        const NpdModelEntry *e = npd_model_catalog_default_embedding(d->catalog);
+        if (e == NULL)
+            g_set_error_literal(error, NPD_ERROR, NPD_ERROR_NO_SUCH_MODEL, "no embedding models are installed");
+        return e;
+    }
+    const NpdModelEntry *e = npd_model_catalog_lookup(d->catalog, name, error);
+    if (e != NULL && !e->embedding) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_NOT_SUPPORTED,
+                    "model '%s' is not an embedding model: it generates text (use Generate or Chat)", e->name);
+        return NULL;
+    }
+    return e;
+}
+
+gboolean npd_embed_prepare(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+                           GError **error)
+{
+    g_autoptr(GVariant) texts = g_variant_get_child_value(params, 0);
+    g_autoptr(GVariant) options = g_variant_get_child_value(params, 1);
+    if (!check_texts(texts, error) || !npd_request_options_parse(options, NPD_CALL_EMBED, d->cfg, &p->opts, error))
+        return FALSE;
+    const NpdModelEntry *e = embedding_model(d, p->opts.model, error);
+    if (e == NULL)
+        return FALSE;
+    p->model_name = g_strdup(e->name);
+    p->model_path = g_strdup(e->path);
+    guint n = (guint)g_variant_n_children(texts);
+    p->op = npd_embed_job_new(g_variant_dup_strv(texts, NULL), n, p->opts.dimensions, p->opts.truncate);
+    p->op_free = (GDestroyNotify)npd_embed_job_free;
+    return TRUE;
+}
+
+/* The finished job's vectors and what it took. */
+static GVariant *embed_reply(NpdRequest *r, const NpdEvent *ev)
+{
+    const NpdEmbedJob *j = ev->result;
+    GVariantBuilder vecs, info;
+    g_variant_builder_init(&vecs, G_VARIANT_TYPE("aad"));
+    g_autofree double *row = g_new(double, j->dim);
+    for (guint i = 0; i < j->n; i++) {
+        for (guint32 k = 0; k < j->dim; k++)
+            row[k] = j->vectors[(gsize)i * j->dim + k];
+        g_variant_builder_add_value(&vecs, g_variant_new_fixed_array(G_VARIANT_TYPE_DOUBLE, row, j->dim, sizeof *row));
+    }
+    g_variant_builder_init(&info, G_VARIANT_TYPE_VARDICT);
+    g_variant_builder_add(&info, "{sv}", "model", g_variant_new_string(r->model));
+    g_variant_builder_add(&info, "{sv}", "dimensions", g_variant_new_uint32(j->dim));
+    g_variant_builder_add(&info, "{sv}", "pooling", g_variant_new_string(j->pooling != NULL ? j->pooling : ""));
+    g_variant_builder_add(&info, "{sv}", "prompt_tokens", g_variant_new_uint32(ev->stats.prompt_tokens));
+    g_variant_builder_add(&info, "{sv}", "truncated", g_variant_new_uint32((guint32)j->n_truncated));
+    g_variant_builder_add(&info, "{sv}", "passes", g_variant_new_uint32((guint32)j->n_passes));
+    g_variant_builder_add(&info, "{sv}", "total_time_ms", g_variant_new_double(ev->stats.total_time_ms));
+    g_variant_builder_add(&info, "{sv}", "device", g_variant_new_string(r->daemon->device));
+    return g_variant_new("(aada{sv})", &vecs, &info);
+}
+
+gboolean npd_embed_run(NpdPendingCall *p)
+{
+    NpdDaemon *d = p->daemon;
+    g_autoptr(GError) error = NULL;
+    if (!npd_manager_check_capacity(d, p->client, &error)) {
+        g_dbus_method_invocation_return_gerror(p->invocation, error);
+        return FALSE;
+    }
+    NpdRequest *r = npd_request_new(d, p->client, NULL, p->model_name, p->invocation);
+    r->reply = embed_reply;
+    NpdJob *job = g_new0(NpdJob, 1);
+    job->id = r->id;
+    job->model_name = g_strdup(p->model_name);
+    job->model_path = g_strdup(p->model_path);
+    job->priority = p->opts.priority;
+    job->uid = p->client->uid;
+    job->kind = &npd_embed_job_kind;
+    job->kind_state = g_steal_pointer(&p->op);
+    g_debug("embed request %" G_GUINT64_FORMAT " from %s: model %s, %u texts", r->id, p->client->name,
+            p->model_name, ((NpdEmbedJob *)job->kind_state)->n);
+    npd_worker_submit(d->worker, job);
+    npd_manager_announce(d);
+    npd_daemon_activity_changed(d);
+    return FALSE;
+}

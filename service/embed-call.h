@@ -1,0 +1,25 @@
+/* org.npullm.Manager.Embed on the main thread: the arguments checked
+ * against the caps (npullm-protocol.h), the model resolved to an
+ * embedding model, the job handed to the worker's fair queue
+ * (embed-job.c) and the vectors returned as (aad, a{sv}). Also what
+ * ListModels says a model can do, and the refusal of generation on an
+ * embedding model. A Rerank method would sit beside it the same way: a
+ * prepare/run pair here, a job kind of its own, a reply function. */
+#ifndef NPD_EMBED_CALL_H
+#define NPD_EMBED_CALL_H
+
+#include "manager-call.h"
+
+gboolean npd_embed_prepare(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,
+                           GError **error);
+gboolean npd_embed_run(NpdPendingCall *p);
+
+/* ListModels' "capabilities" (as): "embedding", or "completion" and
+ * "chat" (and "vision" with a projector); none when not supported. */
+GVariant *npd_model_capabilities(const NpdModelEntry *e);
+
+/* Generate, Chat, Complete, DescribeImage on an embedding model:
+ * NPD_ERROR_NOT_SUPPORTED saying why. */
+gboolean npd_model_check_generates(const NpdModelEntry *e, GError **error);
+
+#endif
