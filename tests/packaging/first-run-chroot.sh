@@ -61,6 +61,7 @@ debs_before=$(cd "$archives" && ls -- *.deb 2>/dev/null || true)  # debootstrap'
 # Each line the run prints gets the seconds since its start, so the log
 # shows where the time went.
 step "tools/npullm-dev run (log: $work/run.log)"
+times >"$work/cpu-before"  # the builtin: this shell's children, the run's processes
 start=$(date +%s)
 rc=0
 in_root HOME=/root sh -c 'cd /src/npullm && exec tools/npullm-dev run "$1"' sh "$prompt" 2>&1 |
@@ -69,6 +70,11 @@ in_root HOME=/root sh -c 'cd /src/npullm && exec tools/npullm-dev run "$1"' sh "
         printf '%5d s  %s\n' $(( now - start )) "$line"
     done >"$work/run.log" || rc=$?
 seconds=$(( $(date +%s) - start ))
+times >"$work/cpu-after"
+# CPU seconds (user + system) of the run: what a loaded machine does not change
+cpu_seconds() { tail -1 "$1" | sed 's/m/ /g; s/s//g' | awk '{ print $1 * 60 + $2 + $3 * 60 + $4 }'; }
+cpu=$(awk -v a="$(cpu_seconds "$work/cpu-after")" -v b="$(cpu_seconds "$work/cpu-before")" \
+      'BEGIN { printf "%.0f", a - b }')
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 marker='starting npullmd on a private bus'
 generation=$(sed -n "/$marker/,\$p" "$work/run.log" | tail -n +2 | cut -c10-)
@@ -89,6 +95,6 @@ say "phases (s from the start): apt-get $(phase 'installing Debian packages'), m
 " ninja $(phase 'ninja: Entering directory'), tokenizer $(phase 'npullm-fetch-npm: downloading'),"\
 " demo model $(phase 'generating a random-weight'), private bus $(phase "$marker")"
 say "RESULT: tools/npullm-dev run on a fresh Debian 12 (minbase) root: $(wc -w <<<"$added") packages installed" \
-    "($(( disk / 1024 )) MiB on disk), $(( download / 1000000 )) MB downloaded, $seconds s wall time on $(nproc) cores of" \
+    "($(( disk / 1024 )) MiB on disk), $(( download / 1000000 )) MB downloaded, $seconds s wall time ($cpu s of CPU) on $(nproc) cores of" \
     "$(sed -n 's/^model name[^:]*: *//p' /proc/cpuinfo | head -1)" \
     "(load average before: $load_before, after: $load_after)"
