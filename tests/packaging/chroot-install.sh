@@ -32,7 +32,7 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 packages=(npullmd npullm-client npullm-bridge npullm-tools libnpullm-1-1 gir1.2-npullm-1.0)
 
 chroot_name=chroot-install
-# shellcheck source=chroot-lib.sh
+# shellcheck source-path=SCRIPTDIR source=chroot-lib.sh
 source "$top/tests/packaging/chroot-lib.sh"
 
 # Every path in the root but the kernel's, the runtime's, apt's caches

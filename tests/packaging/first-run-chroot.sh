@@ -32,7 +32,7 @@ prompt=${1:-"Write a haiku about a tiny neural processor."}
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 chroot_name=first-run
-# shellcheck source=chroot-lib.sh
+# shellcheck source-path=SCRIPTDIR source=chroot-lib.sh
 source "$top/tests/packaging/chroot-lib.sh"
 
 make_root
@@ -91,9 +91,9 @@ disk=0
 # where the time went: the first line of each phase in the log
 phase() { awk -v pat="$1" 'index($0, pat) { print $1; exit }' "$work/run.log"; }
 say "generation: $(head -c 400 <<<"$generation" | tr '\n' ' ')"
-say "phases (s from the start): apt-get $(phase 'installing Debian packages'), meson $(phase 'The Meson build system'),"\
-" ninja $(phase 'ninja: Entering directory'), tokenizer $(phase 'npullm-fetch-npm: downloading'),"\
-" demo model $(phase 'generating a random-weight'), private bus $(phase "$marker")"
+say "phases (s from the start): apt-get $(phase 'installing Debian packages'), meson $(phase 'The Meson build system')," \
+    "ninja $(phase 'ninja: Entering directory'), tokenizer $(phase 'npullm-fetch-npm: downloading')," \
+    "demo model $(phase 'generating a random-weight'), private bus $(phase "$marker")"
 say "RESULT: tools/npullm-dev run on a fresh Debian 12 (minbase) root: $(wc -w <<<"$added") packages installed" \
     "($(( disk / 1024 )) MiB on disk), $(( download / 1000000 )) MB downloaded, $seconds s wall time ($cpu s of CPU) on $(nproc) cores of" \
     "$(sed -n 's/^model name[^:]*: *//p' /proc/cpuinfo | head -1)" \
