@@ -21,9 +21,8 @@
 # run takes its private-bus path, as on a machine without npullm installed.
 # The host's local certificate authorities (/usr/local/share/ca-certificates)
 # are copied in.
-# On 2 shared cores (load 18-33) the run took 17.5 minutes, debootstrap 5.5
-# more (most of it apt's unpacking and the compiler), so it is not part of
-# CI. Needs debootstrap and network access to deb.debian.org
+# On 2 shared cores (load 18-31) the run took 16-17.5 minutes (195 s of
+# CPU), debootstrap 5.5 more, so it is not part of CI. Needs debootstrap and network access to deb.debian.org
 # and registry.npmjs.org. NPULLM_KEEP_CHROOT, NPULLM_CHROOT_FROM and
 # NPULLM_DEBIAN_MIRROR: chroot-lib.sh.
 set -euo pipefail
