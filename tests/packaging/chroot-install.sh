@@ -23,48 +23,17 @@
 #     are the administrator's data).
 #
 # Needs debootstrap, network access to deb.debian.org, and the tokenizer
-# fixtures in tests/node_modules for the demo model. Set NPULLM_KEEP_CHROOT=1
-# to keep the root (its path is printed) for a look after a failure, and
-# NPULLM_CHROOT_FROM=DIR to start from a copy of a bookworm root made by
-# debootstrap before (saves its minutes while working on this script).
+# fixtures in tests/node_modules for the demo model. NPULLM_KEEP_CHROOT,
+# NPULLM_CHROOT_FROM and NPULLM_DEBIAN_MIRROR: chroot-lib.sh.
 set -euo pipefail
 
 debdir=$(cd "${1:?usage: chroot-install.sh DEBDIR}" && pwd)
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-mirror=${NPULLM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 packages=(npullmd npullm-client npullm-bridge npullm-tools libnpullm-1-1 gir1.2-npullm-1.0)
 
-say() { printf 'chroot-install: %s\n' "$*" >&2; }
-die() { say "FAIL: $*"; exit 1; }
-
-work=$(mktemp -d /var/tmp/npullm-chroot.XXXXXX)
-root=$work/root
-pids=()
-mounts=()
-
-cleanup() {
-    local rc=$?
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
-    done
-    local i
-    for (( i=${#mounts[@]}-1; i>=0; i-- )); do
-        umount "${mounts[i]}" 2>/dev/null || umount -l "${mounts[i]}" || true
-    done
-    if [ "${NPULLM_KEEP_CHROOT:-}" = 1 ]; then
-        say "kept $root"
-    else
-        rm -rf "$work"
-    fi
-    exit $rc
-}
-trap cleanup EXIT
-
-in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
-    DEBIAN_FRONTEND=noninteractive "$@"; }
+chroot_name=chroot-install
+# shellcheck source-path=SCRIPTDIR source=chroot-lib.sh
+source "$top/tests/packaging/chroot-lib.sh"
 
 # Every path in the root but the kernel's, the runtime's, apt's caches
 # and the logs.
@@ -73,30 +42,15 @@ list_files() {
         -o -path /var/cache/apt -o -path /var/lib/apt/lists -o -path /var/log \) -prune -o -print | sort
 }
 
-step_start=$(date +%s)
-step() { say "$(( $(date +%s) - step_start )) s: $*"; }
-
 debs=()
 for p in "${packages[@]}"; do
-    f=$(ls "$debdir/${p}"_*.deb 2>/dev/null | head -1)
+    f=$(ls "$debdir/${p}"_*.deb 2>/dev/null | head -1) || true  # none: said below
     [ -n "$f" ] || die "no ${p}_*.deb in $debdir"
     debs+=("$f")
 done
 
-if [ -n "${NPULLM_CHROOT_FROM:-}" ]; then
-    # working on this script: a copy of a root debootstrapped before
-    step "copying $NPULLM_CHROOT_FROM"
-    cp -a "$NPULLM_CHROOT_FROM" "$root"
-else
-    step "debootstrap --variant=minbase bookworm ($mirror)"
-    debootstrap --variant=minbase bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
-        { tail -20 "$work/debootstrap.log" >&2; die "debootstrap"; }
-fi
-
-mount -t proc proc "$root/proc"; mounts+=("$root/proc")
-mount -t sysfs sysfs "$root/sys"; mounts+=("$root/sys")
-mount --bind /dev "$root/dev"; mounts+=("$root/dev")
-mount -t tmpfs tmpfs "$root/run"; mounts+=("$root/run")
+make_root
+mount_root
 mkdir -p "$root/tmp/debs"
 cp "${debs[@]}" "$root/tmp/debs/"
 
