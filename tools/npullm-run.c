@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ggml_types.h"
+#include "gguf.h"
 #include "npullm.h"
 #include "chat_prompt.h"
 #include "run-messages.h"
