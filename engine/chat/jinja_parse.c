@@ -301,6 +301,7 @@ static const jnode *parse_postfix(parser *P, const jnode *e)
                 n->b = lit;
             } else {
                 n->name = expect_name(P);
+                n->member = jmember_find(n->name);
             }
             e = n;
         } else if (accept_op(P, "[")) {
@@ -322,6 +323,7 @@ static const jnode *parse_filters_tests(parser *P, const jnode *e)
         if (accept_op(P, "|")) {
             jnode *n = node(P, JN_FILTER);
             n->name = expect_name(P);
+            n->filter = jfilter_find(n->name);
             n->a = e;
             if (accept_op(P, "("))
                 parse_args(P, n);
@@ -330,6 +332,7 @@ static const jnode *parse_filters_tests(parser *P, const jnode *e)
             jnode *n = node(P, JN_TEST);
             n->negate = accept_name(P, "not");
             n->name = expect_name(P);
+            n->test = jtest_find(n->name);
             n->a = e;
             if (accept_op(P, "(")) {
                 parse_args(P, n);
