@@ -13,16 +13,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf.h"
+/* Public headers only: base/'s, the model probe beside this one, and the
+ * tokenizer's and the grammar's APIs. The GGUF reader is the engine's own
+ * (engine/gguf/gguf.h): a model's file appears here as an opaque handle. */
 #include "grammar.h"
-#include "npl_buf.h"
 #include "model_probe.h"
+#include "npl_buf.h"
 #include "npl_error.h"
 #include "tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef struct npl_gguf npl_gguf;
 
 /* ---- model ------------------------------------------------------------ */
 

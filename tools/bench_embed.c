@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "npullm.h"
 
 #define WORDS_PER_TEXT 126
@@ -17,13 +18,6 @@
 static const char *const words[] = {"the", "of", "and", "to", "in", "is", "was", "for", "on", "that",
                                     "with", "as", "by", "at", "from", "his", "it", "an", "were", "are"};
 #define N_WORDS (sizeof words / sizeof words[0])
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static char *make_text(unsigned seed)
 {
@@ -40,18 +34,15 @@ static char *make_text(unsigned seed)
 int bench_embed(const char *model, int n_threads, long reps, bool json)
 {
     static const size_t batches[] = {1, 16, 64};
-    npl_model_params mp;
-    npl_model_params_default(&mp);
-    mp.n_threads = n_threads;
     npl_error err;
     npl_error_clear(&err);
-    double t0 = now_s();
-    npl_model *m = npl_model_load(model, &mp, &err);
+    double t0 = bench_now_s();
+    npl_model *m = bench_load_model(model, n_threads, &err);
     if (!m) {
         fprintf(stderr, "npullm-bench: %s\n", err.message);
         return 1;
     }
-    double load_s = now_s() - t0;
+    double load_s = bench_now_s() - t0;
     int rc = 1;
     char *texts[MAX_BATCH] = {0};
     uint32_t dim = npl_model_embedding_dim(m);
@@ -62,12 +53,12 @@ int bench_embed(const char *model, int n_threads, long reps, bool json)
     if (!out)
         goto done;
     npl_embed_info info;
-    t0 = now_s();
+    t0 = bench_now_s();
     if (npl_embed(m, (const char *const *)texts, NULL, MAX_BATCH, NULL, out, &info, &err)) {
         fprintf(stderr, "npullm-bench: %s\n", err.message);
         goto done;
     }
-    double warm_s = now_s() - t0;
+    double warm_s = bench_now_s() - t0;
     size_t tokens_per_text = info.n_tokens / MAX_BATCH;
     if (json)
         printf("{\"model\": \"%s\", \"load_s\": %.3f, \"warmup_s\": %.3f, \"tokens_per_text\": %zu, \"batches\": [",
@@ -79,12 +70,12 @@ int bench_embed(const char *model, int n_threads, long reps, bool json)
         size_t b = batches[bi];
         double best = 0, sum = 0;
         for (long r = 0; r < reps; r++) {
-            t0 = now_s();
+            t0 = bench_now_s();
             if (npl_embed(m, (const char *const *)texts, NULL, b, NULL, out, NULL, &err)) {
                 fprintf(stderr, "npullm-bench: %s\n", err.message);
                 goto done;
             }
-            double tps = (double)b / (now_s() - t0);
+            double tps = (double)b / (bench_now_s() - t0);
             sum += tps;
             if (tps > best)
                 best = tps;

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "bench_grammar.h"
+#include "bench_common.h"
 #include "gguf.h"
 #include "npullm.h"
 
@@ -34,13 +35,6 @@ static const char NESTED_SCHEMA[] =
     "\"required\":[\"name\",\"email\"],\"additionalProperties\":false},"
     "\"items\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/item\"},\"minItems\":1,\"maxItems\":4}},"
     "\"required\":[\"order\",\"customer\",\"items\"],\"additionalProperties\":false}";
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -75,9 +69,9 @@ static int32_t kth_allowed(const uint32_t *mask, uint32_t n_vocab, size_t k)
 static int bench_mask(const npl_tokenizer *tok, const npl_grammar *g, bool json)
 {
     npl_error err = {0};
-    double t0 = now_s();
+    double t0 = bench_now_s();
     npl_vocab_index *vi = npl_vocab_index_create(tok, &err);
-    double t_index = now_s() - t0;
+    double t_index = bench_now_s() - t0;
     if (!vi) {
         fprintf(stderr, "npullm-bench: %s\n", err.message);
         return 1;
@@ -95,15 +89,15 @@ static int bench_mask(const npl_tokenizer *tok, const npl_grammar *g, bool json)
     uint64_t rng = 0x9E3779B97F4A7C15ull;
     size_t outputs = 0, complete = 0;
     for (int o = 0; o < MASK_OUTPUTS && mask && steps && short_mask && one_byte; o++) {
-        double tm = now_s();
+        double tm = bench_now_s();
         npl_grammar_matcher *m = npl_grammar_matcher_create(g, vi, &err);
-        t_matcher += now_s() - tm;
+        t_matcher += bench_now_s() - tm;
         if (!m)
             break;
         for (int k = 0; k < 4000 && n < cap; k++) {
-            double ts = now_s();
+            double ts = bench_now_s();
             size_t allowed = npl_grammar_matcher_mask(m, mask);
-            steps[n++] = now_s() - ts;
+            steps[n++] = bench_now_s() - ts;
             if (!allowed)
                 break;
             size_t n_short = 0;
@@ -169,7 +163,7 @@ static double decode_run(npl_model *m, npl_grammar_matcher *gm, long n)
     int32_t prompt[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     double rate = -1;
     if (npl_prefill(m, seq, prompt, 8, 0, NULL, &err) == NPL_OK) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         long i = 0;
         for (; i < n; i++) {
             int32_t id = npl_sampler_sample(s, npl_seq_logits(seq));
@@ -183,7 +177,7 @@ static double decode_run(npl_model *m, npl_grammar_matcher *gm, long n)
                 npl_grammar_matcher_reset(gm);
         }
         if (i == n)
-            rate = (double)n / (now_s() - t0);
+            rate = (double)n / (bench_now_s() - t0);
     }
     npl_sampler_free(s);
     npl_seq_free(seq);
@@ -200,10 +194,7 @@ int bench_grammar(const bench_grammar_opts *o)
     }
     npl_model *m = NULL;
     if (o->model) {
-        npl_model_params mp;
-        npl_model_params_default(&mp);
-        mp.n_threads = o->n_threads;
-        m = npl_model_load(o->model, &mp, &err);
+        m = bench_load_model(o->model, o->n_threads, &err);
         if (!m) {
             fprintf(stderr, "npullm-bench: cannot load the model: %s\n", err.message);
             npl_grammar_free(g);

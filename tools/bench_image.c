@@ -17,15 +17,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "npullm.h"
 #include "vision.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* CPU seconds of the process (all threads): on a shared machine, less
  * disturbed by other load than the wall clock. */
@@ -75,7 +69,7 @@ static int one_run(const bench_image_opts *o, npl_vision *v, npl_model *m, const
 {
     npl_error err;
     memset(rt, 0, sizeof *rt);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     npl_image img;
     if (npl_image_decode(data, size, NULL, &img, &err) != NPL_OK)
         return fail("cannot decode the image", err.message);
@@ -83,25 +77,25 @@ static int one_run(const bench_image_opts *o, npl_vision *v, npl_model *m, const
     npl_image_free(&img);
     if (!e)
         return fail("cannot start the encoding", err.message);
-    double t1 = now_s();
+    double t1 = bench_now_s();
     rt->decode = t1 - t0;
     uint32_t n_layer = npl_vision_get_info(v)->n_layer;
     rt->block_min = 1e30;
     double c1 = cpu_s();
     bool done = false;
     for (uint32_t stage = 0; !done; stage++) {
-        double s0 = now_s();
+        double s0 = bench_now_s();
         if (npl_vision_encoding_step(e, &done, &err) != NPL_OK) {
             npl_vision_encoding_free(e);
             return fail("encoding failed", err.message);
         }
-        double dt = now_s() - s0;
+        double dt = bench_now_s() - s0;
         if (stage >= 1 && stage <= n_layer) {
             rt->block_min = dt < rt->block_min ? dt : rt->block_min;
             rt->block_max = dt > rt->block_max ? dt : rt->block_max;
         }
     }
-    double t2 = now_s();
+    double t2 = bench_now_s();
     rt->encoder = t2 - t1;
     rt->encoder_cpu = cpu_s() - c1;
     npl_vision_encoding_get_timings(e, &rt->parts);
@@ -121,9 +115,9 @@ static int one_run(const bench_image_opts *o, npl_vision *v, npl_model *m, const
             npl_vision_encoding_free(e);
             return fail("prefill failed", err.message);
         }
-        rt->prefill = now_s() - t2;
+        rt->prefill = bench_now_s() - t2;
     }
-    rt->first_token = now_s() - t0;
+    rt->first_token = bench_now_s() - t0;
     npl_vision_encoding_free(e);
     (void)o;
     return 0;
@@ -134,7 +128,7 @@ static int one_run(const bench_image_opts *o, npl_vision *v, npl_model *m, const
  * runs once, so the timed runs see the weights as a loaded model has them. */
 static npl_status warm_up(npl_model *m, double *seconds, npl_error *err)
 {
-    double t0 = now_s();
+    double t0 = bench_now_s();
     npl_image_prompt p;
     if (npl_vision_chat_prompt(m, NULL, "Describe this image.", &p, err) != NPL_OK)
         return err->code;
@@ -144,7 +138,7 @@ static npl_status warm_up(npl_model *m, double *seconds, npl_error *err)
         st = npl_prefill(m, s, p.after.ids, p.after.n, 0, NULL, err);
     npl_seq_free(s);
     npl_image_prompt_free(&p);
-    *seconds = now_s() - t0;
+    *seconds = bench_now_s() - t0;
     return st;
 }
 
@@ -170,19 +164,16 @@ int bench_image(const bench_image_opts *o)
     vp.bf16_weights = o->bf16;
     vp.q8_weights = o->q8;
     npl_error err;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     npl_vision *v = npl_vision_load(o->mmproj, &vp, &err);
-    double load_s = now_s() - t0;
+    double load_s = bench_now_s() - t0;
     if (!v) {
         free(data);
         return fail("cannot load the projector", err.message);
     }
     npl_model *m = NULL;
     if (o->model) {
-        npl_model_params mp;
-        npl_model_params_default(&mp);
-        mp.n_threads = o->n_threads;
-        m = npl_model_load(o->model, &mp, &err);
+        m = bench_load_model(o->model, o->n_threads, &err);
         if (!m || npl_vision_check_model(v, m, &err) != NPL_OK) {
             npl_model_free(m);
             npl_vision_free(v);

@@ -14,18 +14,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "ggml_types.h"
 #include "matvec.h"
 #include "threadpool.h"
 
 enum { ROWS = 8192, COLS = 2048, N_MATS = 16, PREFILL_VECS = 64 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t next_rand(uint64_t *s)
 {
@@ -81,10 +75,10 @@ static double time_pass(npl_threadpool *pool, npl_matmul_ws *ws, const weights *
 {
     double best = 1e30;
     for (long r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         for (int m = 0; m < N_MATS; m++)
             npl_matmul_contig(pool, ws, &w->mats[m], x, COLS, n_vec, y, ROWS);
-        double t = now_s() - t0;
+        double t = bench_now_s() - t0;
         if (t < best)
             best = t;
     }
@@ -112,10 +106,10 @@ static bool bench_type(uint32_t type, npl_threadpool *pool, int threads, long re
         for (size_t i = 0; i < (size_t)PREFILL_VECS * COLS; i++)
             x[i] = bench_rand_unit(&rng);
         npl_matmul_ws_set_packing(ref, false);
-        double t0 = now_s();
+        double t0 = bench_now_s();
         for (int m = 0; m < N_MATS; m++)
             ok = ok && npl_matmul_ws_prepack(packed, pool, &w.mats[m]);
-        out->repack_s = (now_s() - t0) / N_MATS;
+        out->repack_s = (bench_now_s() - t0) / N_MATS;
         double bytes = (double)w.mat_bytes * N_MATS, macs = (double)ROWS * COLS * N_MATS * PREFILL_VECS;
         out->packed_gbs = bytes / time_pass(pool, packed, &w, x, 1, y, reps) * 1e-9;
         out->packed_gmacs = macs / time_pass(pool, packed, &w, x, PREFILL_VECS, y, reps) * 1e-9;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "cpu_features.h"
 #include "threadpool.h"
 
@@ -108,13 +109,6 @@ static void peak_task(void *ctx, size_t begin, size_t end, int thread)
     }
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int bench_peak(int n_threads, long reps, bool json)
 {
     npl_cpu_features f;
@@ -136,9 +130,9 @@ int bench_peak(int n_threads, long reps, bool json)
         peak_job j = {.kind = kind, .iters = 50000000L / (kind == KIND_VNNI ? 4 : kind == KIND_BF16 ? 2 : 1)};
         double best = 0.0, worst = 1e30;
         for (long r = 0; r < reps; r++) {
-            double t0 = now_s();
+            double t0 = bench_now_s();
             npl_threadpool_run(pool, (size_t)nt, peak_task, &j);
-            double rate = macs_per_op[kind] * (double)j.iters * nt / (now_s() - t0) * 1e-9;
+            double rate = macs_per_op[kind] * (double)j.iters * nt / (bench_now_s() - t0) * 1e-9;
             best = rate > best ? rate : best;
             worst = rate < worst ? rate : worst;
         }

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "bench_attention.h"
+#include "bench_common.h"
 #include "bench_grammar.h"
 #include "bench_embed.h"
 #include "bench_peak.h"
@@ -90,13 +91,6 @@ typedef struct options {
 typedef struct stat {
     double mean, best, sd; /* tokens per second */
 } stat;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *msg, const char *detail)
 {
@@ -271,10 +265,10 @@ static double run_pp(npl_model *m, uint32_t n_ctx, const int32_t *ids, size_t n)
 {
     npl_seq *s = new_seq(m, n_ctx);
     npl_error err;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     if (npl_prefill(m, s, ids, n, 0, NULL, &err) != NPL_OK)
         die("prefill failed", err.message);
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     npl_seq_free(s);
     return t;
 }
@@ -289,13 +283,13 @@ static double run_tg(npl_model *m, uint32_t n_ctx, size_t b, size_t n, uint32_t 
     for (size_t i = 0; i < b; i++)
         seqs[i] = new_seq(m, n_ctx);
     npl_error err;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (size_t step = 0; step < n; step++) {
         random_tokens(tok, b, n_vocab, rng);
         if (npl_decode(m, seqs, tok, b, &err) != NPL_OK)
             die("decode failed", err.message);
     }
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     for (size_t i = 0; i < b; i++)
         npl_seq_free(seqs[i]);
     free(seqs);
@@ -325,10 +319,10 @@ static int bench_barrier(const options *o)
     for (long r = 0; r < o->r; r++) {
         for (int i = 0; i < 1000; i++) /* warm-up: workers spinning */
             npl_threadpool_run(pool, (size_t)nt, empty_task, job);
-        double t0 = now_s();
+        double t0 = bench_now_s();
         for (int i = 0; i < ITER; i++)
             npl_threadpool_run(pool, (size_t)nt, empty_task, job);
-        double us = (now_s() - t0) / ITER * 1e6;
+        double us = (bench_now_s() - t0) / ITER * 1e6;
         sum += us;
         if (us < best)
             best = us;
@@ -452,9 +446,9 @@ int main(int argc, char **argv)
     mp.device = o.device;
     mp.kv_type = o.kv;
     npl_error err;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     npl_model *m = npl_model_load(o.model, &mp, &err);
-    double load_s = now_s() - t0;
+    double load_s = bench_now_s() - t0;
     if (!m)
         die("cannot load the model", err.message);
     const npl_model_info *info = npl_model_get_info(m);

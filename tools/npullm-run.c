@@ -17,9 +17,11 @@
 #include <unistd.h>
 
 #include "ggml_types.h"
+#include "gguf.h"
 #include "npullm.h"
 #include "chat_prompt.h"
 #include "run-messages.h"
+#include "unicode_utf8.h"
 #include "run-embed.h"
 
 #define EXIT_RUNTIME 1
@@ -172,6 +174,88 @@ static bool parse_float(const char *s, float *out)
 }
 
 /* Returns 0 to go on, or an exit status (-1 for a clean --help exit). */
+/* Options that take a value, in groups: each helper returns NOT_MINE
+ * when a is none of its options, 0 when it took a and its value, else
+ * the exit code. */
+#define NOT_MINE (-2)
+#define BAD_VALUE(what) fail(EXIT_USAGE, "%s expects %s, got '%s'", a, what, val)
+#define NEED_VALUE()                                                        \
+    do {                                                                    \
+        if (!val)                                                           \
+            return fail(EXIT_USAGE, "%s needs a value (see --help)", a);   \
+    } while (0)
+
+/* Sampling. */
+static int parse_sampling_option(const char *a, const char *val, options *o)
+{
+    if (!strcmp(a, "--temperature") || !strcmp(a, "--temp")) {
+        NEED_VALUE();
+        if (!parse_float(val, &o->sp.temperature) || o->sp.temperature < 0)
+            return BAD_VALUE("a number >= 0");
+    } else if (!strcmp(a, "--seed")) {
+        NEED_VALUE();
+        if (!parse_u64(val, &o->sp.seed))
+            return BAD_VALUE("a non-negative integer");
+    } else if (!strcmp(a, "--top-k")) {
+        NEED_VALUE();
+        if (!parse_u32(val, &o->sp.top_k))
+            return BAD_VALUE("a non-negative integer");
+    } else if (!strcmp(a, "--top-p")) {
+        NEED_VALUE();
+        if (!parse_float(val, &o->sp.top_p) || o->sp.top_p <= 0 || o->sp.top_p > 1)
+            return BAD_VALUE("a number in (0, 1]");
+    } else if (!strcmp(a, "--min-p")) {
+        NEED_VALUE();
+        if (!parse_float(val, &o->sp.min_p) || o->sp.min_p < 0 || o->sp.min_p > 1)
+            return BAD_VALUE("a number in [0, 1]");
+    } else if (!strcmp(a, "--repeat-penalty")) {
+        NEED_VALUE();
+        if (!parse_float(val, &o->sp.repeat_penalty) || o->sp.repeat_penalty <= 0)
+            return BAD_VALUE("a number > 0");
+    } else {
+        return NOT_MINE;
+    }
+    return 0;
+}
+
+/* The model's threads and context, the device and the caches. */
+static int parse_engine_option(const char *a, const char *val, options *o)
+{
+    if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
+        NEED_VALUE();
+        uint32_t t;
+        if (!parse_u32(val, &t) || t > 1024)
+            return BAD_VALUE("an integer in [0, 1024]");
+        o->threads = (int)t;
+    } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
+        NEED_VALUE();
+        if (!parse_u32(val, &o->ctx))
+            return BAD_VALUE("a non-negative integer");
+    } else if (!strcmp(a, "--prefill-chunk")) {
+        NEED_VALUE();
+        if (!parse_u32(val, &o->prefill_chunk) || o->prefill_chunk == 0 || o->prefill_chunk > 65536)
+            return BAD_VALUE("an integer in [1, 65536]");
+    } else if (!strcmp(a, "--kv")) {
+        NEED_VALUE();
+        if (strcmp(val, "f16") != 0 && strcmp(val, "q8_0") != 0)
+            return BAD_VALUE("f16 or q8_0");
+        o->kv_type = val;
+    } else if (!strcmp(a, "--device")) {
+        NEED_VALUE();
+        if (strcmp(val, "cpu") && strcmp(val, "npu-emu") && strcmp(val, "npu") && strcmp(val, "auto"))
+            return BAD_VALUE("cpu, npu-emu, npu or auto");
+        o->device = val;
+    } else if (!strcmp(a, "--weight-cache")) {
+        NEED_VALUE();
+        if (!val[0])
+            return BAD_VALUE("a directory");
+        o->weight_cache = val;
+    } else {
+        return NOT_MINE;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
@@ -186,38 +270,45 @@ static int parse_args(int argc, char **argv, options *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE()                                                        \
-    do {                                                                    \
-        if (!val)                                                           \
-            return fail(EXIT_USAGE, "%s needs a value (see --help)", a);   \
-        i++;                                                                \
+#define TAKE_VALUE()  \
+    do {              \
+        NEED_VALUE(); \
+        i++;          \
     } while (0)
-#define BAD_VALUE(what) fail(EXIT_USAGE, "%s expects %s, got '%s'", a, what, val)
 
+        int taken = parse_sampling_option(a, val, o);
+        if (taken == NOT_MINE)
+            taken = parse_engine_option(a, val, o);
+        if (taken != NOT_MINE) {
+            if (taken)
+                return taken;
+            i++;
+            continue;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(usage_text, stdout);
             return -1;
         } else if (!strcmp(a, "--prompt") || !strcmp(a, "-p")) {
-            NEED_VALUE();
+            TAKE_VALUE();
             o->prompt = val;
         } else if (!strcmp(a, "--messages")) {
-            NEED_VALUE();
+            TAKE_VALUE();
             o->messages = val;
         } else if (!strcmp(a, "--print-prompt")) {
             o->print_prompt = true;
         } else if (!strcmp(a, "--system")) {
-            NEED_VALUE();
+            TAKE_VALUE();
             o->system = val;
         } else if (!strcmp(a, "--tokenize")) {
-            NEED_VALUE();
+            TAKE_VALUE();
             o->tokenize = val;
         } else if (!strcmp(a, "--raw")) {
             o->raw = true;
         } else if (!strcmp(a, "--embed")) {
-            NEED_VALUE();
+            TAKE_VALUE();
             o->embed[o->n_embed++] = val;
         } else if (!strcmp(a, "--dimensions")) {
-            NEED_VALUE();
+            TAKE_VALUE();
             if (!parse_u32(val, &o->embed_opts.dimensions) || o->embed_opts.dimensions == 0)
                 return BAD_VALUE("a positive number");
         } else if (!strcmp(a, "--no-truncate")) {
@@ -227,79 +318,26 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (!strcmp(a, "--json")) {
             o->json = true;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) {
-            NEED_VALUE();
+            TAKE_VALUE();
             if (!parse_u32(val, &o->max_tokens) || o->max_tokens == 0)
                 return BAD_VALUE("a positive integer");
-        } else if (!strcmp(a, "--temperature") || !strcmp(a, "--temp")) {
-            NEED_VALUE();
-            if (!parse_float(val, &o->sp.temperature) || o->sp.temperature < 0)
-                return BAD_VALUE("a number >= 0");
-        } else if (!strcmp(a, "--seed")) {
-            NEED_VALUE();
-            if (!parse_u64(val, &o->sp.seed))
-                return BAD_VALUE("a non-negative integer");
-        } else if (!strcmp(a, "--top-k")) {
-            NEED_VALUE();
-            if (!parse_u32(val, &o->sp.top_k))
-                return BAD_VALUE("a non-negative integer");
-        } else if (!strcmp(a, "--top-p")) {
-            NEED_VALUE();
-            if (!parse_float(val, &o->sp.top_p) || o->sp.top_p <= 0 || o->sp.top_p > 1)
-                return BAD_VALUE("a number in (0, 1]");
-        } else if (!strcmp(a, "--min-p")) {
-            NEED_VALUE();
-            if (!parse_float(val, &o->sp.min_p) || o->sp.min_p < 0 || o->sp.min_p > 1)
-                return BAD_VALUE("a number in [0, 1]");
-        } else if (!strcmp(a, "--repeat-penalty")) {
-            NEED_VALUE();
-            if (!parse_float(val, &o->sp.repeat_penalty) || o->sp.repeat_penalty <= 0)
-                return BAD_VALUE("a number > 0");
         } else if (!strcmp(a, "--stop")) {
-            NEED_VALUE();
+            TAKE_VALUE();
             o->stops[o->n_stops++] = val;
         } else if (!strcmp(a, "--format")) {
-            NEED_VALUE();
+            TAKE_VALUE();
             if (!val[0])
                 return BAD_VALUE("json or a JSON Schema file");
             o->format = val;
         } else if (!strcmp(a, "--grammar")) {
-            NEED_VALUE();
+            TAKE_VALUE();
             if (!val[0])
                 return BAD_VALUE("a grammar file");
             o->grammar = val;
         } else if (!strcmp(a, "--top-logprobs")) {
-            NEED_VALUE();
+            TAKE_VALUE();
             if (!parse_u32(val, &o->top_logprobs) || o->top_logprobs > MAX_TOP_LOGPROBS)
                 return BAD_VALUE("an integer in [0, 100]");
-        } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
-            NEED_VALUE();
-            uint32_t t;
-            if (!parse_u32(val, &t) || t > 1024)
-                return BAD_VALUE("an integer in [0, 1024]");
-            o->threads = (int)t;
-        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
-            NEED_VALUE();
-            if (!parse_u32(val, &o->ctx))
-                return BAD_VALUE("a non-negative integer");
-        } else if (!strcmp(a, "--prefill-chunk")) {
-            NEED_VALUE();
-            if (!parse_u32(val, &o->prefill_chunk) || o->prefill_chunk == 0 || o->prefill_chunk > 65536)
-                return BAD_VALUE("an integer in [1, 65536]");
-        } else if (!strcmp(a, "--kv")) {
-            NEED_VALUE();
-            if (strcmp(val, "f16") != 0 && strcmp(val, "q8_0") != 0)
-                return BAD_VALUE("f16 or q8_0");
-            o->kv_type = val;
-        } else if (!strcmp(a, "--device")) {
-            NEED_VALUE();
-            if (strcmp(val, "cpu") && strcmp(val, "npu-emu") && strcmp(val, "npu") && strcmp(val, "auto"))
-                return BAD_VALUE("cpu, npu-emu, npu or auto");
-            o->device = val;
-        } else if (!strcmp(a, "--weight-cache")) {
-            NEED_VALUE();
-            if (!val[0])
-                return BAD_VALUE("a directory");
-            o->weight_cache = val;
         } else if (a[0] == '-' && a[1] != '\0') {
             return fail(EXIT_USAGE, "unknown option '%s' (see --help)", a);
         } else if (!o->model) {
@@ -307,8 +345,7 @@ static int parse_args(int argc, char **argv, options *o)
         } else {
             return fail(EXIT_USAGE, "unexpected argument '%s' (see --help)", a);
         }
-#undef NEED_VALUE
-#undef BAD_VALUE
+#undef TAKE_VALUE
     }
 
     if (!o->model)
@@ -330,40 +367,18 @@ static int parse_args(int argc, char **argv, options *o)
         return fail(EXIT_USAGE, "--top-logprobs is reported with --json only");
     return 0;
 }
+#undef NEED_VALUE
+#undef BAD_VALUE
+#undef NOT_MINE
 
 /* ---- JSON output ------------------------------------------------------------ */
 
 /* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
 static size_t utf8_valid_len(const unsigned char *s, size_t n)
 {
-    unsigned char c = s[0];
-    size_t len;
     uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
+    int k = npl_utf8_decode_strict(s, n, &cp);
+    return k > 0 ? (size_t)k : 0;
 }
 
 /* A JSON string; bytes that are not valid UTF-8 become U+FFFD. */

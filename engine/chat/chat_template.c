@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "unicode_utf8.h"
+
 /* ---- format detection -------------------------------------------------- */
 
 static bool str_contains(npl_str s, const char *needle)
@@ -61,41 +63,6 @@ static bool is_python_space(uint32_t cp)
            cp == 0x202f || cp == 0x205f || cp == 0x3000;
 }
 
-/* Decodes one UTF-8 character at s[0..n); returns its length, or 0 when
- * the bytes are not a well-formed character (never whitespace then). */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    if (n == 0)
-        return 0;
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t v;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    } else if ((c & 0xe0) == 0xc0) {
-        len = 2;
-        v = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-        len = 3;
-        v = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-        len = 4;
-        v = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        v = (v << 6) | (s[i] & 0x3f);
-    }
-    *cp = v;
-    return len;
-}
-
 /* Narrows [*begin, *end) of s to its text without surrounding whitespace. */
 static void trim_span(const char *str, size_t *begin, size_t *end)
 {
@@ -103,8 +70,8 @@ static void trim_span(const char *str, size_t *begin, size_t *end)
     size_t b = *begin, e = *end;
     uint32_t cp;
     while (b < e) {
-        size_t len = utf8_decode(s + b, e - b, &cp);
-        if (len == 0 || !is_python_space(cp))
+        int len = npl_utf8_decode_strict(s + b, e - b, &cp);
+        if (len <= 0 || !is_python_space(cp))
             break;
         b += len;
     }
@@ -112,8 +79,8 @@ static void trim_span(const char *str, size_t *begin, size_t *end)
         size_t start = e - 1;
         while (start > b && e - start < 4 && (s[start] & 0xc0) == 0x80)
             start--;
-        size_t len = utf8_decode(s + start, e - start, &cp);
-        if (len != e - start || !is_python_space(cp))
+        int len = npl_utf8_decode_strict(s + start, e - start, &cp);
+        if (len <= 0 || (size_t)len != e - start || !is_python_space(cp))
             break;
         e = start;
     }

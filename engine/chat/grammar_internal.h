@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "grammar.h"
+#include "npl_buf.h"
 
 /* A rule is a list of alternatives; an alternative is a run of elements
  * ending with G_END. Groups, options and repetitions are compiled into
@@ -118,10 +119,11 @@ gstep gstate_advance_byte(const struct npl_grammar *g, garena *a, const gstate *
 /* A stack is empty (root complete) and no UTF-8 sequence is unfinished. */
 bool gstate_complete(const gstate *s);
 
-/* Shared by the schema compiler and the regex translator. */
+/* Grammar text being built, shared by the schema compiler and the regex
+ * translator: a buffer whose first failure sticks (oom), checked once
+ * when the text is complete. */
 typedef struct gbuf {
-    char *s;
-    size_t n, cap;
+    npl_buf buf;
     bool oom;
 } gbuf;
 void gbuf_add(gbuf *b, const char *s, size_t n);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "grammar_internal.h"
+#include "npl_hex.h"
 #include "unicode_utf8.h"
 
 #define MAX_CP 0x10FFFFu
@@ -18,23 +19,8 @@
 
 void gbuf_add(gbuf *b, const char *s, size_t n)
 {
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            b->oom = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
+    if (!b->oom && npl_buf_append(&b->buf, s, n, NULL) != NPL_OK)
+        b->oom = true;
 }
 
 void gbuf_puts(gbuf *b, const char *s)
@@ -44,27 +30,11 @@ void gbuf_puts(gbuf *b, const char *s)
 
 void gbuf_printf(gbuf *b, const char *fmt, ...)
 {
-    char tmp[512];
     va_list ap;
     va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k < 0)
-        return;
-    if ((size_t)k < sizeof tmp) {
-        gbuf_add(b, tmp, (size_t)k);
-        return;
-    }
-    char *big = malloc((size_t)k + 1);
-    if (!big) {
+    if (!b->oom && npl_buf_vappendf(&b->buf, NULL, fmt, ap) != NPL_OK)
         b->oom = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)k + 1, fmt, ap);
     va_end(ap);
-    gbuf_add(b, big, (size_t)k);
-    free(big);
 }
 
 void gbuf_literal(gbuf *b, const char *s, size_t n)
@@ -420,7 +390,7 @@ static uint32_t hex_value(parser *P, size_t digits)
     uint32_t v = 0;
     for (size_t i = 0; i < digits; i++) {
         char c = P->p < P->n ? P->s[P->p] : 0;
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = npl_hex_digit(c);
         if (d < 0) {
             fail_at(P, P->p, "expected %zu hex digits", digits);
             return 0;

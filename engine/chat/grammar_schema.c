@@ -138,8 +138,8 @@ static void sub_rule(sc *S, const jv *s, const char *key, char name[24])
     gbuf body = {0};
     sub_expr(S, s, key, &body);
     new_rule_name(S, name);
-    gbuf_printf(&S->rules, "%s ::= %s\n", name, body.s ? body.s : "\"\"");
-    free(body.s);
+    gbuf_printf(&S->rules, "%s ::= %s\n", name, body.buf.data ? body.buf.data : "\"\"");
+    free(body.buf.data);
 }
 
 static void json_literal(sc *S, const jv *v, gbuf *out)
@@ -547,8 +547,8 @@ static void object_expr(sc *S, const jv *s, gbuf *out)
         schema_expr(S, &props->u.d->vals[i], &body);
         path_pop(S, ksaved);
         new_rule_name(S, kv[i]);
-        gbuf_printf(&S->rules, "%s ::= %s\n", kv[i], body.s ? body.s : "\"\"");
-        free(body.s);
+        gbuf_printf(&S->rules, "%s ::= %s\n", kv[i], body.buf.data ? body.buf.data : "\"\"");
+        free(body.buf.data);
     }
     path_pop(S, saved);
     unsigned base = S->n_rules;
@@ -711,8 +711,8 @@ static void schema_expr(sc *S, const jv *s, gbuf *out)
                 memcpy(name, r->name, sizeof name);
                 gbuf body = {0};
                 schema_expr(S, t, &body);
-                gbuf_printf(&S->rules, "%s ::= %s\n", name, body.s ? body.s : "\"\"");
-                free(body.s);
+                gbuf_printf(&S->rules, "%s ::= %s\n", name, body.buf.data ? body.buf.data : "\"\"");
+                free(body.buf.data);
             }
         }
         path_pop(S, saved);
@@ -819,22 +819,22 @@ char *npl_grammar_schema_to_text(const char *json, size_t len, npl_error *err)
     schema_expr(S, &root, &body);
     gbuf g = {0};
     if (!S->failed) {
-        gbuf_printf(&g, "root ::= %s\n", body.s ? body.s : "\"\"");
-        gbuf_add(&g, S->rules.s ? S->rules.s : "", S->rules.n);
+        gbuf_printf(&g, "root ::= %s\n", body.buf.data ? body.buf.data : "\"\"");
+        gbuf_add(&g, S->rules.buf.data ? S->rules.buf.data : "", S->rules.buf.len);
         emit_prims(&g, S->prims);
     }
-    free(body.s);
+    free(body.buf.data);
     if (S->failed) {
         npl_error_set(err, NPL_ERR_INVALID_ARG, "%s", S->err);
-        free(g.s);
+        free(g.buf.data);
     } else if (g.oom || S->rules.oom) {
         npl_error_set(err, NPL_ERR_NOMEM, "schema: out of memory");
-        free(g.s);
+        free(g.buf.data);
     } else {
-        text = g.s;
+        text = g.buf.data;
     }
 out:
-    free(S->rules.s);
+    free(S->rules.buf.data);
     jarena_free(&S->a);
     free(S);
     return text;
@@ -859,11 +859,11 @@ npl_grammar *npl_grammar_json_any(npl_error *err)
     gbuf_puts(&g, "root ::= json-value\n");
     emit_prims(&g, P_VALUE);
     if (g.oom) {
-        free(g.s);
+        free(g.buf.data);
         npl_error_set(err, NPL_ERR_NOMEM, "grammar: out of memory");
         return NULL;
     }
-    npl_grammar *r = npl_grammar_compile_text(g.s, g.n, err);
-    free(g.s);
+    npl_grammar *r = npl_grammar_compile_text(g.buf.data, g.buf.len, err);
+    free(g.buf.data);
     return r;
 }

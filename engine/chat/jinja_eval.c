@@ -346,8 +346,8 @@ static jv index_value(jrender *r, const jv *obj, const jv *key, uint32_t line)
     return jv_undef();
 }
 
-/* Evaluates call arguments: positional into args, keywords into kw. */
-static size_t eval_args(jrender *r, jframe *f, const jnode *n, jv **args, jstr **kwn, jv **kwv, size_t *n_kw)
+/* Evaluates a node's call arguments, positional and keywords apart. */
+static jargs eval_args(jrender *r, jframe *f, const jnode *n)
 {
     size_t np = 0, nk = 0;
     jv *a = jarena_alloc(r->a, (n->n_kids + 1) * sizeof *a);
@@ -362,11 +362,7 @@ static size_t eval_args(jrender *r, jframe *f, const jnode *n, jv **args, jstr *
             a[np++] = v;
         }
     }
-    *args = a;
-    *kwn = kn;
-    *kwv = kv;
-    *n_kw = nk;
-    return np;
+    return (jargs){.v = a, .n = np, .kwn = kn, .kwv = kv, .n_kw = nk, .line = n->line};
 }
 
 static void exec_body(jrender *r, jframe *f, const jnode *body);
@@ -401,15 +397,13 @@ static jv call_macro(jrender *r, const jnode *m, const jv *args, size_t n_args, 
     return (jv){.k = JV_STR, .u.s = s};
 }
 
-jv jcall_value(jrender *r, jframe *f, const jv *callee, const jv *args, size_t n_args, const jstr *kwnames,
-               const jv *kwvals, size_t n_kw, uint32_t line)
+jv jcall_value(jrender *r, const jv *callee, const jargs *a)
 {
-    (void)f;
     switch (callee->k) {
-    case JV_MACRO: return call_macro(r, callee->u.macro, args, n_args, kwnames, kwvals, n_kw, line);
-    case JV_FUNC: return jcall_func(r, callee->u.func, args, n_args, kwnames, kwvals, n_kw, line);
-    case JV_METHOD: return jcall_method(r, callee->self, callee->u.s, args, n_args, kwnames, kwvals, n_kw, line);
-    default: jfail(r->a, "line %u: a %s is not callable", line, jv_kind_name(callee->k));
+    case JV_MACRO: return call_macro(r, callee->u.macro, a->v, a->n, a->kwn, a->kwv, a->n_kw, a->line);
+    case JV_FUNC: return jcall_func(r, callee->u.func, a);
+    case JV_METHOD: return jcall_method(r, callee->self, callee->u.member, a);
+    default: jfail(r->a, "line %u: a %s is not callable", a->line, jv_kind_name(callee->k));
     }
 }
 
@@ -440,7 +434,7 @@ jv jeval(jrender *r, jframe *f, const jnode *n)
         break;
     case JN_ATTR: {
         jv o = jeval(r, f, n->a);
-        res = jattr(r, &o, n->name, n->line);
+        res = jattr_member(r, &o, n->name, n->member, n->line);
         break;
     }
     case JN_INDEX: {
@@ -457,28 +451,22 @@ jv jeval(jrender *r, jframe *f, const jnode *n)
     }
     case JN_CALL: {
         jv callee = jeval(r, f, n->a);
-        jv *args, *kwv;
-        jstr *kwn;
-        size_t n_kw, np = eval_args(r, f, n, &args, &kwn, &kwv, &n_kw);
+        jargs a = eval_args(r, f, n);
         if (callee.k == JV_UNDEF)
             jfail(r->a, "line %u: call of an undefined function", n->line);
-        res = jcall_value(r, f, &callee, args, np, kwn, kwv, n_kw, n->line);
+        res = jcall_value(r, &callee, &a);
         break;
     }
     case JN_FILTER: {
         jv in = jeval(r, f, n->a);
-        jv *args, *kwv;
-        jstr *kwn;
-        size_t n_kw, np = eval_args(r, f, n, &args, &kwn, &kwv, &n_kw);
-        res = jfilter(r, f, &n->name, in, args, np, kwn, kwv, n_kw, n->line);
+        jargs a = eval_args(r, f, n);
+        res = jfilter(r, f, n->filter, n->name, in, &a);
         break;
     }
     case JN_TEST: {
         jv in = jeval(r, f, n->a);
-        jv *args, *kwv;
-        jstr *kwn;
-        size_t n_kw, np = eval_args(r, f, n, &args, &kwn, &kwv, &n_kw);
-        bool t = jtest(r, f, &n->name, &in, args, np, n->line);
+        jargs a = eval_args(r, f, n);
+        bool t = jtest(r, n->test, n->name, &in, &a);
         res = jv_bool(n->negate ? !t : t);
         break;
     }

@@ -69,6 +69,9 @@ typedef struct jlist jlist;
 typedef struct jdict jdict;
 typedef struct jnode jnode;
 typedef struct jloop jloop;
+typedef struct jfilter_def jfilter_def;
+typedef struct jtest_def jtest_def;
+typedef struct jmember_def jmember_def;
 
 /* Strings are immutable byte runs. `mask` (NULL = all zero) marks bytes
  * that came from caller data (message content, tools): they are never
@@ -91,8 +94,9 @@ typedef struct jv {
         const jnode *macro;
         int func;
         jloop *loop;
+        const jmember_def *member; /* JV_METHOD: which method */
     } u;
-    /* JV_METHOD: the receiver; name in u.s */
+    /* JV_METHOD: the receiver */
     struct jv *self;
 } jv;
 
@@ -242,6 +246,11 @@ struct jnode {
     const jnode **kids;
     jstr *names; /* JN_CALL/JN_FILTER kwarg names; JN_FOR/JN_SET targets; macro params */
     size_t n_kids, n_names;
+    /* The built-in `name` resolves to, looked up once by the parser; NULL
+     * when there is none (an error only if the node is evaluated). */
+    const jfilter_def *filter; /* JN_FILTER */
+    const jtest_def *test;     /* JN_TEST */
+    const jmember_def *member; /* JN_ATTR: methods and loop attributes of that name */
 };
 
 const jnode *jparse(jarena *a, const jtoks *toks);
@@ -271,23 +280,64 @@ typedef struct jrender {
     const struct tm *now;
 } jrender;
 
+/* The arguments of a call: positional, then keywords. */
+typedef struct jargs {
+    const jv *v;
+    size_t n;
+    const jstr *kwn;
+    const jv *kwv;
+    size_t n_kw;
+    uint32_t line;
+} jargs;
+
 void jstep(jrender *r);
 jv jeval(jrender *r, jframe *f, const jnode *n);
-jv jcall_value(jrender *r, jframe *f, const jv *callee, const jv *args, size_t n_args,
-               const jstr *kwnames, const jv *kwvals, size_t n_kw, uint32_t line);
+jv jcall_value(jrender *r, const jv *callee, const jargs *a);
 
-/* Built-ins (jinja_builtins.c). */
-enum { JF_RANGE = 1, JF_NAMESPACE, JF_RAISE, JF_STRFTIME, JF_DICT };
-jv jfilter(jrender *r, jframe *f, const jstr *name, jv in, const jv *args, size_t n_args,
-           const jstr *kwnames, const jv *kwvals, size_t n_kw, uint32_t line);
-bool jtest(jrender *r, jframe *f, const jstr *name, const jv *in, const jv *args, size_t n_args,
-           uint32_t line);
+/* ---- built-ins ---------------------------------------------------------- */
+
+
+/* Filters, tests and members (methods and attributes of strings, dicts,
+ * lists and `loop`) are tables of {name, function} (jinja_filters.c,
+ * jinja_tests.c, jinja_members.c); `mode` tells apart the names one
+ * function serves. */
+/* JNAME("x"): a table entry's name and its length. */
+#define JNAME(lit) lit, sizeof(lit) - 1
+struct jfilter_def {
+    const char *name;
+    size_t len;
+    jv (*fn)(jrender *r, jframe *f, const jfilter_def *d, jv in, const jargs *a);
+    int mode;
+};
+struct jtest_def {
+    const char *name;
+    size_t len;
+    bool (*fn)(jrender *r, const jtest_def *d, const jv *in, const jargs *a);
+    int mode;
+    bool needs_arg;
+};
+typedef jv (*jmethod_fn)(jrender *r, const jv *self, const jmember_def *d, const jargs *a);
+struct jmember_def {
+    const char *name;
+    size_t len;
+    jmethod_fn str, dict, list, loop; /* the method on each kind of receiver, NULL: none */
+    jv (*loop_attr)(const jloop *lp); /* loop.NAME */
+    int mode;
+};
+/* The entry of that name, or NULL. */
+const jfilter_def *jfilter_find(jstr name);
+const jtest_def *jtest_find(jstr name);
+const jmember_def *jmember_find(jstr name);
+
+/* Run a filter or test (d as found for name: NULL fails as unknown). */
+jv jfilter(jrender *r, jframe *f, const jfilter_def *d, jstr name, jv in, const jargs *a);
+bool jtest(jrender *r, const jtest_def *d, jstr name, const jv *in, const jargs *a);
+/* obj.name: a dict's key, else the member m (jmember_find(name)). */
+jv jattr_member(jrender *r, const jv *obj, jstr name, const jmember_def *m, uint32_t line);
 jv jattr(jrender *r, const jv *obj, jstr name, uint32_t line);
-jv jcall_method(jrender *r, const jv *self, jstr name, const jv *args, size_t n_args,
-                const jstr *kwnames, const jv *kwvals, size_t n_kw, uint32_t line);
-jv jcall_func(jrender *r, int func, const jv *args, size_t n_args, const jstr *kwnames,
-              const jv *kwvals, size_t n_kw, uint32_t line);
-
+jv jcall_method(jrender *r, const jv *self, const jmember_def *m, const jargs *a);
+enum { JF_RANGE = 1, JF_NAMESPACE, JF_RAISE, JF_STRFTIME, JF_DICT };
+jv jcall_func(jrender *r, int func, const jargs *a);
 /* Iteration: lists as they are, dicts by key, strings by character. */
 jlist *jv_iterable(jrender *r, const jv *v, uint32_t line);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "jinja_internal.h"
+#include "npl_hex.h"
 
 typedef struct lexer {
     jarena *a;
@@ -64,17 +65,6 @@ static size_t find_open(const lexer *L, size_t p)
     return L->n;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static void lex_string(lexer *L)
 {
     char q = L->src[L->p++];
@@ -112,7 +102,7 @@ static void lex_string(lexer *L)
             int digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             uint32_t cp = 0;
             for (int i = 0; i < digits; i++) {
-                int h = L->p < L->n ? hexval(L->src[L->p]) : -1;
+                int h = L->p < L->n ? npl_hex_digit(L->src[L->p]) : -1;
                 if (h < 0)
                     jfail(L->a, "line %u: bad \\%c escape in a string", L->line, e);
                 cp = cp * 16 + (uint32_t)h;
@@ -231,6 +221,60 @@ static bool lex_tag(lexer *L, char close_c, jtok_kind close_k)
     }
 }
 
+/* {% raw %} ... {% endraw %} from r (just after "raw"): the text between
+ * as it is. Returns whether the endraw tag ended with '-'. */
+static bool lex_raw(lexer *L, size_t r)
+{
+    const char *src = L->src;
+    size_t n = L->n;
+    L->out->n--; /* no statement token for raw */
+    L->p = r + 3;
+    lexer sub = *L;
+    jtoks tmp = {0};
+    sub.out = &tmp;
+    bool m2 = lex_tag(&sub, '%', JT_STMT_CLOSE);
+    if (tmp.n != 1)
+        jfail(L->a, "line %u: bad raw tag", L->line);
+    L->p = sub.p;
+    L->line = sub.line;
+    const char *end = NULL;
+    for (size_t e = L->p; e + 1 < n && !end; e++) {
+        if (src[e] == '{' && src[e + 1] == '%') {
+            size_t f = e + 2;
+            if (f < n && (src[f] == '-' || src[f] == '+'))
+                f++;
+            while (f < n && is_ws(src[f]))
+                f++;
+            if (n - f >= 6 && memcmp(src + f, "endraw", 6) == 0)
+                end = src + e;
+        }
+    }
+    if (!end)
+        jfail(L->a, "line %u: raw block not closed", L->line);
+    size_t bs = L->p, be = (size_t)(end - src);
+    if (m2)
+        while (bs < be && is_ws(src[bs]))
+            bs++;
+    else if (bs < be && src[bs] == '\n')
+        bs++;
+    if (be + 2 < n && src[be + 2] == '-')
+        while (be > bs && is_ws(src[be - 1]))
+            be--;
+    if (be > bs)
+        push(L, (jtok){.k = JT_TEXT, .s = {src + bs, be - bs, NULL}});
+    L->line += count_lines(src + L->p, (size_t)(end - src) - L->p);
+    L->p = (size_t)(end - src) + 2;
+    if (L->p < n && (src[L->p] == '-' || src[L->p] == '+'))
+        L->p++;
+    sub = *L;
+    sub.out = &tmp;
+    tmp.n = 0;
+    bool strip_next = lex_tag(&sub, '%', JT_STMT_CLOSE);
+    L->p = sub.p;
+    L->line = sub.line;
+    return strip_next;
+}
+
 void jlex(jarena *a, const char *src, size_t n, jtoks *out)
 {
     /* Jinja's keep_trailing_newline=False (transformers' setting): one
@@ -294,51 +338,7 @@ void jlex(jarena *a, const char *src, size_t n, jtoks *out)
             while (r < n && is_ws(src[r]))
                 r++;
             if (n - r >= 3 && memcmp(src + r, "raw", 3) == 0 && !(r + 3 < n && (is_ident_start(src[r + 3]) || is_digit(src[r + 3])))) {
-                L.out->n--; /* no statement token for raw */
-                L.p = r + 3;
-                lexer sub = L;
-                jtoks tmp = {0};
-                sub.out = &tmp;
-                bool m2 = lex_tag(&sub, '%', JT_STMT_CLOSE);
-                if (tmp.n != 1)
-                    jfail(a, "line %u: bad raw tag", L.line);
-                L.p = sub.p;
-                L.line = sub.line;
-                const char *end = NULL;
-                for (size_t e = L.p; e + 1 < n && !end; e++) {
-                    if (src[e] == '{' && src[e + 1] == '%') {
-                        size_t f = e + 2;
-                        if (f < n && (src[f] == '-' || src[f] == '+'))
-                            f++;
-                        while (f < n && is_ws(src[f]))
-                            f++;
-                        if (n - f >= 6 && memcmp(src + f, "endraw", 6) == 0)
-                            end = src + e;
-                    }
-                }
-                if (!end)
-                    jfail(a, "line %u: raw block not closed", L.line);
-                size_t bs = L.p, be = (size_t)(end - src);
-                if (m2)
-                    while (bs < be && is_ws(src[bs]))
-                        bs++;
-                else if (bs < be && src[bs] == '\n')
-                    bs++;
-                if (be + 2 < n && src[be + 2] == '-')
-                    while (be > bs && is_ws(src[be - 1]))
-                        be--;
-                if (be > bs)
-                    push(&L, (jtok){.k = JT_TEXT, .s = {src + bs, be - bs, NULL}});
-                L.line += count_lines(src + L.p, (size_t)(end - src) - L.p);
-                L.p = (size_t)(end - src) + 2;
-                if (L.p < n && (src[L.p] == '-' || src[L.p] == '+'))
-                    L.p++;
-                sub = L;
-                sub.out = &tmp;
-                tmp.n = 0;
-                strip_next = lex_tag(&sub, '%', JT_STMT_CLOSE);
-                L.p = sub.p;
-                L.line = sub.line;
+                strip_next = lex_raw(&L, r);
                 trim_nl = true;
                 continue;
             }

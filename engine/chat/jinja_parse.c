@@ -301,6 +301,7 @@ static const jnode *parse_postfix(parser *P, const jnode *e)
                 n->b = lit;
             } else {
                 n->name = expect_name(P);
+                n->member = jmember_find(n->name);
             }
             e = n;
         } else if (accept_op(P, "[")) {
@@ -322,6 +323,7 @@ static const jnode *parse_filters_tests(parser *P, const jnode *e)
         if (accept_op(P, "|")) {
             jnode *n = node(P, JN_FILTER);
             n->name = expect_name(P);
+            n->filter = jfilter_find(n->name);
             n->a = e;
             if (accept_op(P, "("))
                 parse_args(P, n);
@@ -330,6 +332,7 @@ static const jnode *parse_filters_tests(parser *P, const jnode *e)
             jnode *n = node(P, JN_TEST);
             n->negate = accept_name(P, "not");
             n->name = expect_name(P);
+            n->test = jtest_find(n->name);
             n->a = e;
             if (accept_op(P, "(")) {
                 parse_args(P, n);
@@ -526,6 +529,146 @@ static void parse_targets(parser *P, jnode *n)
     n->n_names = k.n;
 }
 
+/* A statement's node, at its keyword's line. */
+static jnode *stmt_node(parser *P, jnode_kind k, const jtok *kw)
+{
+    jnode *n = node(P, k);
+    n->line = kw->line;
+    return n;
+}
+
+/* The else branch when a body ended at "else" (NULL otherwise), up to
+ * the keyword in end; the caller closes that tag. */
+static const jnode *else_body(parser *P, const char *ended, const char *const *end)
+{
+    if (strcmp(ended, "else") != 0)
+        return NULL;
+    expect_close(P);
+    return parse_body(P, end, &ended);
+}
+
+/* {% if %} ... {% elif %} ... {% else %} ... {% endif %} */
+static const jnode *parse_if(parser *P, const jtok *kw)
+{
+    jnode *n = stmt_node(P, JN_IF, kw);
+    const char *ended;
+    n->c = parse_expr(P);
+    expect_close(P);
+    static const char *const ends[] = {"elif", "else", "endif", NULL};
+    n->a = parse_body(P, ends, &ended);
+    jnode *cur = n;
+    while (strcmp(ended, "elif") == 0) {
+        jnode *e = node(P, JN_IF);
+        e->c = parse_expr(P);
+        expect_close(P);
+        e->a = parse_body(P, ends, &ended);
+        cur->b = e;
+        cur = e;
+    }
+    static const char *const endif[] = {"endif", NULL};
+    cur->b = else_body(P, ended, endif);
+    expect_close(P);
+    return n;
+}
+
+/* {% for targets in iter [if cond] %} ... [{% else %} ...] {% endfor %} */
+static const jnode *parse_for(parser *P, const jtok *kw)
+{
+    jnode *n = stmt_node(P, JN_FOR, kw);
+    const char *ended;
+    parse_targets(P, n);
+    if (!accept_name(P, "in"))
+        fail_at(P, "expected 'in'");
+    n->a = parse_or(P); /* not parse_expr: `if` filters the loop */
+    if (accept_name(P, "if"))
+        n->d = parse_or(P);
+    accept_name(P, "recursive");
+    expect_close(P);
+    static const char *const ends[] = {"else", "endfor", NULL};
+    n->b = parse_body(P, ends, &ended);
+    static const char *const endfor[] = {"endfor", NULL};
+    n->c = else_body(P, ended, endfor);
+    expect_close(P);
+    return n;
+}
+
+/* {% set x = v %}, {% set a, b = 1, 2 %}, {% set ns.x = v %} and the block form */
+static const jnode *parse_set(parser *P, const jtok *kw)
+{
+    jnode *n = stmt_node(P, JN_SET, kw);
+    const char *ended;
+    jstr first = expect_name(P);
+    if (accept_op(P, ".")) {
+        n->k = JN_SET_ATTR;
+        jnode *obj = node(P, JN_NAME);
+        obj->name = first;
+        n->a = obj;
+        n->name = expect_name(P);
+        expect_op(P, "=");
+        n->b = parse_expr(P);
+        expect_close(P);
+        return n;
+    }
+    kids k = {0};
+    kids_push(P, &k, NULL, first);
+    while (accept_op(P, ","))
+        kids_push(P, &k, NULL, expect_name(P));
+    n->names = k.names;
+    n->n_names = k.n;
+    if (accept_op(P, "=")) {
+        n->a = parse_expr(P);
+        if (tok_is(peek(P), JT_OP, ",")) { /* set a, b = 1, 2 */
+            kids v = {0};
+            kids_push(P, &v, n->a, (jstr){0});
+            while (accept_op(P, ","))
+                kids_push(P, &v, parse_expr(P), (jstr){0});
+            jnode *l = node(P, JN_LIST);
+            l->kids = v.v;
+            l->n_kids = v.n;
+            n->a = l;
+        }
+        expect_close(P);
+        return n;
+    }
+    if (k.n != 1)
+        fail_at(P, "expected '='");
+    expect_close(P);
+    n->k = JN_SET_BLOCK;
+    static const char *const ends[] = {"endset", NULL};
+    n->a = parse_body(P, ends, &ended);
+    expect_close(P);
+    return n;
+}
+
+/* {% macro name(params) %} ... {% endmacro %} */
+static const jnode *parse_macro(parser *P, const jtok *kw)
+{
+    jnode *n = stmt_node(P, JN_MACRO, kw);
+    const char *ended;
+    n->name = expect_name(P);
+    expect_op(P, "(");
+    kids k = {0};
+    while (!accept_op(P, ")")) {
+        if (k.n)
+            expect_op(P, ",");
+        jstr pname = expect_name(P);
+        const jnode *def = NULL;
+        if (accept_op(P, "="))
+            def = parse_expr(P);
+        kids_push(P, &k, def, pname);
+    }
+    n->kids = k.v;
+    n->names = k.names;
+    n->n_kids = n->n_names = k.n;
+    expect_close(P);
+    static const char *const ends[] = {"endmacro", NULL};
+    n->a = parse_body(P, ends, &ended);
+    if (peek(P)->k == JT_NAME) /* {% endmacro name %} */
+        next(P);
+    expect_close(P);
+    return n;
+}
+
 static const jnode *parse_stmt(parser *P)
 {
     const jtok *kw = peek(P);
@@ -534,122 +677,14 @@ static const jnode *parse_stmt(parser *P)
     next(P);
     jnode *n;
     const char *ended;
-    if (tok_is(kw, JT_NAME, "if")) {
-        n = node(P, JN_IF);
-        n->line = kw->line;
-        n->c = parse_expr(P);
-        expect_close(P);
-        static const char *const ends[] = {"elif", "else", "endif", NULL};
-        n->a = parse_body(P, ends, &ended);
-        jnode *cur = n;
-        while (strcmp(ended, "elif") == 0) {
-            jnode *e = node(P, JN_IF);
-            e->c = parse_expr(P);
-            expect_close(P);
-            e->a = parse_body(P, ends, &ended);
-            cur->b = e;
-            cur = e;
-        }
-        if (strcmp(ended, "else") == 0) {
-            expect_close(P);
-            static const char *const endif[] = {"endif", NULL};
-            cur->b = parse_body(P, endif, &ended);
-        }
-        expect_close(P);
-        return n;
-    }
-    if (tok_is(kw, JT_NAME, "for")) {
-        n = node(P, JN_FOR);
-        n->line = kw->line;
-        parse_targets(P, n);
-        if (!accept_name(P, "in"))
-            fail_at(P, "expected 'in'");
-        n->a = parse_or(P); /* not parse_expr: `if` filters the loop */
-        if (accept_name(P, "if"))
-            n->d = parse_or(P);
-        accept_name(P, "recursive");
-        expect_close(P);
-        static const char *const ends[] = {"else", "endfor", NULL};
-        n->b = parse_body(P, ends, &ended);
-        if (strcmp(ended, "else") == 0) {
-            expect_close(P);
-            static const char *const endfor[] = {"endfor", NULL};
-            n->c = parse_body(P, endfor, &ended);
-        }
-        expect_close(P);
-        return n;
-    }
-    if (tok_is(kw, JT_NAME, "set")) {
-        n = node(P, JN_SET);
-        n->line = kw->line;
-        jstr first = expect_name(P);
-        if (accept_op(P, ".")) {
-            n->k = JN_SET_ATTR;
-            jnode *obj = node(P, JN_NAME);
-            obj->name = first;
-            n->a = obj;
-            n->name = expect_name(P);
-            expect_op(P, "=");
-            n->b = parse_expr(P);
-            expect_close(P);
-            return n;
-        }
-        kids k = {0};
-        kids_push(P, &k, NULL, first);
-        while (accept_op(P, ","))
-            kids_push(P, &k, NULL, expect_name(P));
-        n->names = k.names;
-        n->n_names = k.n;
-        if (accept_op(P, "=")) {
-            n->a = parse_expr(P);
-            if (tok_is(peek(P), JT_OP, ",")) { /* set a, b = 1, 2 */
-                kids v = {0};
-                kids_push(P, &v, n->a, (jstr){0});
-                while (accept_op(P, ","))
-                    kids_push(P, &v, parse_expr(P), (jstr){0});
-                jnode *l = node(P, JN_LIST);
-                l->kids = v.v;
-                l->n_kids = v.n;
-                n->a = l;
-            }
-            expect_close(P);
-            return n;
-        }
-        if (k.n != 1)
-            fail_at(P, "expected '='");
-        expect_close(P);
-        n->k = JN_SET_BLOCK;
-        static const char *const ends[] = {"endset", NULL};
-        n->a = parse_body(P, ends, &ended);
-        expect_close(P);
-        return n;
-    }
-    if (tok_is(kw, JT_NAME, "macro")) {
-        n = node(P, JN_MACRO);
-        n->line = kw->line;
-        n->name = expect_name(P);
-        expect_op(P, "(");
-        kids k = {0};
-        while (!accept_op(P, ")")) {
-            if (k.n)
-                expect_op(P, ",");
-            jstr pname = expect_name(P);
-            const jnode *def = NULL;
-            if (accept_op(P, "="))
-                def = parse_expr(P);
-            kids_push(P, &k, def, pname);
-        }
-        n->kids = k.v;
-        n->names = k.names;
-        n->n_kids = n->n_names = k.n;
-        expect_close(P);
-        static const char *const ends[] = {"endmacro", NULL};
-        n->a = parse_body(P, ends, &ended);
-        if (peek(P)->k == JT_NAME) /* {% endmacro name %} */
-            next(P);
-        expect_close(P);
-        return n;
-    }
+    if (tok_is(kw, JT_NAME, "if"))
+        return parse_if(P, kw);
+    if (tok_is(kw, JT_NAME, "for"))
+        return parse_for(P, kw);
+    if (tok_is(kw, JT_NAME, "set"))
+        return parse_set(P, kw);
+    if (tok_is(kw, JT_NAME, "macro"))
+        return parse_macro(P, kw);
     if (tok_is(kw, JT_NAME, "break") || tok_is(kw, JT_NAME, "continue")) {
         n = node(P, tok_is(kw, JT_NAME, "break") ? JN_BREAK : JN_CONTINUE);
         expect_close(P);

@@ -10,6 +10,8 @@
 #include <time.h>
 
 #include "jinja_internal.h"
+#include "npl_hex.h"
+#include "unicode_utf8.h"
 
 /* ---- arena ------------------------------------------------------------- */
 
@@ -359,28 +361,9 @@ void jsb_addf(jsb *b, const char *fmt, ...)
 
 void jsb_add_utf8(jsb *b, uint32_t cp)
 {
-    char u[4];
-    size_t k;
-    if (cp < 0x80) {
-        u[0] = (char)cp;
-        k = 1;
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xC0 | (cp >> 6));
-        u[1] = (char)(0x80 | (cp & 0x3F));
-        k = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (char)(0xE0 | (cp >> 12));
-        u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        u[2] = (char)(0x80 | (cp & 0x3F));
-        k = 3;
-    } else {
-        u[0] = (char)(0xF0 | (cp >> 18));
-        u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        u[3] = (char)(0x80 | (cp & 0x3F));
-        k = 4;
-    }
-    jsb_add(b, u, k, NULL);
+    unsigned char u[4];
+    size_t k = npl_utf8_encode(cp, u);
+    jsb_add(b, (const char *)u, k, NULL);
 }
 
 jstr jsb_done(jsb *b)
@@ -536,22 +519,10 @@ jstr jv_as_str(jarena *a, const jv *v)
 /* Decodes the UTF-8 character at s[i] (*len bytes); invalid -> U+FFFD, 1 byte. */
 static uint32_t utf8_at(const unsigned char *s, size_t n, size_t i, size_t *len)
 {
-    unsigned char c = s[i];
-    size_t k = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
-    uint32_t cp = k == 4 ? c & 0x07u : k == 3 ? c & 0x0Fu : c & 0x1Fu;
-    if (k == 0 || i + k > n) {
-        *len = 1;
-        return 0xFFFD;
-    }
-    for (size_t j = 1; j < k; j++) {
-        if ((s[i + j] & 0xC0) != 0x80) {
-            *len = 1;
-            return 0xFFFD;
-        }
-        cp = (cp << 6) | (s[i + j] & 0x3Fu);
-    }
-    *len = k;
-    return cp;
+    uint32_t cp;
+    int k = npl_utf8_decode_strict(s + i, n - i, &cp);
+    *len = k > 0 ? (size_t)k : 1;
+    return k > 0 ? cp : NPL_UTF8_REPLACEMENT;
 }
 
 static void json_str(jsb *b, jstr s, bool ascii)
@@ -708,8 +679,7 @@ static unsigned hex4(jreader *R)
         if (R->p >= R->n)
             json_fail(R, "bad \\u escape");
         char c = R->s[R->p++];
-        int h = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-              : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        int h = npl_hex_digit(c);
         if (h < 0)
             json_fail(R, "bad \\u escape");
         v = v * 16 + (unsigned)h;

@@ -6,7 +6,7 @@
  * every sequence's layout (n_ctx, sliding-window ring) its own, and a
  * copy of cached rows costs a small fraction of computing them. On an NPU
  * the rows stay on the device: the backend copies them between the two
- * sequences' device buffers (engine/backend.h seq_copy_prefix). */
+ * sequences' device buffers (engine/backend/backend.h seq_copy_prefix). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,7 +92,7 @@ void npl_kv_pool_free(npl_kv_pool *p)
 static bool prefix_usable(const npl_seq *src, uint32_t n)
 {
     const npl_hparams *hp = &src->model->hp;
-    if (src->npu || !src->kv_ring || !hp->n_swa) /* a device cache keeps every position */
+    if (src->device || !src->kv_ring || !hp->n_swa) /* a device cache keeps every position */
         return true;
     uint32_t lo = n + 1 > hp->n_swa ? n + 1 - hp->n_swa : 0;
     return (uint64_t)lo + src->kv_ring >= src->pos;
@@ -162,7 +162,7 @@ npl_seq *npl_kv_pool_acquire(npl_kv_pool *p, uint64_t owner, const int32_t *toke
     pool_entry *best = NULL;
     uint32_t best_n = 0;
     for (pool_entry *e = p->head; n >= 2 && e; e = e->next) {
-        if (e->owner != owner || e->seq->backend != be || !e->seq->npu != !be->seq_attach)
+        if (e->owner != owner || e->seq->backend != be || !e->seq->device != !be->seq_attach)
             continue;
         uint32_t c = common_prefix(e->seq, tokens, n - 1);
         if (c > best_n && prefix_usable(e->seq, c)) {

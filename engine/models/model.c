@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_npu.h"
+#include "backend.h"
 #include "chat_prompt.h"
 #include "chat_template.h"
 #include "cpu_weight_cache.h"
@@ -192,7 +192,7 @@ npl_model *npl_model_load(const char *path, const npl_model_params *params, npl_
      * they bind, and looks token embeddings up on the host. */
     if (npl_model_device_open_in(m, params->device, params->npu_cache_dir, err))
         goto fail;
-    if (!m->device->npu && !m->arch->encoder) /* the layers run here: their packed weights, cached */
+    if (npl_model_backend(m)->host_layers && !m->arch->encoder) /* the layers run here: their packed weights, cached */
         npl_model_cpu_weights_prepare(m, params->weight_cache_dir);
     return m;
 

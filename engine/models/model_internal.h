@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "attention.h"
+#include "gguf.h"
 #include "matvec.h"
 #include "npullm.h"
 #include "threadpool.h"
@@ -157,7 +158,7 @@ struct npl_model {
     npl_kv_format kv_format; /* of every sequence's KV cache (npl_model_params.kv_type) */
     size_t kv_row_bytes;     /* one cached row of head_dim values in that format */
 
-    struct npl_model_device_state *device; /* engine/model_device.c: where the layers run */
+    struct npl_model_device_state *device; /* engine/backend/backend.h: where the layers run */
 
     struct npl_cpu_weight_cache *weight_cache; /* mapped packed weights mm_ws reads, or NULL */
     npl_weight_cache_stats weight_cache_stats;
@@ -192,8 +193,8 @@ struct npl_seq {
      * (images), so a pool can match a new prompt against it
      * (engine/models/kv_pool.c). Kept by every backend. */
     int32_t *hist;
-    struct npl_npu_seq *npu; /* engine/npu/backend_npu.c: the KV cache on the NPU device, or NULL */
-    const struct npl_backend *backend; /* its model's (engine/backend.h): a sequence may outlive the model */
+    void *device; /* its backend's state (e.g. the KV cache on an NPU), NULL on the CPU */
+    const struct npl_backend *backend; /* its model's (engine/backend/backend.h): a sequence may outlive the model */
 };
 
 /* engine/models/model.c: the loader's checks of an open file (architecture,

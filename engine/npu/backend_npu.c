@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "ggml_types.h"
 #include "model_internal.h"
 #include "npu_device.h"
@@ -658,7 +659,7 @@ void npl_backend_npu_free(npl_backend_npu *b)
     /* Sequences outliving the model lose their device cache here; using
      * them afterwards is an error, as for any sequence of a freed model. */
     while (b->seqs) {
-        b->seqs->seq->npu = NULL;
+        b->seqs->seq->device = NULL;
         seq_free(b->seqs);
     }
     /* The device frees every buffer, group and run list still alive. */
@@ -739,7 +740,7 @@ npl_status npl_backend_npu_seq_attach(npl_backend_npu *b, npl_seq *s, npl_error 
     if (b->seqs)
         b->seqs->prev = ns;
     b->seqs = ns;
-    s->npu = ns;
+    s->device = ns;
     return NPL_OK;
 fail:
     seq_free(ns);
@@ -750,21 +751,21 @@ void npl_backend_npu_seq_release(npl_seq *s)
 {
     if (!s)
         return;
-    seq_free(s->npu);
-    s->npu = NULL;
+    seq_free(s->device);
+    s->device = NULL;
 }
 
 size_t npl_backend_npu_seq_kv_bytes(const npl_seq *s)
 {
-    const npl_npu_seq *ns = s->npu;
+    const npl_npu_seq *ns = s->device;
     return ns ? npl_npu_buffer_size(ns->k_cache) + npl_npu_buffer_size(ns->v_cache) : 0;
 }
 
 npl_status npl_backend_npu_seq_copy_prefix(npl_seq *dst, const npl_seq *src, uint32_t n,
                                            npl_error *err)
 {
-    npl_npu_seq *d = dst->npu;
-    const npl_npu_seq *s = src->npu;
+    npl_npu_seq *d = dst->device;
+    const npl_npu_seq *s = src->device;
     if (!d || !s || d->b != s->b || dst->pos != 0 || n > src->pos || n > dst->n_ctx)
         return npl_error_set(err, NPL_ERR_INVALID_ARG,
                              "npu: a prefix copy needs an empty sequence and a filled one on the "
@@ -839,7 +840,7 @@ static npl_status prefill_chunk(npl_backend_npu *b, npl_seq *s, const int32_t *t
                                 const float *embd, uint32_t n, bool last, bool causal,
                                 npl_error *err)
 {
-    npl_npu_seq *ns = s->npu;
+    npl_npu_seq *ns = s->device;
     npl_npu_runlist *rl = ns->prefill;
     npl_status st;
     if (last) {
@@ -871,7 +872,7 @@ static npl_status prefill_chunk(npl_backend_npu *b, npl_seq *s, const int32_t *t
 
 static npl_status decode_one(npl_backend_npu *b, npl_seq *s, int32_t token, npl_error *err)
 {
-    npl_npu_seq *ns = s->npu;
+    npl_npu_seq *ns = s->device;
     act_slot a = solo_slot(b);
     npl_status st;
     s->has_logits = false;
@@ -891,18 +892,18 @@ static npl_status batch_list_for(npl_backend_npu *b, npl_seq *const *seqs, uint3
 {
     bool same = b->batch_n == n;
     for (uint32_t i = 0; same && i < n; i++)
-        same = b->batch_seqs[i] == seqs[i]->npu;
+        same = b->batch_seqs[i] == seqs[i]->device;
     if (same)
         return NPL_OK;
     batch_forget(b);
     for (uint32_t i = 0; i < n; i++) {
         act_slot a = batch_slot(b, i);
-        npl_status st = add_decode_runs(seqs[i]->npu, b->batch, &a, err);
+        npl_status st = add_decode_runs(seqs[i]->device, b->batch, &a, err);
         if (st != NPL_OK) {
             batch_forget(b);
             return st;
         }
-        b->batch_seqs[i] = seqs[i]->npu;
+        b->batch_seqs[i] = seqs[i]->device;
     }
     b->batch_n = n;
     return NPL_OK;
@@ -921,7 +922,7 @@ static npl_status decode_batch(npl_backend_npu *b, npl_seq *const *seqs, const i
         (st = upload_input(b, tokens, NULL, n, err)))
         return st;
     for (uint32_t i = 0; i < n; i++)
-        if ((st = set_layer_shapes(seqs[i]->npu, b->batch, i * decode_runs(b),
+        if ((st = set_layer_shapes(seqs[i]->device, b->batch, i * decode_runs(b),
                                    decode_runs_per_layer(b), 1, seqs[i]->pos, true, err)))
             return st;
     if ((st = npl_npu_runlist_submit(b->batch, err)))
@@ -951,7 +952,7 @@ static npl_status check_seq(const npl_model *m, const npl_seq *s, const char *fn
     if (s->model != m)
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "%s: the sequence belongs to another model",
                              fn);
-    if (!s->npu)
+    if (!s->device)
         return npl_error_set(err, NPL_ERR_INTERNAL, "%s: the sequence has no device KV cache", fn);
     return NPL_OK;
 }
@@ -999,7 +1000,7 @@ npl_status npl_backend_npu_prefill(npl_model *m, npl_seq *s, const int32_t *toke
 {
     if (consumed)
         *consumed = 0;
-    if (!m || !m->device || !m->device->npu || !s || (n > 0 && !tokens))
+    if (!m || !m->device || !m->device->context || !s || (n > 0 && !tokens))
         return npl_error_set(err, NPL_ERR_INVALID_ARG,
                              "npl_prefill: missing model, sequence or tokens");
     npl_status st = check_seq(m, s, "npl_prefill", err);
@@ -1009,7 +1010,7 @@ npl_status npl_backend_npu_prefill(npl_model *m, npl_seq *s, const int32_t *toke
         return st;
     size_t todo = max_tokens_this_call && max_tokens_this_call < n ? max_tokens_this_call : n;
     size_t done = 0;
-    st = prefill_rows(m->device->npu, s, tokens, NULL, n, todo, true, &done, err);
+    st = prefill_rows(m->device->context, s, tokens, NULL, n, todo, true, &done, err);
     if (consumed)
         *consumed = done;
     return st;
@@ -1018,7 +1019,7 @@ npl_status npl_backend_npu_prefill(npl_model *m, npl_seq *s, const int32_t *toke
 npl_status npl_backend_npu_prefill_embeddings(npl_model *m, npl_seq *s, const float *embd,
                                               size_t n, bool bidirectional, npl_error *err)
 {
-    if (!m || !m->device || !m->device->npu || !s || (n > 0 && !embd))
+    if (!m || !m->device || !m->device->context || !s || (n > 0 && !embd))
         return npl_error_set(err, NPL_ERR_INVALID_ARG,
                              "npl_prefill_embeddings: missing model, sequence or rows");
     npl_status st = check_seq(m, s, "npl_prefill_embeddings", err);
@@ -1026,7 +1027,7 @@ npl_status npl_backend_npu_prefill_embeddings(npl_model *m, npl_seq *s, const fl
         return st;
     if ((st = check_room(s, n, "embedding rows", err)))
         return st;
-    npl_backend_npu *b = m->device->npu;
+    npl_backend_npu *b = m->device->context;
     /* Every row must see the others' keys in every layer: one chunk. */
     if (bidirectional && n > b->chunk)
         return npl_error_set(err, NPL_ERR_INVALID_ARG,
@@ -1039,7 +1040,7 @@ npl_status npl_backend_npu_prefill_embeddings(npl_model *m, npl_seq *s, const fl
 npl_status npl_backend_npu_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens,
                                   size_t n_seqs, npl_error *err)
 {
-    if (!m || !m->device || !m->device->npu || (n_seqs > 0 && (!seqs || !tokens)))
+    if (!m || !m->device || !m->device->context || (n_seqs > 0 && (!seqs || !tokens)))
         return npl_error_set(err, NPL_ERR_INVALID_ARG,
                              "npl_decode: missing model, sequences or tokens");
     npl_status st = check_tokens(m, tokens, n_seqs, err);
@@ -1070,7 +1071,7 @@ npl_status npl_backend_npu_decode(npl_model *m, npl_seq *const *seqs, const int3
     if (st != NPL_OK)
         return st;
 
-    npl_backend_npu *b = m->device->npu;
+    npl_backend_npu *b = m->device->context;
     npl_npu_stats before, after;
     npl_npu_device_stats(b->dev, &before);
     /* One submission per batch_cap sequences: each has its own row of

@@ -22,7 +22,7 @@
  *
  * Used by engine/models/model.c (loading), the public npl_prefill / npl_decode
  * and the sequence constructor through the backend registry
- * (engine/backend.c) when the model runs on an NPU. */
+ * (engine/backend/backend.c) when the model runs on an NPU. */
 #ifndef NPL_BACKEND_NPU_H
 #define NPL_BACKEND_NPU_H
 
@@ -35,16 +35,6 @@
 typedef struct npl_backend_npu npl_backend_npu;
 typedef struct npl_npu_seq npl_npu_seq;
 struct npl_npu_device;
-
-/* Where a model runs, kept by npl_model (m->device): the device's name
- * and the reason it was chosen, its entry in the backend registry
- * (engine/backend.h) and the runtime when it is an NPU. */
-typedef struct npl_model_device_state {
-    char name[32];
-    char reason[640];
-    const struct npl_backend *backend;
-    npl_backend_npu *npu; /* NULL on the CPU */
-} npl_model_device_state;
 
 /* Builds the residency plan of m (whose weights are bound) on dev and
  * uploads the weights, their Q4NX form read from the model's cache file
@@ -87,14 +77,9 @@ npl_status npl_backend_npu_prefill_embeddings(npl_model *m, npl_seq *s, const fl
 npl_status npl_backend_npu_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens,
                                   size_t n_seqs, npl_error *err);
 
-/* ---- the model's device (engine/model_device.c) ---- */
-
-/* Called by npl_model_load once the weights are bound: resolves the
- * requested device (npl_model_params.device) and, for an NPU, builds the
- * runtime with its weight cache in npu_cache_dir (as in
- * npl_model_params). Sets m->device. */
-npl_status npl_model_device_open_in(npl_model *m, const char *request, const char *npu_cache_dir,
-                                    npl_error *err);
-void npl_model_device_close(npl_model *m);
+/* Puts m (loaded, on the CPU) on an NPU runtime built by hand with
+ * npl_backend_npu_create_in (tests): its calls go to the runtime from now
+ * on and unloading frees it (engine/backend/backend.c). */
+void npl_backend_attach_npu(npl_model *m, npl_backend_npu *runtime);
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "tokenizer_internal.h"
+#include "npl_hex.h"
 #include "unicode_utf8.h"
 
 /* Writes into buf up to cap bytes while counting the full length. */
@@ -21,23 +22,12 @@ static void put(piece_writer *w, const void *p, size_t n)
     w->len += n;
 }
 
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* "<0xNN>" -> NN, -1 when the text has another shape. */
 static int byte_token_value(npl_str s)
 {
     if (s.len != 6 || memcmp(s.ptr, "<0x", 3) != 0 || s.ptr[5] != '>')
         return -1;
-    int hi = hex_digit(s.ptr[3]), lo = hex_digit(s.ptr[4]);
+    int hi = npl_hex_digit(s.ptr[3]), lo = npl_hex_digit(s.ptr[4]);
     return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 

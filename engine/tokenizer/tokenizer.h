@@ -12,7 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf.h"
 #include "npl_buf.h"
 #include "npl_error.h"
 
@@ -21,6 +20,7 @@ extern "C" {
 #endif
 
 typedef struct npl_tokenizer npl_tokenizer;
+typedef struct npl_gguf npl_gguf; /* engine/gguf/gguf.h */
 
 typedef enum npl_tokenizer_kind {
     NPL_TOKENIZER_BPE = 1, /* "gpt2" */

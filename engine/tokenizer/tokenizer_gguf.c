@@ -49,6 +49,29 @@ static int read_flag(const npl_gguf *g, const char *key)
     return npl_gguf_get_bool(g, key, &b) ? (int)b : -1;
 }
 
+/* The special tokens' ids and the tokenizer's flags. */
+static void read_specials(const npl_gguf *g, npl_tokenizer_spec *spec)
+{
+    spec->bos = read_id(g, "tokenizer.ggml.bos_token_id");
+    spec->eos = read_id(g, "tokenizer.ggml.eos_token_id");
+    spec->eot = read_id(g, "tokenizer.ggml.eot_token_id");
+    spec->eom = read_id(g, "tokenizer.ggml.eom_token_id");
+    spec->unk = read_id(g, "tokenizer.ggml.unknown_token_id");
+    spec->fim_pre = read_id(g, "tokenizer.ggml.fim_pre_token_id");
+    spec->fim_suf = read_id(g, "tokenizer.ggml.fim_suf_token_id");
+    spec->fim_mid = read_id(g, "tokenizer.ggml.fim_mid_token_id");
+    spec->fim_pad = read_id(g, "tokenizer.ggml.fim_pad_token_id");
+    spec->fim_rep = read_id(g, "tokenizer.ggml.fim_rep_token_id");
+    spec->fim_sep = read_id(g, "tokenizer.ggml.fim_sep_token_id");
+    spec->add_bos = read_flag(g, "tokenizer.ggml.add_bos_token");
+    spec->add_eos = read_flag(g, "tokenizer.ggml.add_eos_token");
+    spec->add_space_prefix = read_flag(g, "tokenizer.ggml.add_space_prefix");
+    spec->sep = read_id(g, "tokenizer.ggml.seperator_token_id"); /* sic: the converter's spelling */
+    spec->add_sep = read_flag(g, "tokenizer.ggml.add_sep_token");
+    spec->lowercase = read_flag(g, "tokenizer.ggml.normalizer.lowercase");
+    spec->strip_accents = read_flag(g, "tokenizer.ggml.normalizer.strip_accents");
+}
+
 npl_tokenizer *npl_tokenizer_from_gguf(const npl_gguf *g, npl_error *err)
 {
     npl_tokenizer_spec spec;
@@ -140,24 +163,7 @@ npl_tokenizer *npl_tokenizer_from_gguf(const npl_gguf *g, npl_error *err)
         spec.pre = pre;
     }
 
-    spec.bos = read_id(g, "tokenizer.ggml.bos_token_id");
-    spec.eos = read_id(g, "tokenizer.ggml.eos_token_id");
-    spec.eot = read_id(g, "tokenizer.ggml.eot_token_id");
-    spec.eom = read_id(g, "tokenizer.ggml.eom_token_id");
-    spec.unk = read_id(g, "tokenizer.ggml.unknown_token_id");
-    spec.fim_pre = read_id(g, "tokenizer.ggml.fim_pre_token_id");
-    spec.fim_suf = read_id(g, "tokenizer.ggml.fim_suf_token_id");
-    spec.fim_mid = read_id(g, "tokenizer.ggml.fim_mid_token_id");
-    spec.fim_pad = read_id(g, "tokenizer.ggml.fim_pad_token_id");
-    spec.fim_rep = read_id(g, "tokenizer.ggml.fim_rep_token_id");
-    spec.fim_sep = read_id(g, "tokenizer.ggml.fim_sep_token_id");
-    spec.add_bos = read_flag(g, "tokenizer.ggml.add_bos_token");
-    spec.add_eos = read_flag(g, "tokenizer.ggml.add_eos_token");
-    spec.add_space_prefix = read_flag(g, "tokenizer.ggml.add_space_prefix");
-    spec.sep = read_id(g, "tokenizer.ggml.seperator_token_id"); /* sic: the converter's spelling */
-    spec.add_sep = read_flag(g, "tokenizer.ggml.add_sep_token");
-    spec.lowercase = read_flag(g, "tokenizer.ggml.normalizer.lowercase");
-    spec.strip_accents = read_flag(g, "tokenizer.ggml.normalizer.strip_accents");
+    read_specials(g, &spec);
 
     tok = npl_tokenizer_build(&spec, err);
     goto done;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "tokenizer.h"
 
 /* Per-token behaviour bits. They start from the GGUF token type and are

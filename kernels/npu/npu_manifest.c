@@ -765,6 +765,59 @@ static npl_status parse_group_key(parser *p, npl_npu_group_spec *g, const char *
     return fail(p, "unknown key '%s' in a group", k);
 }
 
+/* The first line: the magic word and the version this build reads. */
+static npl_status parse_magic(parser *p, const char *line, size_t llen)
+{
+    const char *s = line, *w;
+    size_t wlen;
+    next_word(&s, line + llen, &w, &wlen);
+    if (!word_is(w, wlen, MANIFEST_MAGIC))
+        return fail(p, "first line must be '" MANIFEST_MAGIC " %s'", "1");
+    if (!next_word(&s, line + llen, &w, &wlen) || !word_is(w, wlen, "1")
+        || next_word(&s, line + llen, &w, &wlen))
+        return fail(p, "unsupported manifest version (this build reads %s)", "1");
+    return NPL_OK;
+}
+
+/* A section header "[group NAME]": ends the group before it and opens
+ * NAME's (m->groups grows by doubling, *cap entries). */
+static npl_status open_group(parser *p, npl_npu_manifest *m, size_t *cap, bool have_device,
+                             const char *line, size_t llen)
+{
+    if (line[llen - 1] != ']')
+        return fail(p, "section header needs a closing ']'");
+    const char *s = line + 1, *e = line + llen - 1, *w, *name;
+    size_t wlen, nlen;
+    if (!next_word(&s, e, &w, &wlen) || !word_is(w, wlen, "group")
+        || !next_word(&s, e, &name, &nlen) || next_word(&s, e, &w, &wlen))
+        return fail(p, "section header must be [group NAME]");
+    if (!have_device)
+        return fail(p, "'device = ...' must come before the first group");
+    if (!valid_name(name, nlen))
+        return fail(p, "group name must be lowercase letters, digits and '_'");
+    if (m->n_groups) {
+        npl_status st = finish_group(p, m, &m->groups[m->n_groups - 1]);
+        if (st != NPL_OK)
+            return st;
+    }
+    for (size_t i = 0; i < m->n_groups; i++)
+        if (strlen(m->groups[i].name) == nlen && memcmp(m->groups[i].name, name, nlen) == 0)
+            return fail(p, "group '%s' declared twice", m->groups[i].name);
+    if (m->n_groups == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 8;
+        npl_npu_group_spec *g = realloc(m->groups, ncap * sizeof *g);
+        if (!g)
+            return npl_error_set(p->err, NPL_ERR_NOMEM, "manifest: no memory");
+        m->groups = g;
+        *cap = ncap;
+    }
+    npl_npu_group_spec *g = &m->groups[m->n_groups++];
+    memset(g, 0, sizeof *g);
+    memcpy(g->name, name, nlen);
+    g->line = p->line;
+    return NPL_OK;
+}
+
 npl_status npl_npu_manifest_parse(const char *text, size_t len, const char *origin,
                                   npl_npu_manifest **out, npl_error *err)
 {
@@ -803,65 +856,12 @@ npl_status npl_npu_manifest_parse(const char *text, size_t len, const char *orig
         if (llen == 0)
             continue;
         if (!have_magic) {
-            const char *s = line, *w;
-            size_t wlen;
-            next_word(&s, line + llen, &w, &wlen);
-            if (!word_is(w, wlen, MANIFEST_MAGIC)) {
-                st = fail(&p, "first line must be '" MANIFEST_MAGIC " %s'", "1");
-                break;
-            }
-            if (!next_word(&s, line + llen, &w, &wlen) || !word_is(w, wlen, "1")
-                || next_word(&s, line + llen, &w, &wlen)) {
-                st = fail(&p, "unsupported manifest version (this build reads %s)", "1");
-                break;
-            }
+            st = parse_magic(&p, line, llen);
             have_magic = true;
             continue;
         }
         if (line[0] == '[') {
-            if (line[llen - 1] != ']') {
-                st = fail(&p, "section header needs a closing ']'");
-                break;
-            }
-            const char *s = line + 1, *e = line + llen - 1, *w, *name;
-            size_t wlen, nlen;
-            if (!next_word(&s, e, &w, &wlen) || !word_is(w, wlen, "group")
-                || !next_word(&s, e, &name, &nlen) || next_word(&s, e, &w, &wlen)) {
-                st = fail(&p, "section header must be [group NAME]");
-                break;
-            }
-            if (!have_device) {
-                st = fail(&p, "'device = ...' must come before the first group");
-                break;
-            }
-            if (!valid_name(name, nlen)) {
-                st = fail(&p, "group name must be lowercase letters, digits and '_'");
-                break;
-            }
-            if (m->n_groups) {
-                st = finish_group(&p, m, &m->groups[m->n_groups - 1]);
-                if (st != NPL_OK)
-                    break;
-            }
-            for (size_t i = 0; i < m->n_groups; i++)
-                if (strlen(m->groups[i].name) == nlen && memcmp(m->groups[i].name, name, nlen) == 0)
-                    st = fail(&p, "group '%s' declared twice", m->groups[i].name);
-            if (st != NPL_OK)
-                break;
-            if (m->n_groups == cap) {
-                size_t ncap = cap ? cap * 2 : 8;
-                npl_npu_group_spec *g = realloc(m->groups, ncap * sizeof *g);
-                if (!g) {
-                    st = npl_error_set(err, NPL_ERR_NOMEM, "manifest: no memory");
-                    break;
-                }
-                m->groups = g;
-                cap = ncap;
-            }
-            npl_npu_group_spec *g = &m->groups[m->n_groups++];
-            memset(g, 0, sizeof *g);
-            memcpy(g->name, name, nlen);
-            g->line = p.line;
+            st = open_group(&p, m, &cap, have_device, line, llen);
             continue;
         }
         const char *eq = memchr(line, '=', llen);

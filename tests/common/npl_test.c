@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "npl_hex.h"
+
 /* One process runs its cases one by one: these are the harness's state. */
 unsigned long nt_checks;
 static int case_failures;
@@ -226,23 +228,12 @@ void nt_fatal(const char *fmt, ...)
     exit(1);
 }
 
-static int hex_digit(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 long nt_unhex(char *s, size_t len)
 {
     if (len % 2)
         return -1;
     for (size_t i = 0; i < len / 2; i++) {
-        int hi = hex_digit((unsigned char)s[2 * i]), lo = hex_digit((unsigned char)s[2 * i + 1]);
+        int hi = npl_hex_digit((unsigned char)s[2 * i]), lo = npl_hex_digit((unsigned char)s[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return -1;
         s[i] = (char)(hi * 16 + lo); /* in place: i < 2i */

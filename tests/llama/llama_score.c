@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "npullm.h"
 
 typedef struct request {

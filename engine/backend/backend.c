@@ -37,23 +37,26 @@ static npl_status xrt_probe(const npl_npu_probe_config *cfg, npl_npu_device **de
 
 static npl_status npu_open(npl_model *m, npl_npu_device *dev, const char *cache_dir, npl_error *err)
 {
-    return npl_backend_npu_create_in(m, dev, cache_dir, &m->device->npu, err);
+    npl_backend_npu *b = NULL;
+    npl_status st = npl_backend_npu_create_in(m, dev, cache_dir, &b, err);
+    m->device->context = b;
+    return st;
 }
 
 static void npu_close(npl_model *m)
 {
-    npl_backend_npu_free(m->device->npu);
-    m->device->npu = NULL;
+    npl_backend_npu_free(m->device->context);
+    m->device->context = NULL;
 }
 
 static npl_status npu_seq_attach(npl_model *m, npl_seq *s, npl_error *err)
 {
-    return npl_backend_npu_seq_attach(m->device->npu, s, err);
+    return npl_backend_npu_seq_attach(m->device->context, s, err);
 }
 
 static bool npu_stats(const npl_model *m, npl_device_stats *out)
 {
-    npl_backend_npu_stats(m->device->npu, out);
+    npl_backend_npu_stats(m->device->context, out);
     return true;
 }
 
@@ -77,6 +80,7 @@ static const npl_backend backends[] = {
      * cache is its host arrays; no counters */
     {.name = "cpu",
      .probe = cpu_probe,
+     .host_layers = true,
      .prefill = npl_cpu_prefill,
      .prefill_embeddings = npl_cpu_prefill_embeddings,
      .decode = npl_cpu_decode},
@@ -94,13 +98,13 @@ const npl_backend *npl_backend_named(const char *name)
 
 const npl_backend *npl_model_backend(const npl_model *m)
 {
-    return m && m->device && m->device->backend ? m->device->backend : &backends[0];
+    return m && m->device && m->device->ops ? m->device->ops : &backends[0];
 }
 
 void npl_backend_attach_npu(npl_model *m, npl_backend_npu *runtime)
 {
-    m->device->npu = runtime;
-    m->device->backend = npl_backend_named("npu-emu");
+    m->device->context = runtime;
+    m->device->ops = npl_backend_named("npu-emu");
 }
 
 /* ---- the public per-step calls -------------------------------------- */

@@ -14,7 +14,7 @@
 
 typedef struct npl_device_choice {
     npl_npu_device *dev;               /* NULL: the CPU; otherwise owned by the caller */
-    const struct npl_backend *backend; /* its entry in engine/backend.h */
+    const struct npl_backend *backend; /* its entry in engine/backend/backend.h */
     char name[NPL_DEVICE_NAME_MAX];   /* "cpu", "npu-emu", "npu:xdna1", "npu:xdna2" */
     char reason[NPL_DEVICE_REASON_MAX];
 } npl_device_choice;

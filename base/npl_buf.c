@@ -36,22 +36,31 @@ npl_status npl_buf_append(npl_buf *b, const void *bytes, size_t n, npl_error *er
     return NPL_OK;
 }
 
+npl_status npl_buf_vappendf(npl_buf *b, npl_error *err, const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    if (n < 0) {
+        va_end(again);
+        return npl_error_set(err, NPL_ERR_INTERNAL, "bad format string");
+    }
+    npl_status st = reserve(b, (size_t)n, err);
+    if (st == NPL_OK) {
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, again);
+        b->len += (size_t)n;
+    }
+    va_end(again);
+    return st;
+}
+
 npl_status npl_buf_appendf(npl_buf *b, npl_error *err, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    npl_status st = npl_buf_vappendf(b, err, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return npl_error_set(err, NPL_ERR_INTERNAL, "bad format string");
-    npl_status st = reserve(b, (size_t)n, err);
-    if (st)
-        return st;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-    return NPL_OK;
+    return st;
 }
 
 void npl_buf_clear(npl_buf *b)

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "backend.h"
-#include "backend_npu.h"
 #include "device_select.h"
 #include "model_internal.h"
 
@@ -25,7 +24,7 @@ npl_status npl_model_device_open_in(npl_model *m, const char *request, const cha
     snprintf(d->name, sizeof d->name, "%s", choice.name);
     snprintf(d->reason, sizeof d->reason, "%s", choice.reason);
     const npl_backend *be = choice.backend;
-    d->backend = be;
+    d->ops = be;
     m->device = d;
     if (be->open && (st = be->open(m, choice.dev, npu_cache_dir, err)) != NPL_OK) {
         m->device = NULL;

@@ -10,7 +10,7 @@
 
 typedef enum device_kind { KIND_CPU, KIND_NPU_EMU, KIND_NPU } device_kind;
 
-/* The backend registry's entry (engine/backend.h) of each kind. */
+/* The backend registry's entry (engine/backend/backend.h) of each kind. */
 static const char *const kind_backend[] = {[KIND_CPU] = "cpu", [KIND_NPU_EMU] = "npu-emu", [KIND_NPU] = "npu"};
 
 /* What a request resolves to before anything is opened. */
