@@ -89,6 +89,15 @@ static const char *const refused_phi3[] = {
     "attn_qkv.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_up.bias", "ffn_down.bias",
     "ffn_gate_inp.weight",
 };
+/* Qwen 3.5: what every layer has; the attention or Gated DeltaNet weights
+ * are bound by its finish hook (model_qwen35.c). */
+static const npl_arch_tensor qwen35_tensors[] = {
+    ATTN_NORM,
+    {"post_attention_norm.weight", NPL_SHAPE_EMBD, LAYER(ffn_norm), false},
+    {"ffn_gate.weight", NPL_SHAPE_EMBD_FF, LAYER(w_gate), false},
+    {"ffn_up.weight", NPL_SHAPE_EMBD_FF, LAYER(w_up), false},
+    {"ffn_down.weight", NPL_SHAPE_FF_EMBD, LAYER(w_down), false},
+};
 static const char *const refused_o_bias_moe[] = {"attn_output.bias", "ffn_gate_inp.weight"};
 
 static const npl_arch arches[] = {
@@ -149,6 +158,13 @@ static const npl_arch arches[] = {
         .read_extra = npl_phi3_read_extra, .finish = npl_phi3_finish,
         .tensors = phi3_tensors, .n_tensors = COUNT(phi3_tensors),
         .refused = refused_phi3, .n_refused = COUNT(refused_phi3),
+        .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_SILU,
+    },
+    {
+        .name = "qwen35", .default_rope_base = 10000.0f,
+        .read_extra = npl_qwen35_read_extra, .finish = npl_qwen35_finish,
+        .tensors = qwen35_tensors, .n_tensors = COUNT(qwen35_tensors),
+        .refused = refused_biases_moe, .n_refused = COUNT(refused_biases_moe),
         .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_SILU,
     },
     {
