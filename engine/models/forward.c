@@ -17,6 +17,7 @@
 #include "attention_tiled.h"
 #include "backend.h"
 #include "forward_dnet.h"
+#include "forward_shortconv.h"
 #include "model_internal.h"
 #include "seq_state.h"
 
@@ -86,7 +87,7 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
         if (!fw->qg || !fw->attn_gate)
             return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the attention gates");
     }
-    if (npl_dnet_ws_init(m, rows, err))
+    if (npl_dnet_ws_init(m, rows, err) || npl_shortconv_ws_init(m, rows, err))
         return err ? err->code : NPL_ERR_NOMEM;
     fw->row_seq = malloc(rows * sizeof *fw->row_seq);
     fw->row_pos = malloc(rows * sizeof *fw->row_pos);
@@ -560,7 +561,9 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
         c.first_row = 0;
         npl_threadpool_run(pool, n, add_norm_task, &c);
 
-        if (L->state_conv || L->state_mat)
+        if (L->shortconv)
+            npl_shortconv_layer(m, l, n);
+        else if (L->state_conv || L->state_mat)
             npl_dnet_layer(m, l, n);
         else
             attention_sublayer(m, &c, n, bidirectional);

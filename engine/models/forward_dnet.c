@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "causal_conv.h"
 #include "deltanet.h"
 #include "model_internal.h"
 #include "seq_state.h"
@@ -120,16 +121,7 @@ static void conv_task(void *ctx, size_t begin, size_t end, int thread)
         for (size_t i = w->run[r]; i < w->run[r + 1]; i++) {
             float *x = w->mix + i * ch + seg * dk;
             for (size_t j = 0; j < dk; j++) {
-                const float *wt = L->ssm_conv + (seg * dk + j) * dc;
-                float *tj = tail + j * (dc - 1);
-                float acc = 0.0f, in = x[j];
-                for (size_t q = 0; q + 1 < dc; q++)
-                    acc += tj[q] * wt[q];
-                acc += in * wt[dc - 1];
-                for (size_t q = 0; q + 2 < dc; q++)
-                    tj[q] = tj[q + 1];
-                tj[dc - 2] = in;
-                x[j] = silu(acc);
+                x[j] = silu(npl_causal_conv_step(tail + j * (dc - 1), L->ssm_conv + (seg * dk + j) * dc, dc, x[j]));
             }
             if (seg < 2 * hp->ssm_n_k)
                 l2_normalize(x, dk, hp->rms_eps);

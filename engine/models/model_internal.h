@@ -81,6 +81,9 @@ typedef struct npl_layer {
      * a convolution tail and a matrix state. Zero for an attention layer,
      * which has KV rows instead. */
     size_t state_conv, state_mat, state_off;
+    /* lfm2: a gated short convolution in place of attention (w_mix: the
+     * b, c, x rows of in_proj; ssm_conv its kernel; w_ssm_out out_proj). */
+    bool shortconv;
 } npl_layer;
 
 /* How an encoder turns its rows into one vector per text (the file's
@@ -175,6 +178,7 @@ struct npl_model {
 
     size_t state_floats;      /* a sequence's recurrent state (seq_state.h); 0 without recurrent layers */
     struct npl_dnet_ws *dnet; /* step buffers of the Gated DeltaNet layers (forward_dnet.c), or NULL */
+    float *shortconv_ws;      /* lfm2: rows * 3 * n_embd for the short convolutions (forward_shortconv.c), or NULL */
 
     npl_kv_format kv_format; /* of every sequence's KV cache (npl_model_params.kv_type) */
     size_t kv_row_bytes;     /* one cached row of head_dim values in that format */

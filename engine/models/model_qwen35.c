@@ -130,28 +130,6 @@ static npl_status bind_dnet(const npl_binder *b, uint32_t l, npl_layer *L)
     return NPL_OK;
 }
 
-/* An attention layer: the doubled Q projection and the per-head norms. */
-static npl_status bind_attention(const npl_binder *b, uint32_t l, npl_layer *L)
-{
-    const npl_hparams *hp = &b->m->hp;
-    uint64_t e = hp->n_embd, q = (uint64_t)hp->n_head * hp->head_dim, kv = (uint64_t)hp->n_head_kv * hp->head_dim;
-    char n[6][96];
-    const char *suffix[6] = {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
-                             "attn_q_norm.weight", "attn_k_norm.weight"};
-    for (int i = 0; i < 6; i++)
-        snprintf(n[i], sizeof n[i], "blk.%u.%s", l, suffix[i]);
-    npl_status st;
-    if ((st = npl_bind_matrix(b, n[0], e, 2 * q, "n_embd, 2 * n_head * head_dim (query and gate)", &L->wq)) ||
-        (st = npl_bind_matrix(b, n[1], e, kv, "n_embd, n_head_kv * head_dim", &L->wk)) ||
-        (st = npl_bind_matrix(b, n[2], e, kv, "n_embd, n_head_kv * head_dim", &L->wv)) ||
-        (st = npl_bind_matrix(b, n[3], q, e, "n_head * head_dim, n_embd", &L->wo)) ||
-        (st = npl_bind_vector(b, n[4], hp->head_dim, "head_dim", &L->attn_q_norm)) ||
-        (st = npl_bind_vector(b, n[5], hp->head_dim, "head_dim", &L->attn_k_norm)))
-        return st;
-    L->attn_gate = true;
-    return NPL_OK;
-}
-
 npl_status npl_qwen35_finish(npl_binder *b)
 {
     npl_model *m = b->m;
@@ -159,7 +137,7 @@ npl_status npl_qwen35_finish(npl_binder *b)
     npl_status st;
     for (uint32_t l = 0; l < m->hp.n_layer; l++) {
         npl_layer *L = &m->layers[l];
-        if ((st = (l + 1) % interval ? bind_dnet(b, l, L) : bind_attention(b, l, L)))
+        if ((st = (l + 1) % interval ? bind_dnet(b, l, L) : npl_arch_bind_attention(b, l, L, 2)))
             return st;
     }
     npl_seq_state_layout(m);

@@ -1,4 +1,5 @@
-/* qwen35 (Gated DeltaNet hybrid) beyond the llama.cpp gate:
+/* Hybrid models (qwen35's Gated DeltaNet, lfm2's short convolutions) beyond
+ * the llama.cpp gate:
  *  - chunked: the chunked parallel form of a DeltaNet head against the
  *    token-by-token recurrence (no model): outputs and final state within
  *    1e-4 of the largest value, over chunks of 64 and a partial one;
