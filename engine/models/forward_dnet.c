@@ -155,7 +155,7 @@ static void recurrence_task(void *ctx, size_t begin, size_t end, int thread)
             float g = softplus(w->alpha[i * nv + h] + L->ssm_dt_bias[h]) * L->ssm_a[h];
             float beta = 1.0f / (1.0f + expf(-w->beta[i * nv + h]));
             float *o = w->out + i * vd + h * dk;
-            npl_deltanet_step(S, x + kh * dk, x + (nk + kh) * dk, x + 2 * nk * dk + h * dk, expf(g), beta, scale,
+            npl_deltanet_step(m->simd, S, x + kh * dk, x + (nk + kh) * dk, x + 2 * nk * dk + h * dk, expf(g), beta, scale,
                               dk, dk, o);
             double ss = 0.0;
             for (size_t j = 0; j < dk; j++)

@@ -17,6 +17,9 @@
 
 #include <math.h>
 
+#include "kernel_table.h"
+#include "lane_sum.h"
+
 static float dot(const float *a, const float *b, size_t n)
 {
     float s = 0.0f;
@@ -25,8 +28,20 @@ static float dot(const float *a, const float *b, size_t n)
     return s;
 }
 
-void npl_deltanet_step(float *S, const float *q, const float *k, const float *v, float decay, float beta,
-                       float scale, size_t dk, size_t dv, float *o)
+/* a . b on 16 lanes; the lanes past n add 0 * 0, as a masked SIMD load does */
+static float dot16(const float *a, const float *b, size_t n)
+{
+    float lane[16] = {0};
+    size_t full = n / 16 * 16;
+    for (size_t i = 0; i < full; i++)
+        lane[i % 16] = fmaf(a[i], b[i], lane[i % 16]);
+    for (size_t l = 0; full < n && l < 16; l++)
+        lane[l] = full + l < n ? fmaf(a[full + l], b[full + l], lane[l]) : fmaf(0.0f, 0.0f, lane[l]);
+    return npl_lane_sum16(lane);
+}
+
+void npl_deltanet_step_ref(float *S, const float *q, const float *k, const float *v, float decay, float beta,
+                           float scale, size_t dk, size_t dv, float *o)
 {
     /* one pass over the state: each row's decay, correction, update and
      * read-out depend on that row only */
@@ -34,11 +49,17 @@ void npl_deltanet_step(float *S, const float *q, const float *k, const float *v,
         float *row = S + j * dk;
         for (size_t i = 0; i < dk; i++)
             row[i] *= decay;
-        float d = (v[j] - dot(row, k, dk)) * beta;
+        float d = (v[j] - dot16(row, k, dk)) * beta;
         for (size_t i = 0; i < dk; i++)
-            row[i] += d * k[i];
-        o[j] = dot(row, q, dk) * scale;
+            row[i] = fmaf(d, k[i], row[i]);
+        o[j] = dot16(row, q, dk) * scale;
     }
+}
+
+void npl_deltanet_step(npl_simd_level lv, float *S, const float *q, const float *k, const float *v, float decay,
+                       float beta, float scale, size_t dk, size_t dv, float *o)
+{
+    npl_kernels(lv)->deltanet_step(S, q, k, v, decay, beta, scale, dk, dv, o);
 }
 
 size_t npl_deltanet_chunk_scratch(size_t dk, size_t dv)

@@ -14,9 +14,15 @@
 
 #include <stddef.h>
 
-/* One token: S updated in place, o written (dv floats). */
-void npl_deltanet_step(float *S, const float *q, const float *k, const float *v, float decay, float beta,
-                       float scale, size_t dk, size_t dv, float *o);
+#include "vec_ops.h"
+
+/* One token: S updated in place, o written (dv floats). The dot products
+ * are defined on 16 lanes (element i in lane i % 16, fused multiply-adds,
+ * lane_sum.h's pairing), so every SIMD level gives the reference's bits. */
+void npl_deltanet_step(npl_simd_level lv, float *S, const float *q, const float *k, const float *v, float decay,
+                       float beta, float scale, size_t dk, size_t dv, float *o);
+void npl_deltanet_step_ref(float *S, const float *q, const float *k, const float *v, float decay, float beta,
+                           float scale, size_t dk, size_t dv, float *o);
 
 /* Tokens [0, n) of one head in chunks of up to NPL_DELTANET_CHUNK: q, k
  * (dk each) and v (dv), g (log decay) and beta per token at the given

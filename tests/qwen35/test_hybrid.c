@@ -3,6 +3,8 @@
  *  - chunked: the chunked parallel form of a DeltaNet head against the
  *    token-by-token recurrence (no model): outputs and final state within
  *    1e-4 of the largest value, over chunks of 64 and a partial one;
+ *  - step_levels: the recurrent step at every SIMD level this CPU has gives
+ *    the portable reference's bits (head sizes 128 and 40: a partial vector);
  *  - reuse: the pool (a generated model, path after the case name) reuses a
  *    hybrid sequence only up to a checkpoint or its end, and the result is
  *    bit-identical to a prefill from scratch: a follow-up turn (the whole
@@ -75,7 +77,7 @@ static void test_chunked(void)
         S_rec[i] = S_chk[i] = 0.1f * frand(&s); /* a state from earlier tokens */
     float scale = 1.0f / sqrtf((float)DK);
     for (size_t t = 0; t < N; t++)
-        npl_deltanet_step(S_rec, q[t], k[t], v[t], expf(g[t]), beta[t], scale, DK, DV, o_rec[t]);
+        npl_deltanet_step_ref(S_rec, q[t], k[t], v[t], expf(g[t]), beta[t], scale, DK, DV, o_rec[t]);
     float *scratch = malloc(npl_deltanet_chunk_scratch(DK, DV) * sizeof *scratch);
     REQUIRE(scratch);
     npl_deltanet_chunked(S_chk, &q[0][0], &k[0][0], DK, &v[0][0], DV, g, beta, 1, N, scale, DK, DV, &o_chk[0][0], DV,
@@ -84,6 +86,33 @@ static void test_chunked(void)
     CHECKF(dout <= 1e-4f * max_abs(&o_rec[0][0], N * DV), "outputs differ by %g", (double)dout);
     CHECKF(dstate <= 1e-4f * max_abs(S_rec, DV * DK), "states differ by %g", (double)dstate);
     free(scratch);
+}
+
+static void test_step_levels(void)
+{
+    enum { D = 128 };
+    static float S0[D * D], S1[D * D], q[D], k[D], v[D], o0[D], o1[D];
+    uint64_t s = 7;
+    const size_t dims[2] = {128, 40};
+    for (int lv = NPL_SIMD_AVX2; lv <= (int)npl_simd_detect(); lv++)
+        for (int di = 0; di < 2; di++) {
+            size_t d = dims[di];
+            for (size_t i = 0; i < d; i++) {
+                q[i] = frand(&s);
+                k[i] = frand(&s);
+                v[i] = frand(&s);
+            }
+            unit(q, d);
+            unit(k, d);
+            for (size_t i = 0; i < d * d; i++)
+                S0[i] = S1[i] = frand(&s);
+            for (int t = 0; t < 3; t++) {
+                npl_deltanet_step_ref(S0, q, k, v, 0.9f, 0.7f, 0.125f, d, d, o0);
+                npl_deltanet_step((npl_simd_level)lv, S1, q, k, v, 0.9f, 0.7f, 0.125f, d, d, o1);
+            }
+            CHECKF(memcmp(S0, S1, d * d * sizeof *S0) == 0 && memcmp(o0, o1, d * sizeof *o0) == 0,
+                   "level %d, head size %zu", lv, d);
+        }
 }
 
 /* Prefills prompt[pos..n) in pieces of `piece` (0: all), then GEN - 1
@@ -207,4 +236,4 @@ static void test_refused(void)
     npl_model_free(m);
 }
 
-NT_MAIN({"chunked", test_chunked}, {"reuse", test_reuse}, {"batch", test_batch}, {"refused", test_refused})
+NT_MAIN({"chunked", test_chunked}, {"step_levels", test_step_levels}, {"reuse", test_reuse}, {"batch", test_batch}, {"refused", test_refused})
