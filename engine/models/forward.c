@@ -16,7 +16,10 @@
 #include "attention.h"
 #include "attention_tiled.h"
 #include "backend.h"
+#include "forward_dnet.h"
+#include "forward_shortconv.h"
 #include "model_internal.h"
+#include "seq_state.h"
 
 static size_t q_dim(const npl_hparams *hp)
 {
@@ -75,6 +78,17 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
         if (!fw->attn_rows_scratch || !fw->attn_block)
             return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the attention's scratch");
     }
+    bool gated = false;
+    for (uint32_t l = 0; l < hp->n_layer; l++)
+        gated |= m->layers[l].attn_gate;
+    if (gated) {
+        fw->qg = malloc(rows * 2 * q_dim(hp) * sizeof(float));
+        fw->attn_gate = malloc(rows * q_dim(hp) * sizeof(float));
+        if (!fw->qg || !fw->attn_gate)
+            return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the attention gates");
+    }
+    if (npl_dnet_ws_init(m, rows, err) || npl_shortconv_ws_init(m, rows, err))
+        return err ? err->code : NPL_ERR_NOMEM;
     fw->row_seq = malloc(rows * sizeof *fw->row_seq);
     fw->row_pos = malloc(rows * sizeof *fw->row_pos);
     fw->logit_out = malloc(rows * sizeof *fw->logit_out);
@@ -84,6 +98,8 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
         max_cols = (int64_t)q_dim(hp);
     if ((int64_t)hp->n_ff > max_cols)
         max_cols = hp->n_ff;
+    if ((int64_t)hp->ssm_d_state * hp->ssm_n_v > max_cols) /* the DeltaNet's output projection */
+        max_cols = (int64_t)hp->ssm_d_state * hp->ssm_n_v;
     m->mm_ws = npl_matmul_ws_create(n_threads, max_cols, rows);
     /* The weights are pages of the read-only mapped file: the kernels may
      * drop them once repacked, so the repacked copy does not double RSS. */
@@ -117,6 +133,8 @@ void npl_forward_ws_free(npl_forward_ws *fw)
     free(fw->row_seq);
     free(fw->row_pos);
     free(fw->logit_out);
+    free(fw->qg);
+    free(fw->attn_gate);
     memset(fw, 0, sizeof *fw);
 }
 
@@ -409,6 +427,32 @@ static void attention_rows_task(void *ctx, size_t begin, size_t end, int thread)
     }
 }
 
+/* A gated Q projection (qwen35): each head's query then its gate, split
+ * into fw.q and fw.attn_gate. */
+static void split_gate_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    step_ctx *c = ctx;
+    npl_forward_ws *fw = &c->m->fw;
+    size_t hd = c->m->hp.head_dim, qd = q_dim(&c->m->hp);
+    for (size_t i = begin; i < end; i++)
+        for (uint32_t h = 0; h < c->m->hp.n_head; h++) {
+            memcpy(fw->q + i * qd + h * hd, fw->qg + i * 2 * qd + 2 * h * hd, hd * sizeof(float));
+            memcpy(fw->attn_gate + i * qd + h * hd, fw->qg + i * 2 * qd + (2 * h + 1) * hd, hd * sizeof(float));
+        }
+}
+
+/* attn *= sigmoid(gate), before the output projection. */
+static void apply_gate_task(void *ctx, size_t begin, size_t end, int thread)
+{
+    (void)thread;
+    step_ctx *c = ctx;
+    npl_forward_ws *fw = &c->m->fw;
+    size_t qd = q_dim(&c->m->hp);
+    for (size_t j = begin * qd; j < end * qd; j++)
+        fw->attn[j] *= 1.0f / (1.0f + expf(-fw->attn_gate[j]));
+}
+
 /* gate = act(gate) * up: SwiGLU, or GEGLU (GELU in its tanh form) for
  * gemma3. */
 static void gated_ffn_task(void *ctx, size_t begin, size_t end, int thread)
@@ -453,6 +497,37 @@ static void embed_tokens(const npl_model *m, const int32_t *tokens, size_t n, fl
     }
 }
 
+/* The attention sub-layer of layer c->layer over the step's n rows: fw.xn
+ * in, its output projection in fw.xn. */
+static void attention_sublayer(npl_model *m, step_ctx *c, size_t n, bool bidirectional)
+{
+    const npl_hparams *hp = &m->hp;
+    const npl_layer *L = &m->layers[c->layer];
+    npl_forward_ws *fw = &m->fw;
+    npl_threadpool *pool = m->pool;
+    {
+        /* one activation quantization and one parallel section */
+        const npl_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
+        float *out[3] = {L->attn_gate ? fw->qg : fw->q, fw->k, fw->v};
+        size_t stride[3] = {(L->attn_gate ? 2 : 1) * q_dim(hp), kv_dim(hp), kv_dim(hp)};
+        npl_matmul_multi(pool, m->mm_ws, 3, qkv, fw->xn, hp->n_embd, n, out, stride);
+    }
+    if (L->attn_gate)
+        npl_threadpool_run(pool, n, split_gate_task, c);
+    npl_threadpool_run(pool, n, rope_store_task, c);
+    /* a bidirectional image block keeps the per-query kernel's f32
+     * arithmetic (tests/gemma3 reference.image-block's tolerance) */
+    if (fw->attn_tiled_scratch && !(bidirectional && n > 1))
+        npl_threadpool_run(pool, attention_blocks(m, n) * hp->n_head_kv, attention_tiled_task, c);
+    else if (fw->attn_rows_scratch && n > 1 && !L->local)
+        npl_threadpool_run(pool, attention_blocks(m, n) * hp->n_head_kv, attention_rows_task, c);
+    else
+        npl_threadpool_run(pool, n * hp->n_head_kv, attention_task, c);
+    if (L->attn_gate)
+        npl_threadpool_run(pool, n, apply_gate_task, c);
+    npl_matmul_contig(pool, m->mm_ws, &L->wo, fw->attn, q_dim(hp), n, fw->xn, hp->n_embd);
+}
+
 /* Runs the rows set up in fw.row_seq / fw.row_pos over tokens[0..n), or
  * when tokens is NULL over the first layer's input embd[0..n) as is, and
  * writes the logits of rows [first_logit_row, n) to their sequences, or
@@ -488,23 +563,12 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
         c.first_row = 0;
         npl_threadpool_run(pool, n, add_norm_task, &c);
 
-        {
-            /* one activation quantization and one parallel section */
-            const npl_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
-            float *out[3] = {fw->q, fw->k, fw->v};
-            size_t stride[3] = {q_dim(hp), kv_dim(hp), kv_dim(hp)};
-            npl_matmul_multi(pool, ws, 3, qkv, fw->xn, e, n, out, stride);
-        }
-        npl_threadpool_run(pool, n, rope_store_task, &c);
-        /* a bidirectional image block keeps the per-query kernel's f32
-         * arithmetic (tests/gemma3 reference.image-block's tolerance) */
-        if (fw->attn_tiled_scratch && !(bidirectional && n > 1))
-            npl_threadpool_run(pool, attention_blocks(m, n) * hp->n_head_kv, attention_tiled_task, &c);
-        else if (fw->attn_rows_scratch && n > 1 && !L->local)
-            npl_threadpool_run(pool, attention_blocks(m, n) * hp->n_head_kv, attention_rows_task, &c);
+        if (L->shortconv)
+            npl_shortconv_layer(m, l, n);
+        else if (L->state_conv || L->state_mat)
+            npl_dnet_layer(m, l, n);
         else
-            npl_threadpool_run(pool, n * hp->n_head_kv, attention_task, &c);
-        npl_matmul_contig(pool, ws, &L->wo, fw->attn, q_dim(hp), n, fw->xn, e);
+            attention_sublayer(m, &c, n, bidirectional);
 
         c.norm_w = L->ffn_norm;
         c.delta = fw->xn;
@@ -589,6 +653,8 @@ npl_status npl_cpu_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size
         s->pos += (uint32_t)c;
         done += c;
     }
+    if (done == n) /* the end of a prompt: a turn boundary a later prompt may resume from */
+        npl_seq_state_checkpoint(s);
     if (consumed)
         *consumed = done;
     return NPL_OK;

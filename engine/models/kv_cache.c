@@ -18,6 +18,7 @@
 
 #include "backend.h"
 #include "model_internal.h"
+#include "seq_state.h"
 
 /* Ring period of the local layers: a step reads, for its first row, the
  * n_swa - 1 positions before it, and writes up to fw.rows positions of one
@@ -92,6 +93,15 @@ npl_seq *npl_seq_create_any(npl_model *m, uint32_t n_ctx, npl_error *err)
     s->v_cache = npl_huge_alloc(bytes, &s->v_map_bytes);
     s->logits = malloc((size_t)hp->n_vocab * sizeof *s->logits);
     s->hist = malloc((size_t)n_ctx * sizeof *s->hist);
+    npl_error serr;
+    npl_error_clear(&serr);
+    s->state = npl_seq_state_create(m, &serr);
+    if (!s->state && serr.code) {
+        if (err)
+            *err = serr;
+        npl_seq_free(s);
+        return NULL;
+    }
     if (!s->k_cache || !s->v_cache || !s->logits || !s->hist) {
         npl_error_set(err, NPL_ERR_NOMEM, "out of memory for a KV cache of %u tokens (%zu MiB)", n_ctx,
                       (bytes * 2) >> 20);
@@ -118,6 +128,7 @@ void npl_seq_free(npl_seq *s)
     free(s->logits);
     free(s->kv_layer_off);
     free(s->hist);
+    npl_seq_state_free(s->state);
     free(s);
 }
 
@@ -133,7 +144,7 @@ size_t npl_seq_bytes(const npl_seq *s)
         kv *= 2 * m->kv_row_bytes;
     }
     return kv + (s->logits ? (size_t)m->hp.n_vocab * sizeof *s->logits : 0) +
-           (size_t)s->n_ctx * sizeof *s->hist;
+           (size_t)s->n_ctx * sizeof *s->hist + npl_seq_state_bytes(m, s->state);
 }
 
 uint32_t npl_seq_n_ctx(const npl_seq *s)

@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "model_internal.h"
+#include "seq_state.h"
 
 typedef struct pool_entry {
     npl_seq *seq;
@@ -129,11 +130,14 @@ static void copy_prefix(npl_seq *dst, const npl_seq *src, uint32_t n)
 {
     const npl_model *m = src->model;
     for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        if (!npl_kv_rows(dst, l)) /* a recurrent layer: its state is copied below */
+            continue;
         uint32_t lo = 0;
         if (m->layers[l].local && n + 1 > m->hp.n_swa)
             lo = n + 1 - m->hp.n_swa;
         copy_layer_rows(dst, src, l, lo, n);
     }
+    npl_seq_state_copy(dst, src, n);
     memcpy(dst->hist, src->hist, (size_t)n * sizeof *dst->hist);
     dst->pos = n;
 }
@@ -164,7 +168,8 @@ npl_seq *npl_kv_pool_acquire(npl_kv_pool *p, uint64_t owner, const int32_t *toke
     for (pool_entry *e = p->head; n >= 2 && e; e = e->next) {
         if (e->owner != owner || e->seq->backend != be || !e->seq->device != !be->seq_attach)
             continue;
-        uint32_t c = common_prefix(e->seq, tokens, n - 1);
+        /* a recurrent state is known only at checkpoints */
+        uint32_t c = npl_seq_state_prefix(e->seq, common_prefix(e->seq, tokens, n - 1));
         if (c > best_n && prefix_usable(e->seq, c)) {
             best = e;
             best_n = c;

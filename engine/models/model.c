@@ -11,6 +11,7 @@
 #include "chat_prompt.h"
 #include "chat_template.h"
 #include "cpu_weight_cache.h"
+#include "forward_dnet.h"
 #include "model_arch.h"
 #include "model_internal.h"
 
@@ -207,6 +208,8 @@ void npl_model_free(npl_model *m)
         return;
     npl_model_device_close(m);
     npl_forward_ws_free(&m->fw);
+    npl_dnet_ws_free(m);
+    free(m->shortconv_ws);
     npl_model_weight_cache_wait(m); /* the writer reads the workspace's packed copies */
     npl_matmul_ws_free(m->mm_ws);
     npl_cpu_weight_cache_free(m->weight_cache); /* after the workspace that read it */

@@ -109,6 +109,21 @@ static const char *const refused_phi3[] = {
     "attn_qkv.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_up.bias", "ffn_down.bias",
     "ffn_gate_inp.weight",
 };
+/* Qwen 3.5: what every layer has; the attention or Gated DeltaNet weights
+ * are bound by its finish hook (model_qwen35.c). */
+static const npl_arch_tensor qwen35_tensors[] = {
+    ATTN_NORM,
+    {"post_attention_norm.weight", NPL_SHAPE_EMBD, LAYER(ffn_norm), false},
+    {"ffn_gate.weight", NPL_SHAPE_EMBD_FF, LAYER(w_gate), false},
+    {"ffn_up.weight", NPL_SHAPE_EMBD_FF, LAYER(w_up), false},
+    {"ffn_down.weight", NPL_SHAPE_FF_EMBD, LAYER(w_down), false},
+};
+/* LFM2: every layer's norms and FFN; attention or short convolution
+ * bound by its finish hook (model_lfm2.c). */
+static const npl_arch_tensor lfm2_tensors[] = {
+    ATTN_NORM,
+    FFN,
+};
 static const char *const refused_o_bias_moe[] = {"attn_output.bias", "ffn_gate_inp.weight"};
 
 static const npl_arch arches[] = {
@@ -169,6 +184,20 @@ static const npl_arch arches[] = {
         .read_extra = npl_phi3_read_extra, .finish = npl_phi3_finish,
         .tensors = phi3_tensors, .n_tensors = COUNT(phi3_tensors),
         .refused = refused_phi3, .n_refused = COUNT(refused_phi3),
+        .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_SILU,
+    },
+    {
+        .name = "qwen35", .default_rope_base = 10000.0f,
+        .read_extra = npl_qwen35_read_extra, .finish = npl_qwen35_finish,
+        .tensors = qwen35_tensors, .n_tensors = COUNT(qwen35_tensors),
+        .refused = refused_biases_moe, .n_refused = COUNT(refused_biases_moe),
+        .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_SILU,
+    },
+    {
+        .name = "lfm2", .default_rope_base = 1000000.0f,
+        .prepare = npl_lfm2_prepare, .read_extra = npl_lfm2_read_extra, .finish = npl_lfm2_finish,
+        .tensors = lfm2_tensors, .n_tensors = COUNT(lfm2_tensors),
+        .refused = refused_biases_moe, .n_refused = COUNT(refused_biases_moe),
         .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_SILU,
     },
     {
@@ -251,7 +280,9 @@ static npl_status read_common(const npl_arch *a, const npl_binder *b)
         (st = npl_bind_u32(b, "block_count", true, 0, 1, NPL_MAX_LAYERS, &hp->n_layer)) ||
         (st = npl_bind_u32(b, "feed_forward_length", true, 0, 1, NPL_MAX_FF, &hp->n_ff)) ||
         (st = npl_bind_u32(b, "attention.head_count", true, 0, 1, NPL_MAX_HEADS, &hp->n_head)) ||
-        (st = npl_bind_u32(b, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head, &hp->n_head_kv)) ||
+        (st = b->kv_heads_per_layer ? npl_lfm2_kv_heads(b) :
+                                      npl_bind_u32(b, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head,
+                                                   &hp->n_head_kv)) ||
         (st = npl_bind_f32(b, "attention.layer_norm_rms_epsilon", !b->rms_eps_optional, b->rms_eps_default,
                            &hp->rms_eps)))
         return st;
@@ -359,6 +390,29 @@ static npl_status bind_tensor(const npl_binder *b, const npl_arch_tensor *t, uin
         return npl_bind_vector(b, name, hp->n_ff, "n_ff", vec);
     }
     return npl_error_set(b->err, NPL_ERR_INTERNAL, "tensor table: unknown shape rule %d", (int)t->shape);
+}
+
+npl_status npl_arch_bind_attention(const npl_binder *b, uint32_t l, npl_layer *L, uint32_t q_mult)
+{
+    const npl_hparams *hp = &b->m->hp;
+    uint64_t e = hp->n_embd, q = (uint64_t)hp->n_head * hp->head_dim, kv = (uint64_t)hp->n_head_kv * hp->head_dim;
+    char n[6][96];
+    const char *suffix[6] = {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+                             "attn_q_norm.weight", "attn_k_norm.weight"};
+    for (int i = 0; i < 6; i++)
+        snprintf(n[i], sizeof n[i], "blk.%u.%s", l, suffix[i]);
+    npl_status st;
+    if ((st = npl_bind_matrix(b, n[0], e, q_mult * q,
+                              q_mult == 2 ? "n_embd, 2 * n_head * head_dim (query and gate)" : "n_embd, n_head * head_dim",
+                              &L->wq)) ||
+        (st = npl_bind_matrix(b, n[1], e, kv, "n_embd, n_head_kv * head_dim", &L->wk)) ||
+        (st = npl_bind_matrix(b, n[2], e, kv, "n_embd, n_head_kv * head_dim", &L->wv)) ||
+        (st = npl_bind_matrix(b, n[3], q, e, "n_head * head_dim, n_embd", &L->wo)) ||
+        (st = npl_bind_vector(b, n[4], hp->head_dim, "head_dim", &L->attn_q_norm)) ||
+        (st = npl_bind_vector(b, n[5], hp->head_dim, "head_dim", &L->attn_k_norm)))
+        return st;
+    L->attn_gate = q_mult == 2;
+    return NPL_OK;
 }
 
 npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err)

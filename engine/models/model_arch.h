@@ -97,6 +97,12 @@ npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err);
 /* "<arch>.<key>" = v as a rope base, or an error naming the key. */
 npl_status npl_arch_check_rope_base(const npl_binder *b, const char *key, float v);
 
+/* Layer l's attention of a hybrid (qwen35, lfm2), bound by its finish hook:
+ * attn_q of q_mult * n_head * head_dim rows (2: qwen35's query and gate per
+ * head, which sets L->attn_gate), attn_k, attn_v, attn_output, per-head
+ * attn_q_norm and attn_k_norm. */
+npl_status npl_arch_bind_attention(const npl_binder *b, uint32_t l, npl_layer *L, uint32_t q_mult);
+
 /* engine/models/model_<family>.c: the families' hooks. */
 npl_status npl_llama_read_extra(npl_binder *b);
 npl_status npl_gemma3_prepare(npl_binder *b);
@@ -113,6 +119,12 @@ npl_status npl_bind_attention_qkv(const npl_binder *b, uint32_t l, npl_layer *L)
 /* Whether a file of architecture a (its entry, or NULL) makes embeddings:
  * an encoder, or a text model whose file names a pooling. */
 bool npl_arch_makes_embeddings(const npl_arch *a, const npl_gguf *g);
+npl_status npl_qwen35_read_extra(npl_binder *b);
+npl_status npl_lfm2_prepare(npl_binder *b);
+npl_status npl_lfm2_kv_heads(const npl_binder *b);
+npl_status npl_lfm2_read_extra(npl_binder *b);
+npl_status npl_lfm2_finish(npl_binder *b);
+npl_status npl_qwen35_finish(npl_binder *b);
 /* engine/models/model_bert.c */
 /* <arch>.pooling_type (mean when absent) into enc; none and rank refused. */
 npl_status npl_read_pooling(npl_binder *b, npl_encoder *enc);

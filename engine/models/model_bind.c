@@ -170,7 +170,8 @@ npl_status npl_bind_embeddings_and_output(const npl_binder *b)
     npl_hparams *hp = &m->hp;
     npl_status st;
     if ((st = npl_bind_token_embd(b)) ||
-        (st = npl_bind_vector(b, "output_norm.weight", hp->n_embd, "n_embd", &m->output_norm)))
+        (st = npl_bind_vector(b, b->output_norm_name ? b->output_norm_name : "output_norm.weight", hp->n_embd,
+                              "n_embd", &m->output_norm)))
         return st;
     if (npl_gguf_find_tensor(m->gguf, "output.weight"))
         return npl_bind_matrix(b, "output.weight", hp->n_embd, hp->n_vocab, "n_embd, n_vocab", &m->output);

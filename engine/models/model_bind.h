@@ -22,6 +22,11 @@ typedef struct npl_binder {
     float rms_eps_default;
     bool own_rope_base; /* the family reads rope.freq_base itself */
     uint32_t swa_pattern; /* gemma3: between read_extra and finish */
+    uint32_t full_attn_interval; /* qwen35: between read_extra and finish */
+    /* lfm2: attention.head_count_kv is an array, 0 for layers without
+     * attention; n_head_kv is its nonzero value. */
+    bool kv_heads_per_layer;
+    const char *output_norm_name; /* NULL: "output_norm.weight" */
 } npl_binder;
 
 /* "<arch>.<key>" as an unsigned 32-bit integer in [lo, hi]; def when absent

@@ -44,6 +44,11 @@ typedef struct npl_hparams {
     uint32_t n_swa;
     float rope_base_swa;  /* rope base of the local layers */
     float rope_scale;     /* global layers: positions times this (linear rope scaling); 1 = none */
+    /* Gated DeltaNet layers (qwen35's ssm.* keys); 0 without them. */
+    uint32_t ssm_d_conv;  /* convolution width */
+    uint32_t ssm_d_state; /* key (and value) size of a head */
+    uint32_t ssm_n_k;     /* key heads (group_count) */
+    uint32_t ssm_n_v;     /* value heads (time_step_rank), a multiple of ssm_n_k */
 } npl_hparams;
 
 typedef struct npl_layer {
@@ -64,6 +69,22 @@ typedef struct npl_layer {
     const float *bo, *b_up, *b_down;           /* biases of the output, up and down projections */
     const float *attn_out_norm, *attn_out_norm_b; /* LayerNorm after the attention's residual add */
     const float *out_norm, *out_norm_b;           /* LayerNorm after the FFN's residual add */
+    /* qwen35's attention: wq's rows are each head's query then its output
+     * gate (sigmoid, times the attention output before wo). */
+    bool attn_gate;
+    /* A Gated DeltaNet layer (qwen35) in place of attention; empty otherwise. */
+    npl_matrix w_mix;   /* q, k, v rows into the convolution */
+    npl_matrix w_z;     /* output gate of the norm */
+    npl_matrix w_beta, w_alpha, w_ssm_out;
+    const float *ssm_conv;    /* [channels][d_conv] */
+    const float *ssm_dt_bias, *ssm_a, *ssm_norm;
+    /* Fixed-size state of the layer (engine/models/seq_state.h), in floats:
+     * a convolution tail and a matrix state. Zero for an attention layer,
+     * which has KV rows instead. */
+    size_t state_conv, state_mat, state_off;
+    /* lfm2: a gated short convolution in place of attention (w_mix: the
+     * b, c, x rows of in_proj; ssm_conv its kernel; w_ssm_out out_proj). */
+    bool shortconv;
 } npl_layer;
 
 /* How an encoder turns its rows into one vector per text (the file's
@@ -117,6 +138,9 @@ typedef struct npl_forward_ws {
     uint32_t *row_pos;
     float **logit_out; /* per logits row: where its logits go */
     float *rope_swa;   /* rows * n_rot: the local layers' table, or NULL */
+    /* Layers with a gated Q (npl_layer.attn_gate): rows * 2 * q_dim of
+     * the projection, rows * q_dim of the gates; NULL without them. */
+    float *qg, *attn_gate;
 } npl_forward_ws;
 
 struct npl_model {
@@ -154,6 +178,10 @@ struct npl_model {
     float rope_mscale;    /* rotated dimensions of Q and K are multiplied by it (phi3: rope.scaling.attn_factor) */
     const char *npu_refusal; /* what of the architecture the NPU kernels lack (static text), NULL when none */
     double *rope_inv_freq_swa; /* n_rot / 2, local layers; NULL without them */
+
+    size_t state_floats;      /* a sequence's recurrent state (seq_state.h); 0 without recurrent layers */
+    struct npl_dnet_ws *dnet; /* step buffers of the Gated DeltaNet layers (forward_dnet.c), or NULL */
+    float *shortconv_ws;      /* lfm2: rows * 3 * n_embd for the short convolutions (forward_shortconv.c), or NULL */
 
     npl_kv_format kv_format; /* of every sequence's KV cache (npl_model_params.kv_type) */
     size_t kv_row_bytes;     /* one cached row of head_dim values in that format */
@@ -193,6 +221,7 @@ struct npl_seq {
      * (images), so a pool can match a new prompt against it
      * (engine/models/kv_pool.c). Kept by every backend. */
     int32_t *hist;
+    struct npl_seq_state *state; /* engine/models/seq_state.h: recurrent layers' state, or NULL */
     void *device; /* its backend's state (e.g. the KV cache on an NPU), NULL on the CPU */
     const struct npl_backend *backend; /* its model's (engine/backend/backend.h): a sequence may outlive the model */
 };
@@ -230,6 +259,8 @@ size_t npl_seq_bytes(const npl_seq *s);
 /* engine/models/kv_cache.c: rows a layer keeps per KV head. */
 static inline uint32_t npl_kv_rows(const npl_seq *s, uint32_t layer)
 {
+    if (s->model->layers[layer].state_mat || s->model->layers[layer].state_conv)
+        return 0; /* a recurrent layer keeps no positions */
     return s->kv_ring && s->model->layers[layer].local ? s->kv_ring_rows : s->n_ctx;
 }
 

@@ -35,6 +35,7 @@ typedef enum npl_pretok_kind {
     NPL_PRETOK_SMOLLM = 3, /* GPT-2's rules with digits one by one (SmolLM2, StarCoder) */
     NPL_PRETOK_TEKKEN = 4, /* Mistral's: camel case split, digits one by one */
     NPL_PRETOK_GPT4O = 5,  /* o200k: camel case split with contractions, digits by three */
+    NPL_PRETOK_QWEN35 = 6, /* Qwen2's with combining marks part of words */
 } npl_pretok_kind;
 
 /* Upper bound on tokens and on merges (real vocabularies have < 1M);

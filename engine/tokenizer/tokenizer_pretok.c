@@ -37,6 +37,17 @@ static const char qwen2_pattern[] =
     "|\\s+(?!\\S)"
     "|\\s+";
 
+/* Qwen 3.5 / 3.6: Qwen2's, with combining marks (\p{M}) inside words and
+ * never in a run of punctuation. */
+static const char qwen35_pattern[] =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+"
+    "|\\p{N}"
+    "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*"
+    "|\\s*[\\r\\n]+"
+    "|\\s+(?!\\S)"
+    "|\\s+";
+
 /* SmolLM (as llama.cpp's starcoder family): every digit is a word, then
  * GPT-2's pattern (case-sensitive contractions, no digits left) within the
  * text between digits. One pass here: a whitespace run may end at a digit
@@ -124,6 +135,7 @@ static uint32_t pcre2_stand_in(uint32_t cp)
 npl_status npl_pretok_compile(npl_tokenizer *tok, npl_error *err)
 {
     const char *pattern = tok->pretok == NPL_PRETOK_QWEN2    ? qwen2_pattern
+                          : tok->pretok == NPL_PRETOK_QWEN35 ? qwen35_pattern
                           : tok->pretok == NPL_PRETOK_SMOLLM ? smollm_pattern
                           : tok->pretok == NPL_PRETOK_TEKKEN ? tekken_pattern
                           : tok->pretok == NPL_PRETOK_GPT4O  ? gpt4o_pattern

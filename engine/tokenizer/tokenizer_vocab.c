@@ -278,6 +278,7 @@ static const pre_name pre_names[] = {
     {"dbrx", NPL_PRETOK_LLAMA3, false, false},
     {"smaug-bpe", NPL_PRETOK_LLAMA3, false, false},
     {"qwen2", NPL_PRETOK_QWEN2, false, false},
+    {"qwen35", NPL_PRETOK_QWEN35, false, false},
     {"deepseek-r1-qwen", NPL_PRETOK_QWEN2, false, false},
     {"kormo", NPL_PRETOK_QWEN2, false, false},
     {"f2llmv2", NPL_PRETOK_QWEN2, false, false},

@@ -7,6 +7,7 @@
 #include "attention_noncausal.h"
 #include "attention_internal.h"
 #include "cpu_features.h"
+#include "deltanet.h"
 #include "matmul_bf16.h"
 #include "matmul_ref.h"
 #include "vec_ops.h"
@@ -32,6 +33,7 @@ static const npl_kernel_table portable = {
     .scale_row = npl_scale_row_ref,
     .f16_to_f32_row = npl_f16_to_f32_row_ref,
     .f32_to_f16_row = npl_f32_to_f16_row_ref,
+    .deltanet_step = npl_deltanet_step_ref,
 };
 
 static npl_kernel_table tables[NPL_SIMD_AVX512 + 1];

@@ -54,6 +54,9 @@ typedef struct npl_kernel_table {
     void (*scale_row)(float a, float *y, size_t n);
     void (*f16_to_f32_row)(const uint16_t *src, float *dst, size_t n);
     void (*f32_to_f16_row)(const float *src, uint16_t *dst, size_t n);
+    /* npl_deltanet_step (deltanet.h) */
+    void (*deltanet_step)(float *S, const float *q, const float *k, const float *v, float decay, float beta,
+                          float scale, size_t dk, size_t dv, float *o);
 } npl_kernel_table;
 
 /* The table of a level (at most the detected one: a higher request gets

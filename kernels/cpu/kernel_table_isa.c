@@ -18,5 +18,6 @@ const npl_kernel_table NPL_ISA_FN(npl_kernel_table) = {
     .scale_row = NPL_ISA_FN(npl_scale_row),
     .f16_to_f32_row = NPL_ISA_FN(npl_f16_to_f32_row),
     .f32_to_f16_row = NPL_ISA_FN(npl_f32_to_f16_row),
+    .deltanet_step = NPL_ISA_FN(npl_deltanet_step),
 };
 #endif

@@ -29,5 +29,7 @@ void NPL_ISA_FN(npl_act_gated)(npl_act_kind act, float *gate, const float *up, s
 void NPL_ISA_FN(npl_scale_row)(float a, float *y, size_t n);
 void NPL_ISA_FN(npl_f16_to_f32_row)(const uint16_t *src, float *dst, size_t n);
 void NPL_ISA_FN(npl_f32_to_f16_row)(const float *src, uint16_t *dst, size_t n);
+void NPL_ISA_FN(npl_deltanet_step)(float *S, const float *q, const float *k, const float *v, float decay, float beta,
+                                   float scale, size_t dk, size_t dv, float *o);
 
 #endif

@@ -46,6 +46,23 @@ static inline void nt_make_prompt(int32_t *ids, size_t n, uint32_t seed, int32_t
     }
 }
 
+/* Prefills what s does not hold yet of prompt[0..n), in pieces of
+ * `piece` tokens (0: as many as a call takes; the service's interleaving).
+ * False after a message. */
+static inline bool nt_prefill_rest(npl_model *m, npl_seq *s, const int32_t *prompt, size_t n, size_t piece)
+{
+    npl_error err;
+    for (size_t at = npl_seq_pos(s); at < n;) {
+        size_t used = 0;
+        if (npl_prefill(m, s, prompt + at, n - at, piece, &used, &err) != NPL_OK || used == 0) {
+            fprintf(stderr, "prefill: %s\n", err.message);
+            return false;
+        }
+        at += used;
+    }
+    return true;
+}
+
 /* Both sequences have logits and they are bit-identical. */
 static inline bool nt_same_logits(const npl_seq *a, const npl_seq *b, uint32_t n_vocab)
 {

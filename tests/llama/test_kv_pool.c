@@ -45,14 +45,8 @@ static bool run(npl_model *m, npl_seq *s, const int32_t *prompt, size_t n, size_
 {
     uint32_t nv = npl_model_get_info(m)->n_vocab;
     npl_error err;
-    for (size_t at = npl_seq_pos(s); at < n;) {
-        size_t used = 0;
-        if (npl_prefill(m, s, prompt + at, n - at, piece, &used, &err) != NPL_OK || used == 0) {
-            fprintf(stderr, "prefill: %s\n", err.message);
-            return false;
-        }
-        at += used;
-    }
+    if (!nt_prefill_rest(m, s, prompt, n, piece))
+        return false;
     const float *lg = npl_seq_logits(s);
     if (!lg)
         return false;
