@@ -42,6 +42,7 @@ typedef struct {
     gchar *handle_token;
     gint think; /* -1: the template's default, else 0 or 1 (enable_thinking) */
     npl_grammar *grammar; /* format: compiled ("json" or a JSON Schema), NULL: free text */
+    gchar *format_schema; /* format: a JSON Schema not compiled yet (schema-compile.c) */
     NpdTools *tools;      /* NULL: none offered */
     gchar *tool_choice;   /* auto, none, required or a tool's name; NULL: auto */
 } NpdRequestOptions;
