@@ -66,6 +66,8 @@ const NppOption npp_options[NPP_N_OPTIONS] = {
      "JSON array of OpenAI-style function definitions the model may call"},
     {NPP_OPT_TOOL_CHOICE, "tool_choice", "s", 0, 0, FALSE, NULL, 1u << NPP_CALL_CHAT,
      "auto (default), none, required, or a function's name"},
+    {NPP_OPT_PARALLEL_TOOL_CALLS, "parallel_tool_calls", "b", 0, 0, FALSE, NULL, 1u << NPP_CALL_CHAT,
+     "tool_choice required or a name: one call or more (true, the default) where the family writes several"},
 };
 #undef ALL
 

@@ -255,6 +255,7 @@ static const struct {
     [NPP_OPT_FORMAT] = {set_format, 0},
     [NPP_OPT_TOOLS] = {set_tools, 0},
     [NPP_OPT_TOOL_CHOICE] = {replace_string_option, offsetof(NpdRequestOptions, tool_choice)},
+    [NPP_OPT_PARALLEL_TOOL_CALLS] = {set_boolean, offsetof(NpdRequestOptions, parallel_tool_calls)},
 };
 
 G_STATIC_ASSERT((int)NPD_CALL_GENERATE == (int)NPP_CALL_GENERATE && (int)NPD_CALL_CHAT == (int)NPP_CALL_CHAT &&
@@ -339,6 +340,7 @@ gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const Np
     npl_sampler_params_default(&out->sampling);
     out->priority = NPD_PRIORITY_INTERACTIVE;
     out->think = -1;
+    out->parallel_tool_calls = TRUE;
 
     GVariantIter iter;
     const char *key = NULL;
@@ -361,6 +363,8 @@ gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const Np
         npd_request_options_clear(out);
         return FALSE;
     }
+    if (out->tools != NULL)
+        out->tools->one_call = !out->parallel_tool_calls;
     if (out->raw && out->think >= 0) {
         g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
                     "think: cannot be combined with raw (no chat template is applied)");

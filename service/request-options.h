@@ -45,6 +45,7 @@ typedef struct {
     gchar *format_schema; /* format: a JSON Schema not compiled yet (schema-compile.c) */
     NpdTools *tools;      /* NULL: none offered */
     gchar *tool_choice;   /* auto, none, required or a tool's name; NULL: auto */
+    gboolean parallel_tool_calls; /* FALSE: a forced tool_choice makes one call */
 } NpdRequestOptions;
 
 gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const NpdConfig *cfg,

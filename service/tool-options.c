@@ -220,13 +220,26 @@ static void append_renamed(GString *g, const char *text, const char *prefix)
     g_string_append_c(g, '\n');
 }
 
+/* literal s when it is not empty */
+static void append_part(GString *g, const char *s)
+{
+    if (s != NULL && *s != '\0')
+        append_literal(g, s);
+}
+
 gchar *npd_tools_call_grammar(const NpdTools *t, const char *only, const npl_tool_call_shape *shape)
 {
     GString *g = g_string_new("root ::= ");
-    if (shape->section_prefix != NULL && *shape->section_prefix != '\0')
-        append_literal(g, shape->section_prefix);
-    if (shape->call_prefix != NULL && *shape->call_prefix != '\0')
-        append_literal(g, shape->call_prefix);
+    append_part(g, shape->section_prefix);
+    g_string_append(g, "call ");
+    if (shape->parallel && !t->one_call) {
+        g_string_append(g, "( ");
+        append_part(g, shape->separator);
+        g_string_append_printf(g, "call ){0,%d} ", NPD_MAX_PARALLEL_CALLS - 1);
+    }
+    append_part(g, shape->section_suffix);
+    g_string_append(g, "\ncall ::= ");
+    append_part(g, shape->call_prefix);
     if (shape->layout == NPL_TOOL_CALL_OBJECT) {
         g_string_append(g, "\"{\" ");
         if (shape->id_key != NULL) {
@@ -251,18 +264,14 @@ gchar *npd_tools_call_grammar(const NpdTools *t, const char *only, const npl_too
             append_json_key(g, shape->args_key);
         } else {
             append_literal(g, name);
-            if (shape->name_suffix != NULL && *shape->name_suffix != '\0')
-                append_literal(g, shape->name_suffix);
+            append_part(g, shape->name_suffix);
         }
         g_string_append_printf(g, "f%u-root ", i);
     }
     g_string_append(g, ") ");
     if (shape->layout == NPL_TOOL_CALL_OBJECT)
         g_string_append(g, "\"}\" ");
-    if (shape->call_suffix != NULL && *shape->call_suffix != '\0')
-        append_literal(g, shape->call_suffix);
-    if (shape->section_suffix != NULL && *shape->section_suffix != '\0')
-        append_literal(g, shape->section_suffix);
+    append_part(g, shape->call_suffix);
     g_string_append_c(g, '\n');
     for (guint i = 0; i < t->names->len; i++) {
         if (only != NULL && strcmp(only, t->names->pdata[i]) != 0)
