@@ -253,8 +253,17 @@ static void npullm_options_finalize(GObject *object)
  * NpullmOptions:tool-choice:
  *
  * Chat only: "auto" (the default), "none" (the tools are not offered),
- * "required" (exactly one call) or a function's name (exactly one call
- * to it).
+ * "required" (one call or more, see #NpullmOptions:parallel-tool-calls)
+ * or a function's name (calls to it).
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:parallel-tool-calls:
+ *
+ * Chat only: with #NpullmOptions:tool-choice "required" or a name, whether
+ * the answer may hold several calls (TRUE, the default, where the model's
+ * family writes several in a turn: up to 8) or exactly one (FALSE).
  *
  * Since: 1.0
  */

@@ -71,6 +71,8 @@ const NppOption npp_options[NPP_N_OPTIONS] = {
      "Embed: keep the first N values of each vector, then normalize (default: all)"},
     {NPP_OPT_TRUNCATE, "truncate", "b", 0, 0, FALSE, NULL, NPP_CALLS_EMBED,
      "Embed: cut texts longer than the context (default true) or refuse them"},
+    {NPP_OPT_PARALLEL_TOOL_CALLS, "parallel_tool_calls", "b", 0, 0, FALSE, NULL, 1u << NPP_CALL_CHAT,
+     "tool_choice required or a name: one call or more (true, the default) where the family writes several"},
 };
 #undef ALL
 

@@ -15,6 +15,7 @@
 #include "image-input.h"
 #include "manager-call.h"
 #include "model-install.h"
+#include "schema-compile.h"
 
 #ifndef NPD_VERSION
 #define NPD_VERSION "unknown"
@@ -676,9 +677,34 @@ static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data)
     authorize_then(p->daemon, p->invocation, p);
 }
 
-/* Validates (prepare), checks the filesystems of the descriptors it took
- * off the main thread, then polkit, then run; or reply for the methods
- * that need no authorization. */
+/* After prepare and its schemas: the descriptors' filesystems, then polkit. */
+static void check_fds_then_authorize(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p)
+{
+    if (p->unchecked_fds != NULL) {
+        p->invocation = inv;
+        npd_fd_filesystem_check_async((int *)(gpointer)p->unchecked_fds->data, p->unchecked_fds->len,
+                                      p->client->uid, fds_checked_cb, p);
+        return;
+    }
+    authorize_then(d, inv, p);
+}
+
+static void schemas_compiled_cb(GObject *source, GAsyncResult *res, gpointer data)
+{
+    (void)source;
+    PendingCall *p = data;
+    g_autoptr(GError) error = NULL;
+    if (!npd_schemas_compile_finish(&p->opts, res, &error)) {
+        g_dbus_method_invocation_return_gerror(p->invocation, error);
+        pending_free(p);
+        return;
+    }
+    check_fds_then_authorize(p->daemon, p->invocation, p);
+}
+
+/* Validates (prepare), compiles the options' schemas and checks the
+ * filesystems of the descriptors it took off the main thread, then
+ * polkit, then run; or reply for the methods that need no authorization. */
 static void dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m, GVariant *params)
 {
     if (m->action == NULL) {
@@ -692,13 +718,12 @@ static void dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerM
         pending_free(p);
         return;
     }
-    if (p->unchecked_fds != NULL) {
+    if (npd_schemas_pending(&p->opts)) {
         p->invocation = inv;
-        npd_fd_filesystem_check_async((int *)(gpointer)p->unchecked_fds->data, p->unchecked_fds->len,
-                                      p->client->uid, fds_checked_cb, p);
+        npd_schemas_compile_async(&p->opts, schemas_compiled_cb, p);
         return;
     }
-    authorize_then(d, inv, p);
+    check_fds_then_authorize(d, inv, p);
 }
 
 static void handle_set_property(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *params)

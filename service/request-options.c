@@ -180,9 +180,6 @@ static gboolean set_think(const NppOption *opt, GVariant *value, gsize offset, N
     return TRUE;
 }
 
-/* "json" or a JSON Schema, compiled here so that a schema the compiler
- * refuses is an InvalidArgument naming its path. The size cap bounds the
- * work (the compiler has its own limits on depth and rules). */
 /* The option's text when it is at most cap bytes (NULL and an error
  * naming the option otherwise). */
 static const char *text_within(const NppOption *opt, GVariant *value, gsize cap, gsize *len, GError **error)
@@ -196,6 +193,10 @@ static const char *text_within(const NppOption *opt, GVariant *value, gsize cap,
     return text;
 }
 
+/* "json", or a JSON Schema that schema-compile.c compiles off the main
+ * loop (a schema the compiler refuses is an InvalidArgument naming its
+ * path). The size cap bounds the work (the compiler has its own limits
+ * on depth and rules). */
 static gboolean set_format(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
                            const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
 {
@@ -204,16 +205,19 @@ static gboolean set_format(const NppOption *opt, GVariant *value, gsize offset, 
     const char *text = text_within(opt, value, NPP_MAX_FORMAT_BYTES, &len, error);
     if (text == NULL)
         return FALSE;
+    npl_grammar_free(out->grammar);
+    out->grammar = NULL;
+    g_clear_pointer(&out->format_schema, g_free);
+    if (strcmp(text, "json") != 0) {
+        out->format_schema = g_strndup(text, len);
+        return TRUE;
+    }
     npl_error err;
     npl_error_clear(&err);
-    npl_grammar *g = strcmp(text, "json") == 0 ? npl_grammar_json_any(&err) : npl_grammar_compile_schema(text, len, &err);
-    if (g == NULL) {
+    out->grammar = npl_grammar_json_any(&err);
+    if (out->grammar == NULL)
         g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "format: %s", err.message);
-        return FALSE;
-    }
-    npl_grammar_free(out->grammar);
-    out->grammar = g;
-    return TRUE;
+    return out->grammar != NULL;
 }
 
 static gboolean set_tools(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
@@ -255,6 +259,7 @@ static const struct {
     [NPP_OPT_TOOL_CHOICE] = {replace_string_option, offsetof(NpdRequestOptions, tool_choice)},
     [NPP_OPT_DIMENSIONS] = {set_uint, offsetof(NpdRequestOptions, dimensions)},
     [NPP_OPT_TRUNCATE] = {set_boolean, offsetof(NpdRequestOptions, truncate)},
+    [NPP_OPT_PARALLEL_TOOL_CALLS] = {set_boolean, offsetof(NpdRequestOptions, parallel_tool_calls)},
 };
 
 G_STATIC_ASSERT((int)NPD_CALL_GENERATE == (int)NPP_CALL_GENERATE && (int)NPD_CALL_CHAT == (int)NPP_CALL_CHAT &&
@@ -324,7 +329,7 @@ static gboolean tool_choice_valid(NpdRequestOptions *out, GError **error)
 static gboolean format_alone(const NpdRequestOptions *out, GError **error)
 {
     const char *c = out->tool_choice;
-    if (out->grammar == NULL || c == NULL || strcmp(c, "auto") == 0 || strcmp(c, "none") == 0)
+    if ((out->grammar == NULL && out->format_schema == NULL) || c == NULL || strcmp(c, "auto") == 0 || strcmp(c, "none") == 0)
         return TRUE;
     g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
                 "format: cannot be combined with tool_choice '%.*s' (the call has its own grammar)",
@@ -340,6 +345,7 @@ gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const Np
     out->priority = NPD_PRIORITY_INTERACTIVE;
     out->think = -1;
     out->truncate = TRUE;
+    out->parallel_tool_calls = TRUE;
 
     GVariantIter iter;
     const char *key = NULL;
@@ -362,6 +368,8 @@ gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const Np
         npd_request_options_clear(out);
         return FALSE;
     }
+    if (out->tools != NULL)
+        out->tools->one_call = !out->parallel_tool_calls;
     if (out->raw && out->think >= 0) {
         g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
                     "think: cannot be combined with raw (no chat template is applied)");
@@ -378,6 +386,7 @@ void npd_request_options_clear(NpdRequestOptions *opts)
     g_free(opts->system);
     g_free(opts->handle_token);
     npl_grammar_free(opts->grammar);
+    g_free(opts->format_schema);
     npd_tools_free(opts->tools);
     g_free(opts->tool_choice);
     memset(opts, 0, sizeof *opts);

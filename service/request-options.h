@@ -43,10 +43,12 @@ typedef struct {
     gchar *handle_token;
     gint think; /* -1: the template's default, else 0 or 1 (enable_thinking) */
     npl_grammar *grammar; /* format: compiled ("json" or a JSON Schema), NULL: free text */
+    gchar *format_schema; /* format: a JSON Schema not compiled yet (schema-compile.c) */
     NpdTools *tools;      /* NULL: none offered */
     gchar *tool_choice;   /* auto, none, required or a tool's name; NULL: auto */
     guint32 dimensions;   /* Embed: 0 all */
     gboolean truncate;    /* Embed: cut over-long texts (default TRUE) */
+    gboolean parallel_tool_calls; /* FALSE: a forced tool_choice makes one call */
 } NpdRequestOptions;
 
 gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const NpdConfig *cfg,

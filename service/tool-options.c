@@ -13,6 +13,8 @@ void npd_tools_free(NpdTools *t)
     g_free(t->json);
     if (t->names != NULL)
         g_ptr_array_unref(t->names);
+    if (t->schemas != NULL)
+        g_ptr_array_unref(t->schemas);
     if (t->params != NULL)
         g_ptr_array_unref(t->params);
     g_free(t);
@@ -35,8 +37,8 @@ static gboolean tool_invalid(GError **error, guint i, const char *what)
     return FALSE;
 }
 
-/* One {"type": "function", "function": {...}}: its name and parameters'
- * grammar appended to t. */
+/* One {"type": "function", "function": {...}}: its name and parameters
+ * appended to t. */
 static gboolean parse_tool(JsonNode *node, guint i, NpdTools *t, GError **error)
 {
     JsonObject *tool = JSON_NODE_HOLDS_OBJECT(node) ? json_node_get_object(node) : NULL;
@@ -62,18 +64,27 @@ static gboolean parse_tool(JsonNode *node, guint i, NpdTools *t, GError **error)
     JsonNode *params = json_object_get_member(fn, "parameters");
     if (params != NULL && !JSON_NODE_HOLDS_OBJECT(params))
         return tool_invalid(error, i, ".function.parameters: expected a JSON Schema object");
-    g_autofree gchar *schema = params != NULL ? json_to_string(params, FALSE) : g_strdup("{\"type\": \"object\"}");
-    npl_error err;
-    npl_error_clear(&err);
-    char *text = npl_grammar_schema_to_text(schema, strlen(schema), &err);
-    if (text == NULL) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "tools[%u].function.parameters: %s", i,
-                    err.message);
-        return FALSE;
-    }
-    g_ptr_array_add(t->params, g_strdup(text));
-    free(text);
+    g_ptr_array_add(t->schemas, params != NULL ? json_to_string(params, FALSE) : g_strdup("{\"type\": \"object\"}"));
     g_ptr_array_add(t->names, g_strdup(json_node_get_string(name)));
+    return TRUE;
+}
+
+gboolean npd_tools_compile(NpdTools *t, GError **error)
+{
+    g_ptr_array_set_size(t->params, 0);
+    for (guint i = 0; i < t->schemas->len; i++) {
+        const char *schema = t->schemas->pdata[i];
+        npl_error err;
+        npl_error_clear(&err);
+        char *text = npl_grammar_schema_to_text(schema, strlen(schema), &err);
+        if (text == NULL) {
+            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "tools[%u].function.parameters: %s", i,
+                        err.message);
+            return FALSE;
+        }
+        g_ptr_array_add(t->params, g_strdup(text));
+        free(text);
+    }
     return TRUE;
 }
 
@@ -95,6 +106,7 @@ NpdTools *npd_tools_parse(const char *json, gsize len, GError **error)
     }
     g_autoptr(NpdTools) t = g_new0(NpdTools, 1);
     t->names = g_ptr_array_new_with_free_func(g_free);
+    t->schemas = g_ptr_array_new_with_free_func(g_free);
     t->params = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; i < n; i++)
         if (!parse_tool(json_array_get_element(arr, i), i, t, error))
@@ -208,13 +220,26 @@ static void append_renamed(GString *g, const char *text, const char *prefix)
     g_string_append_c(g, '\n');
 }
 
+/* literal s when it is not empty */
+static void append_part(GString *g, const char *s)
+{
+    if (s != NULL && *s != '\0')
+        append_literal(g, s);
+}
+
 gchar *npd_tools_call_grammar(const NpdTools *t, const char *only, const npl_tool_call_shape *shape)
 {
     GString *g = g_string_new("root ::= ");
-    if (shape->section_prefix != NULL && *shape->section_prefix != '\0')
-        append_literal(g, shape->section_prefix);
-    if (shape->call_prefix != NULL && *shape->call_prefix != '\0')
-        append_literal(g, shape->call_prefix);
+    append_part(g, shape->section_prefix);
+    g_string_append(g, "call ");
+    if (shape->parallel && !t->one_call) {
+        g_string_append(g, "( ");
+        append_part(g, shape->separator);
+        g_string_append_printf(g, "call ){0,%d} ", NPD_MAX_PARALLEL_CALLS - 1);
+    }
+    append_part(g, shape->section_suffix);
+    g_string_append(g, "\ncall ::= ");
+    append_part(g, shape->call_prefix);
     if (shape->layout == NPL_TOOL_CALL_OBJECT) {
         g_string_append(g, "\"{\" ");
         if (shape->id_key != NULL) {
@@ -239,18 +264,14 @@ gchar *npd_tools_call_grammar(const NpdTools *t, const char *only, const npl_too
             append_json_key(g, shape->args_key);
         } else {
             append_literal(g, name);
-            if (shape->name_suffix != NULL && *shape->name_suffix != '\0')
-                append_literal(g, shape->name_suffix);
+            append_part(g, shape->name_suffix);
         }
         g_string_append_printf(g, "f%u-root ", i);
     }
     g_string_append(g, ") ");
     if (shape->layout == NPL_TOOL_CALL_OBJECT)
         g_string_append(g, "\"}\" ");
-    if (shape->call_suffix != NULL && *shape->call_suffix != '\0')
-        append_literal(g, shape->call_suffix);
-    if (shape->section_suffix != NULL && *shape->section_suffix != '\0')
-        append_literal(g, shape->section_suffix);
+    append_part(g, shape->call_suffix);
     g_string_append_c(g, '\n');
     for (guint i = 0; i < t->names->len; i++) {
         if (only != NULL && strcmp(only, t->names->pdata[i]) != 0)

@@ -274,7 +274,7 @@ static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObjec
     gboolean stream = FALSE, include_usage = FALSE;
     double n = 1;
     JsonObject *stream_options = NULL;
-    gboolean parallel = TRUE; /* accepted: required/a name make one call, auto parses all */
+    gboolean parallel = TRUE; /* false: a forced tool_choice makes one call (auto parses all) */
     if (!bridge_json_string(body, "model", &model, error) || !bridge_json_bool(body, "stream", &stream, error) ||
         !bridge_json_object(body, "stream_options", &stream_options, error) ||
         (stream_options != NULL && !bridge_json_bool(stream_options, "include_usage", &include_usage, error)) ||
@@ -296,6 +296,8 @@ static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObjec
     if (bridge_options_apply(body, openai_options, G_N_ELEMENTS(openai_options), job->options, error) &&
         bridge_option_response_format(job->options, json_object_get_member(body, "response_format"), error))
         bridge_option_tools(job->options, body, error);
+    if (chat && !parallel)
+        g_object_set(job->options, "parallel-tool-calls", FALSE, NULL);
     return job;
 }
 

@@ -225,6 +225,49 @@ static npl_status render_messages(const npl_jinja_template *t, const char *vars,
     return st;
 }
 
+/* The conversation opens with a system message that the template drops
+ * without a word (Mistral 7B v0.3): probed as llama.cpp probes a
+ * template's system role, with a marker it must print, as a string or
+ * (templates that read content[0].text, Gemma 3 1B) as typed content. */
+static bool system_ignored(const npl_jinja_template *t, const char *vars, const char *messages_json,
+                           const struct tm *now)
+{
+    static const char *const probes[] = {
+        "[{\"role\": \"system\", \"content\": \"<npl-system-probe>\"}, {\"role\": \"user\", \"content\": \"Hey\"}]",
+        "[{\"role\": \"system\", \"content\": [{\"type\": \"text\", \"text\": \"<npl-system-probe>\"}]}, "
+        "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Hey\"}]}]",
+    };
+    if (!messages_json || !strstr(messages_json, "system"))
+        return false;
+    jarena a;
+    jmp_buf jb;
+    char msg[128];
+    volatile bool leading = false;
+    jarena_init(&a, 64u << 20, &jb, msg, sizeof msg);
+    if (!setjmp(jb)) {
+        jv l = jv_from_json(&a, messages_json, strlen(messages_json), false);
+        const jv *m0 = l.k == JV_LIST && l.u.l->n > 1 ? &l.u.l->v[0] : NULL;
+        const jv *r0 = m0 && m0->k == JV_DICT ? jdict_get(m0->u.d, "role", 4) : NULL;
+        leading = r0 && jv_is_str(r0, "system");
+    }
+    jarena_free(&a);
+    if (!leading)
+        return false;
+    npl_chat_options plain = {.add_generation_prompt = true, .enable_thinking = -1, .tools_in_user_message = -1};
+    /* a probe the template refuses says nothing; one that prints the marker, that it is used */
+    bool rendered = false, shown = false;
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0] && !shown; i++) {
+        npl_jinja_output o;
+        memset(&o, 0, sizeof o);
+        if (render_messages(t, vars, probes[i], probes[i], &plain, now, &o, NULL) == NPL_OK && o.text) {
+            rendered = true;
+            shown = strstr(o.text, "<npl-system-probe>") != NULL;
+        }
+        npl_jinja_output_free(&o);
+    }
+    return rendered && !shown;
+}
+
 npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, npl_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -261,8 +304,12 @@ npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, 
         t = npl_jinja_parse(in->template_src, strlen(in->template_src), NULL, err);
     if (!st && !t)
         st = err ? err->code : NPL_ERR_FORMAT;
+    char *merged = !st && system_ignored(t, vars.data, in->messages_json, now)
+                       ? normalize_messages(in->messages_json, NORM_MERGE_SYSTEM)
+                       : NULL;
     if (!st)
-        st = render_messages(t, vars.data, in->messages_json, NULL, o, now, out, err);
+        st = render_messages(t, vars.data, in->messages_json, merged, o, now, out, err);
+    free(merged);
     /* A template that fails on null content gets "", then also the arguments as
      * JSON strings (functionary concatenates them), then also the system message
      * merged into the first user turn (Gemma 2), as llama.cpp gives them. */

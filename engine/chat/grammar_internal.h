@@ -116,6 +116,9 @@ typedef enum gstep {
 gstep gstate_start(const struct npl_grammar *g, garena *a, gstate *out);
 /* out = in advanced by one byte; out->tops must not alias in->tops. */
 gstep gstate_advance_byte(const struct npl_grammar *g, garena *a, const gstate *in, uint8_t b, gstate *out);
+/* The tops that follow once top's element is complete (what a G_REPC
+ * continues with after its last character, whichever character it was). */
+gstep gstate_after(const struct npl_grammar *g, garena *a, const gnode *top, gstate *out);
 /* A stack is empty (root complete) and no UTF-8 sequence is unfinished. */
 bool gstate_complete(const gstate *s);
 

@@ -5,9 +5,13 @@
  * refused. Two things keep a step cheap at a 256k vocabulary:
  *  - a repeated character class (the inside of a JSON string) takes, in
  *    one go, every subtree whose tokens are made only of characters of
- *    that class ("pure" subtrees, found once per matcher);
- *  - masks are cached by grammar state (the positions on the stacks), so
- *    a state met again (the next character of a string) costs a copy. */
+ *    that class ("pure" subtrees: the index knows which characters each
+ *    subtree holds); when that class is bounded (x{m,n}) and nothing else
+ *    at that point can take its characters, a pure subtree's tokens are
+ *    taken by their length in characters instead of being walked;
+ *  - masks are cached by grammar state (the positions on the stacks, a
+ *    bounded repetition's count only as far as one token can reach), so a
+ *    state met again (the next character of a string) costs a copy. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,8 +40,10 @@ typedef struct gbinding {
     uint32_t n_words; /* mask words */
     uint32_t n_star;
     uint32_t star_class[MAX_STAR_SLOTS];
-    uint8_t *pure[MAX_STAR_SLOTS]; /* one bit per trie node, found on first use */
+    uint8_t nonascii[MAX_STAR_SLOTS]; /* SLOT_*: the class's code points >= 0x80 */
+    uint8_t *pure[MAX_STAR_SLOTS]; /* SLOT_SOME: one bit per trie node, found on first use */
     uint8_t *slot_of_class;        /* class -> star slot + 1 (0: none) */
+    uint8_t *disjoint;             /* class * MAX_STAR_SLOTS + slot: 0 unknown, 1 disjoint, 2 not */
     cache_entry cache[CACHE_ENTRIES];
     uint64_t clock;
     /* scratch of the walk and of advancing */
@@ -63,6 +69,7 @@ static void binding_unref(gbinding *b)
     for (uint32_t i = 0; i < b->n_star; i++)
         free(b->pure[i]);
     free(b->slot_of_class);
+    free(b->disjoint);
     for (uint32_t i = 0; i < CACHE_ENTRIES; i++) {
         free(b->cache[i].key);
         free(b->cache[i].mask);
@@ -98,6 +105,50 @@ static uint8_t *find_pure(const npl_grammar *g, const npl_vocab_index *vi, const
     return pure;
 }
 
+enum { SLOT_NONE = 0, SLOT_ALL, SLOT_SOME };
+
+static bool class_equal(const npl_grammar *g, const gclass *a, const gclass *b)
+{
+    return !memcmp(a->ascii, b->ascii, sizeof a->ascii) && a->n_ranges == b->n_ranges &&
+           !memcmp(g->ranges[a->first_range], g->ranges[b->first_range], a->n_ranges * sizeof *g->ranges);
+}
+
+/* Whether a class holds none, all (surrogates aside) or some code points >= 0x80. */
+static uint8_t nonascii_of(const npl_grammar *g, const gclass *c)
+{
+    if (!c->n_ranges)
+        return SLOT_NONE;
+    uint32_t next = 0x80;
+    for (uint32_t i = 0; i < c->n_ranges; i++) {
+        const uint32_t *r = g->ranges[c->first_range + i];
+        if (r[0] > next && !(next == 0xD800 && r[0] <= 0xE000))
+            return SLOT_SOME;
+        if (r[1] + 1 > next)
+            next = r[1] + 1;
+    }
+    return next > 0x10FFFF ? SLOT_ALL : SLOT_SOME;
+}
+
+/* One star slot per distinct repeated class (schemas repeat [0-9] often). */
+static void assign_slots(gbinding *b)
+{
+    const npl_grammar *g = b->g;
+    for (uint32_t i = 0; i < g->n_elems; i++) {
+        uint32_t c = g->elems[i].arg;
+        if ((g->elems[i].kind != G_STAR && g->elems[i].kind != G_REPC) || b->slot_of_class[c])
+            continue;
+        for (uint32_t s = 0; s < b->n_star && !b->slot_of_class[c]; s++)
+            if (class_equal(g, &g->classes[c], &g->classes[b->star_class[s]]))
+                b->slot_of_class[c] = (uint8_t)(s + 1);
+        if (b->slot_of_class[c] || b->n_star == MAX_STAR_SLOTS)
+            continue;
+        uint32_t s = b->n_star++;
+        b->star_class[s] = c;
+        b->nonascii[s] = nonascii_of(g, &g->classes[c]);
+        b->slot_of_class[c] = (uint8_t)(s + 1);
+    }
+}
+
 static gbinding *binding_create(const npl_grammar *g, const npl_vocab_index *vi)
 {
     gbinding *b = calloc(1, sizeof *b);
@@ -109,23 +160,17 @@ static gbinding *binding_create(const npl_grammar *g, const npl_vocab_index *vi)
     b->n_words = (vi->n_vocab + 31) / 32;
     garena_init(&b->walk);
     b->slot_of_class = calloc(g->n_classes ? g->n_classes : 1, 1);
+    b->disjoint = calloc((g->n_classes ? g->n_classes : 1) * (size_t)MAX_STAR_SLOTS, 1);
     b->tmp[0] = malloc(NPL_GRAMMAR_MAX_STACKS * sizeof *b->tmp[0]);
     b->tmp[1] = malloc(NPL_GRAMMAR_MAX_STACKS * sizeof *b->tmp[1]);
     b->key = malloc(CACHE_MAX_KEY * sizeof *b->key);
     b->lvl_cap = (size_t)NPL_GRAMMAR_MAX_STACKS * 4;
     b->lvl_tops = malloc(b->lvl_cap * sizeof *b->lvl_tops);
-    if (!b->slot_of_class || !b->tmp[0] || !b->tmp[1] || !b->key || !b->lvl_tops) {
+    if (!b->slot_of_class || !b->disjoint || !b->tmp[0] || !b->tmp[1] || !b->key || !b->lvl_tops) {
         binding_unref(b);
         return NULL;
     }
-    for (uint32_t i = 0; i < g->n_elems && b->n_star < MAX_STAR_SLOTS; i++) {
-        if ((g->elems[i].kind != G_STAR && g->elems[i].kind != G_REPC) || b->slot_of_class[g->elems[i].arg])
-            continue;
-        uint32_t s = b->n_star;
-        b->star_class[s] = g->elems[i].arg;
-        b->slot_of_class[g->elems[i].arg] = (uint8_t)(s + 1);
-        b->n_star++;
-    }
+    assign_slots(b);
     return b;
 }
 
@@ -350,22 +395,30 @@ bool npl_grammar_matcher_accept_token(npl_grammar_matcher *m, int32_t id)
         return true;
     }
     uint32_t off = vi->tok_off[id], n = vi->tok_off[id + 1] - off;
-    if (n == 0)
-        return false; /* control tokens spell nothing a grammar can take */
+    if (n == 0 || n > NPL_VOCAB_MAX_TOKEN_BYTES)
+        return false; /* control tokens spell nothing a grammar can take; the mask leaves out huge ones */
     return npl_grammar_matcher_accept_bytes(m, vi->blob + off, n);
 }
 
 /* ---- the mask ------------------------------------------------------------ */
 
-/* The state as positions (pointers differ between equal states). */
-static uint32_t state_key(const gstate *s, uint32_t *key)
+/* The state as positions (pointers differ between equal states). A
+ * bounded repetition's count enters as the characters it still needs and
+ * may take, each capped past the longest token: states that differ only
+ * beyond what one token can reach have the same mask. */
+static uint32_t state_key(const gbinding *b, const gstate *s, uint32_t *key)
 {
-    uint32_t k = 0;
+    uint32_t k = 0, cap = b->vi->max_chars + 1;
     for (uint32_t i = 0; i < s->n; i++) {
         for (const gnode *t = s->tops[i]; t; t = t->parent) {
-            if (k + 2 >= CACHE_MAX_KEY)
+            if (k + 3 >= CACHE_MAX_KEY)
                 return 0;
-            key[k++] = (t->pos + 1) | (uint32_t)t->count << 19;
+            const gelem *e = &b->g->elems[t->pos];
+            key[k++] = t->pos + 1;
+            if (e->kind == G_REPC) {
+                uint32_t need = e->min > t->count ? e->min - t->count : 0, left = e->max - t->count;
+                key[k++] = (need < cap ? need : cap) << 16 | (left < cap ? left : cap);
+            }
         }
         key[k++] = 0;
     }
@@ -422,53 +475,146 @@ static uint32_t star_slots(const gbinding *b, const gstate *s, uint16_t *rem)
     return slots;
 }
 
+/* The tokens of subtree i are all whole characters of slot s's class. */
+static bool subtree_pure(gbinding *b, uint32_t s, uint32_t i)
+{
+    const npl_vocab_index *vi = b->vi;
+    const tnode *n = &vi->nodes[i];
+    if (b->nonascii[s] == SLOT_SOME) {
+        if (!b->pure[s])
+            b->pure[s] = find_pure(b->g, vi, &b->g->classes[b->star_class[s]]);
+        return b->pure[s] && ((b->pure[s][i >> 3] >> (i & 7)) & 1);
+    }
+    if ((n->sub & TS_BROKEN) || ((n->sub & TS_NONASCII) && b->nonascii[s] == SLOT_NONE))
+        return false;
+    const uint32_t *sa = vi->sub_ascii[i], *ca = b->g->classes[b->star_class[s]].ascii;
+    return !((sa[0] & ~ca[0]) | (sa[1] & ~ca[1]) | (sa[2] & ~ca[2]) | (sa[3] & ~ca[3]));
+}
+
+/* Class cls has no code point in common with slot s's class. */
+static bool disjoint(gbinding *b, uint32_t cls, uint32_t s)
+{
+    uint8_t *d = &b->disjoint[(size_t)cls * MAX_STAR_SLOTS + s];
+    if (!*d) {
+        const npl_grammar *g = b->g;
+        const gclass *x = &g->classes[cls], *y = &g->classes[b->star_class[s]];
+        bool meet = false;
+        for (int w = 0; w < 4; w++)
+            meet |= (x->ascii[w] & y->ascii[w]) != 0;
+        for (uint32_t r = 0; r < x->n_ranges && !meet; r++)
+            meet = gclass_meets(g, y, g->ranges[x->first_range + r][0], g->ranges[x->first_range + r][1]);
+        *d = meet ? 2 : 1;
+    }
+    return *d == 1;
+}
+
+/* Slot s's repetition is the only stack of st that can take a character
+ * of its class, now and (for a bounded one) once it has taken its last:
+ * then a token of that class's characters is allowed exactly when it fits
+ * the characters the repetition has left. */
+static bool exclusive(gbinding *b, const gstate *st, uint32_t s)
+{
+    const npl_grammar *g = b->g;
+    const gnode *rep = NULL;
+    for (uint32_t i = 0; i < st->n; i++) {
+        const gnode *t = st->tops[i];
+        if (!t)
+            continue;
+        const gelem *e = &g->elems[t->pos];
+        if ((e->kind == G_STAR || e->kind == G_REPC) && b->slot_of_class[e->arg] == s + 1) {
+            if (rep)
+                return false;
+            rep = t;
+        } else if (!disjoint(b, e->arg, s)) {
+            return false;
+        }
+    }
+    if (!rep || g->elems[rep->pos].kind != G_REPC)
+        return rep != NULL;
+    garena_mark mark = garena_get_mark(&b->walk);
+    gstate after = {.tops = b->tmp[0]};
+    bool ok = gstate_after(g, &b->walk, rep, &after) == GSTEP_OK;
+    for (uint32_t i = 0; i < after.n && ok; i++)
+        ok = !after.tops[i] || disjoint(b, g->elems[after.tops[i]->pos].arg, s);
+    garena_release(&b->walk, mark);
+    return ok;
+}
+
+/* One trie depth of the walk: its state (tops at off in lvl_tops), the
+ * arena mark after it, the repeated classes it is inside. */
+typedef struct level {
+    size_t off;
+    gstate st;
+    garena_mark mark;
+    uint32_t slots;
+    uint32_t excl_known, excl; /* exclusive() per slot, found on first use */
+    uint16_t rem[MAX_STAR_SLOTS];
+} level;
+
+/* Takes subtree i at once when its tokens are all characters of a class
+ * the parent level repeats; false when it has to be walked. */
+static bool take_pure(gbinding *b, level *p, uint32_t i, uint32_t *mask, size_t *allowed)
+{
+    const npl_vocab_index *vi = b->vi;
+    const tnode *n = &vi->nodes[i];
+    /* characters on the path above the subtree, and the most it adds */
+    uint32_t pc = n->chars - (n->cp_state == TN_BOUNDARY), need = (uint32_t)n->maxc - pc;
+    for (uint32_t slots = p->slots; slots; slots &= slots - 1) {
+        uint32_t s = (uint32_t)__builtin_ctz(slots), bit = 1u << s;
+        if (!subtree_pure(b, s, i))
+            continue;
+        if (need <= p->rem[s]) {
+            set_range(vi, n->tok_lo, tnode_tok_hi(vi, i), mask, allowed);
+            return true;
+        }
+        if (!(p->excl_known & bit)) {
+            p->excl_known |= bit;
+            if (exclusive(b, &p->st, s))
+                p->excl |= bit;
+        }
+        if (p->excl & bit) {
+            uint32_t most = pc + p->rem[s];
+            for (uint32_t k = n->tok_lo, hi = tnode_tok_hi(vi, i); k < hi; k++) {
+                if (vi->tok_chars[k] <= most) {
+                    uint32_t id = vi->order[k];
+                    mask[id >> 5] |= 1u << (id & 31);
+                    (*allowed)++;
+                }
+            }
+            return true;
+        }
+    }
+    return false;
+}
+
+static void level_set(gbinding *b, level *l, size_t off)
+{
+    l->off = off;
+    l->st.tops = b->lvl_tops + off;
+    l->excl_known = l->excl = 0;
+}
+
 static size_t walk(gbinding *b, const gstate *start, uint32_t *mask)
 {
     const npl_grammar *g = b->g;
     const npl_vocab_index *vi = b->vi;
     size_t allowed = 0;
-    uint32_t depth_cap = vi->max_depth + 1;
-    /* per level: offset of its tops, count, pending UTF-8, arena mark, star slots */
-    typedef struct level {
-        size_t off;
-        gstate st;
-        garena_mark mark;
-        uint32_t slots;
-        uint16_t rem[MAX_STAR_SLOTS];
-    } level;
-    level *lv = malloc(depth_cap * sizeof *lv);
+    level *lv = malloc((vi->max_depth + 1) * sizeof *lv);
     if (!lv)
         return 0;
     garena_release(&b->walk, (garena_mark){0, 0});
     memcpy(b->lvl_tops, start->tops, start->n * sizeof *start->tops);
-    lv[0].off = 0;
     lv[0].st = *start;
+    level_set(b, &lv[0], 0);
     lv[0].mark = garena_get_mark(&b->walk);
     lv[0].slots = star_slots(b, start, lv[0].rem);
     bool use_pure = start->n_pend == 0;
     for (uint32_t i = 1; i < vi->n_nodes;) {
         const tnode *n = &vi->nodes[i];
         level *p = &lv[n->depth - 1];
-        if (use_pure && p->slots) {
-            uint32_t slots = p->slots;
-            bool taken = false;
-            /* characters the subtree's tokens take after the parent */
-            uint32_t need = (uint32_t)n->maxc - n->chars + (n->cp_state == TN_BOUNDARY);
-            while (slots && !taken) {
-                uint32_t s = (uint32_t)__builtin_ctz(slots);
-                slots &= slots - 1;
-                if (need > p->rem[s])
-                    continue;
-                if (!b->pure[s])
-                    b->pure[s] = find_pure(g, vi, &g->classes[b->star_class[s]]);
-                if (b->pure[s] && ((b->pure[s][i >> 3] >> (i & 7)) & 1))
-                    taken = true;
-            }
-            if (taken) {
-                set_range(vi, n->tok_lo, tnode_tok_hi(vi, i), mask, &allowed);
-                i = n->end;
-                continue;
-            }
+        if (use_pure && p->slots && take_pure(b, p, i, mask, &allowed)) {
+            i = n->end;
+            continue;
         }
         /* room for this level's tops after the parent's */
         size_t off = p->off + p->st.n;
@@ -486,8 +632,7 @@ static size_t walk(gbinding *b, const gstate *start, uint32_t *mask)
         }
         garena_release(&b->walk, p->mark);
         level *c = &lv[n->depth];
-        c->off = off;
-        c->st.tops = b->lvl_tops + off;
+        level_set(b, c, off);
         if (gstate_advance_byte(g, &b->walk, &p->st, n->byte, &c->st) != GSTEP_OK) {
             i = n->end;
             continue;
@@ -519,7 +664,7 @@ size_t npl_grammar_matcher_mask(npl_grammar_matcher *m, uint32_t *mask)
     memset(mask, 0, (size_t)b->n_words * sizeof *mask);
     if (m->finished)
         return 0;
-    uint32_t kn = state_key(&m->state, b->key);
+    uint32_t kn = state_key(b, &m->state, b->key);
     uint64_t h = kn ? key_hash(b->key, kn) : 0;
     if (kn) {
         for (uint32_t i = 0; i < CACHE_ENTRIES; i++) {

@@ -174,6 +174,15 @@ gstep gstate_start(const npl_grammar *g, garena *a, gstate *out)
     return x.st;
 }
 
+gstep gstate_after(const npl_grammar *g, garena *a, const gnode *top, gstate *out)
+{
+    expander x = {.g = g, .a = a, .out = out};
+    out->n = 0;
+    out->n_pend = out->need = 0;
+    expand(&x, top->pos + 1, top->parent);
+    return x.st;
+}
+
 bool gstate_complete(const gstate *s)
 {
     if (s->n_pend)

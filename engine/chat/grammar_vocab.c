@@ -8,7 +8,7 @@
 
 #include "grammar_vocab.h"
 
-#define MAX_TOKEN_BYTES 1024u
+#define MAX_TOKEN_BYTES NPL_VOCAB_MAX_TOKEN_BYTES
 
 typedef struct tok_entry {
     const char *s;
@@ -34,6 +34,8 @@ void npl_vocab_index_free(npl_vocab_index *vi)
         return;
     free(vi->order);
     free(vi->nodes);
+    free(vi->sub_ascii);
+    free(vi->tok_chars);
     free(vi->tok_off);
     free(vi->blob);
     free(vi->eog);
@@ -197,6 +199,37 @@ static bool in_eog(const npl_vocab_index *vi, uint32_t id)
     return false;
 }
 
+/* Per subtree, children before parents: the longest token in characters
+ * and which characters occur (so a mask can tell at once that a subtree's
+ * tokens all belong to a character class). */
+static bool summarize(npl_vocab_index *vi)
+{
+    vi->sub_ascii = calloc(vi->n_nodes, sizeof *vi->sub_ascii);
+    if (!vi->sub_ascii)
+        return true;
+    for (uint32_t i = vi->n_nodes; i-- > 1;) {
+        tnode *n = &vi->nodes[i];
+        bool ends = n->own_end > n->tok_lo;
+        uint16_t m = ends ? n->chars : 0;
+        uint32_t *asc = vi->sub_ascii[i];
+        if (n->cp_state == TN_BOUNDARY && n->cp < 128)
+            asc[n->cp >> 5] |= 1u << (n->cp & 31);
+        n->sub = n->cp_state == TN_INVALID || (n->cp_state == TN_MID && ends) ? TS_BROKEN
+                 : n->cp_state == TN_BOUNDARY && n->cp >= 128                 ? TS_NONASCII
+                                                                              : 0;
+        for (uint32_t j = i + 1; j < n->end; j = vi->nodes[j].end) {
+            const tnode *c = &vi->nodes[j];
+            if (c->maxc > m)
+                m = c->maxc;
+            n->sub |= c->sub;
+            for (int w = 0; w < 4; w++)
+                asc[w] |= vi->sub_ascii[j][w];
+        }
+        n->maxc = m;
+    }
+    return false;
+}
+
 static npl_status build_trie(npl_vocab_index *vi, npl_error *err)
 {
     uint32_t nv = vi->n_vocab;
@@ -214,13 +247,14 @@ static npl_status build_trie(npl_vocab_index *vi, npl_error *err)
     }
     qsort(ents, n_ents, sizeof *ents, tok_cmp);
     vi->order = malloc(((size_t)n_ents + 1) * sizeof *vi->order);
+    vi->tok_chars = malloc(((size_t)n_ents + 1) * sizeof *vi->tok_chars);
     size_t cap = (size_t)n_ents + 1024;
     vi->nodes = malloc(cap * sizeof *vi->nodes);
     path = malloc((MAX_TOKEN_BYTES + 1) * sizeof *path);
     accs = malloc((MAX_TOKEN_BYTES + 1) * sizeof *accs);
     lefts = malloc(MAX_TOKEN_BYTES + 1);
     needs = malloc(MAX_TOKEN_BYTES + 1);
-    if (!vi->order || !vi->nodes || !path || !accs || !lefts || !needs)
+    if (!vi->order || !vi->tok_chars || !vi->nodes || !path || !accs || !lefts || !needs)
         goto oom;
     vi->n_order = n_ents;
     memset(&vi->nodes[0], 0, sizeof vi->nodes[0]);
@@ -265,6 +299,9 @@ static npl_status build_trie(npl_vocab_index *vi, npl_error *err)
         }
         depth = e->n;
         vi->nodes[path[depth]].own_end = k + 1;
+        vi->tok_chars[k] = vi->nodes[path[depth]].chars;
+        if (vi->tok_chars[k] > vi->max_chars)
+            vi->max_chars = vi->tok_chars[k];
         if (depth > vi->max_depth)
             vi->max_depth = depth;
         prev = e;
@@ -272,15 +309,8 @@ static npl_status build_trie(npl_vocab_index *vi, npl_error *err)
     for (; depth > 0; depth--)
         vi->nodes[path[depth]].end = vi->n_nodes;
     vi->nodes[0].end = vi->n_nodes;
-    /* subtree maxima, children before parents */
-    for (uint32_t i = vi->n_nodes; i-- > 1;) {
-        tnode *n = &vi->nodes[i];
-        uint16_t m = n->own_end > n->tok_lo ? n->chars : 0;
-        for (uint32_t j = i + 1; j < n->end; j = vi->nodes[j].end)
-            if (vi->nodes[j].maxc > m)
-                m = vi->nodes[j].maxc;
-        n->maxc = m;
-    }
+    if (summarize(vi))
+        goto oom;
     free(ents);
     free(path);
     free(accs);

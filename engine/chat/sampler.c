@@ -343,6 +343,15 @@ int32_t npl_sampler_sample(npl_sampler *s, const float *logits)
 
     load_candidates(s, logits);
     apply_repeat_penalty(s);
+    if (s->grammar && p->temperature <= 0.0f) {
+        /* Greedy: the best token, when the grammar takes it, is also the
+         * best allowed one, so the mask is only needed when it refuses. */
+        int32_t best = c[best_index(c, n)].id;
+        if (npl_grammar_matcher_accept_token(s->grammar, best)) {
+            npl_sampler_accept(s, best);
+            return best;
+        }
+    }
     if (s->grammar) {
         n = keep_allowed(s);
         if (n == 0)

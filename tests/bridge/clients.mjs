@@ -245,10 +245,36 @@ const cases = {
       tool_choice: 'required', max_tokens: 96, temperature: 0 });
     assert.equal(r.choices[0].finish_reason, 'tool_calls');
     const calls = r.choices[0].message.tool_calls;
-    assert.equal(calls.length, 1);
-    assert.equal(calls[0].type, 'function');
-    assert.ok(calls[0].id);
-    assertCall(calls[0].function.name, calls[0].function.arguments);
+    assert.ok(calls.length >= 1 && calls.length <= 8, calls.length); // the generic family writes several
+    for (const c of calls) {
+      assert.equal(c.type, 'function');
+      assert.ok(c.id);
+      assertCall(c.function.name, c.function.arguments);
+    }
+  },
+  async 'openai parallel tool calls'() {
+    // required and a named function allow one call or more (up to 8) in a
+    // family that writes several; parallel_tool_calls false allows one
+    const counts = { parallel: [], single: [] };
+    for (let seed = 1; seed <= 4; seed++) {
+      for (const [kind, choice] of [['required', 'required'], ['named', { type: 'function', function: { name: 'add' } }]]) {
+        for (const parallel of [true, false]) {
+          const r = await openai.chat.completions.create({ model: 'tiny', messages: user('Add 2 and 3, twice.'), tools,
+            tool_choice: choice, parallel_tool_calls: parallel, max_tokens: 400, seed, temperature: 1 });
+          assert.equal(r.choices[0].finish_reason, 'tool_calls', kind);
+          const calls = r.choices[0].message.tool_calls;
+          for (const c of calls) {
+            if (kind === 'named') assert.equal(c.function.name, 'add');
+            assertCall(c.function.name, c.function.arguments);
+          }
+          assert.equal(new Set(calls.map((c) => c.id)).size, calls.length, 'ids differ');
+          counts[parallel ? 'parallel' : 'single'].push(calls.length);
+        }
+      }
+    }
+    assert.ok(counts.single.every((n) => n === 1), JSON.stringify(counts));
+    assert.ok(counts.parallel.every((n) => n >= 1 && n <= 8), JSON.stringify(counts));
+    assert.ok(counts.parallel.some((n) => n >= 2), JSON.stringify(counts));
   },
   async 'openai named tool streamed'() {
     const stream = await openai.chat.completions.create({ model: 'tiny', messages: user('Weather in Oslo?'), tools,
@@ -273,7 +299,8 @@ const cases = {
   async 'openai tool round trip'() {
     const messages = user('What is 2 + 3?');
     const r = await openai.chat.completions.create({ model: 'tiny', messages, tools,
-      tool_choice: { type: 'function', function: { name: 'add' } }, max_tokens: 96, temperature: 0 });
+      tool_choice: { type: 'function', function: { name: 'add' } }, parallel_tool_calls: false, max_tokens: 96,
+      temperature: 0 });
     const call = r.choices[0].message.tool_calls[0];
     messages.push(r.choices[0].message);
     messages.push({ role: 'tool', tool_call_id: call.id, content: '5' });

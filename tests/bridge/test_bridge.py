@@ -733,7 +733,7 @@ class BridgeTest(BridgeTestCase):
         for case in ("ollama list", "ollama chat stream", "ollama generate stream", "ollama non-streaming",
                      "ollama image", "ollama format schema", "ollama chat tools", "ollama think", "ollama abort", "openai models", "openai chat stream", "openai non-streaming",
                      "openai image", "openai response_format json_schema", "openai tool_choice required",
-                     "openai named tool streamed", "openai tool round trip", "openai reasoning_content", "openai abort", "concurrent streams"):
+                     "openai parallel tool calls", "openai named tool streamed", "openai tool round trip", "openai reasoning_content", "openai abort", "concurrent streams"):
             self.assertIn("ok " + case + "\n", p.stdout)
         # both aborted streams were cancelled in the daemon: Finished said
         # "cancelled" long before their 3000 tokens

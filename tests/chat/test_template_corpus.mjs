@@ -46,8 +46,6 @@ const EXCLUDED = {
 // as transformers does. [template, conversation, reason]
 const POLYFILL = "llama.cpp polyfills a template that";
 const EXCLUDED_CASES = [
-  ["mistralai-Mistral-7B-Instruct-v0.3", /system|multi-turn|tools offered|parallel/,
-    `${POLYFILL} drops system messages: it merges them into the first user turn`],
   // llama.cpp makes every null content "" (DeepSeek-R1's template then drops the calls); we pass
   // null as transformers does, and "" only to a template that fails on null
   ["LiquidAI-LFM2.5-1.2B-Instruct", /string arguments/, "llama.cpp turns null content into \"\"; this template prints null with tojson, as under transformers"],

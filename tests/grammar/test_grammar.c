@@ -330,22 +330,43 @@ static void check_mask_walk(const npl_grammar *g, uint64_t seed, int steps)
     free(mask);
 }
 
+/* check_mask_walk from seeds 1..seeds, then frees g. */
+static void check_mask_walks(npl_grammar *g, uint64_t seeds, int steps)
+{
+    REQUIRE(g);
+    for (uint64_t seed = 1; seed <= seeds; seed++)
+        check_mask_walk(g, seed, steps);
+    npl_grammar_free(g);
+}
+
 static void test_mask_matches_accept(void)
 {
     npl_error err = {0};
-    npl_grammar *any = npl_grammar_json_any(&err);
-    REQUIRE(any);
-    for (uint64_t seed = 1; seed <= 3; seed++)
-        check_mask_walk(any, seed, 30);
-    npl_grammar_free(any);
-    npl_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\"},"
+    check_mask_walks(npl_grammar_json_any(&err), 3, 30);
+    check_mask_walks(schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\"},"
                             "\"d\":{\"type\":\"string\",\"format\":\"date-time\"},\"n\":{\"type\":\"number\"},"
                             "\"b\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":5}},"
-                            "\"required\":[\"s\",\"d\",\"b\"]}");
-    REQUIRE(g);
-    for (uint64_t seed = 1; seed <= 3; seed++)
-        check_mask_walk(g, seed, 30);
-    npl_grammar_free(g);
+                            "\"required\":[\"s\",\"d\",\"b\"]}"),
+                     3, 30);
+}
+
+/* Bounded repetitions: a token is taken by its length in characters only
+ * when nothing else at that point can take the class's characters. */
+static void test_mask_bounded(void)
+{
+    static const char *const texts[] = {
+        "root ::= \"\\\"\" [a-z]{0,3} \"\\\"\"",            /* the string's quote cannot take [a-z] */
+        "root ::= [a-z]{0,3} [a-c]+ \".\"",                        /* what follows takes some of them */
+        "root ::= ( [a-z]{1,2} | \"abc\" ) [e-z]{2,5} \"!\"",     /* two stacks take them */
+        "root ::= [a-z]{2,4} ( \"x\" | [0-9]{1,3} )? \"\\n\"", /* optional continuation */
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        check_mask_walks(text(texts[i]), 4, 12);
+    check_mask_walks(schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":6},"
+                            "\"u\":{\"type\":\"string\",\"format\":\"uuid\"},"
+                            "\"e\":{\"type\":\"string\",\"pattern\":\"^[a-z]+@[a-z]{2,4}$\"}},"
+                            "\"required\":[\"s\",\"u\",\"e\"]}"),
+                     4, 40);
 }
 
 static void test_end_token(void)
@@ -461,6 +482,64 @@ static void test_sampler_greedy_repeats(void)
     npl_grammar_free(g);
 }
 
+/* Greedy sampling takes the best token when the grammar allows it and
+ * masks only otherwise: the picks equal the best allowed token by the
+ * mask at every step (ties to the lowest id). */
+static void test_sampler_greedy_mask(void)
+{
+    npl_vocab_index *vi = vocab();
+    uint32_t n = npl_vocab_index_n_vocab(vi);
+    npl_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":5},"
+                            "\"b\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}},\"required\":[\"a\",\"b\"]}");
+    REQUIRE(g);
+    float *logits = malloc(n * sizeof *logits);
+    uint32_t *mask = malloc((n + 31) / 32 * sizeof *mask);
+    npl_sampler_params p;
+    npl_sampler_params_default(&p);
+    p.temperature = 0;
+    p.repeat_penalty = 1.3f;
+    npl_error err = {0};
+    npl_sampler *s = npl_sampler_create(&p, n, &err);
+    npl_grammar_matcher *m = npl_grammar_matcher_create(g, vi, &err);
+    npl_grammar_matcher *ref = npl_grammar_matcher_create(g, vi, &err);
+    REQUIRE(s && m && ref && logits && mask);
+    npl_sampler_set_grammar(s, m, &err);
+    int32_t recent[64];
+    nt_rng rng = {7};
+    for (int k = 0; k < 64 && !nt_failures(); k++) {
+        for (uint32_t i = 0; i < n; i++)
+            logits[i] = (float)(nt_rng_next(&rng) % 9) - 2.0f; /* ties, and negatives for the penalty */
+        /* the reference: the penalty as the sampler applies it, then the mask */
+        float *v = malloc(n * sizeof *v);
+        REQUIRE(v);
+        memcpy(v, logits, n * sizeof *v);
+        for (int j = 0; j < k; j++) {
+            bool seen = false;
+            for (int q = 0; q < j; q++)
+                seen |= recent[q] == recent[j];
+            if (!seen)
+                v[recent[j]] = v[recent[j]] > 0 ? v[recent[j]] / 1.3f : v[recent[j]] * 1.3f;
+        }
+        int32_t want = -1;
+        if (npl_grammar_matcher_mask(ref, mask))
+            for (uint32_t i = 0; i < n; i++)
+                if (((mask[i >> 5] >> (i & 31)) & 1) && (want < 0 || v[i] > v[want]))
+                    want = (int32_t)i;
+        free(v);
+        int32_t got = npl_sampler_sample(s, logits);
+        CHECKF(got == want, "step %d: picked %d, the mask's best is %d", k, got, want);
+        if (got < 0 || !npl_grammar_matcher_accept_token(ref, got) || npl_grammar_matcher_is_finished(ref))
+            break;
+        recent[k] = got;
+    }
+    npl_grammar_matcher_free(ref);
+    npl_grammar_matcher_free(m);
+    npl_sampler_free(s);
+    free(mask);
+    free(logits);
+    npl_grammar_free(g);
+}
+
 static void cleanup(void)
 {
     npl_vocab_index_free(g_vi);
@@ -477,9 +556,12 @@ static void test_mask_c(void) { test_mask_matches_accept(); cleanup(); }
 static void test_end_token_c(void) { test_end_token(); cleanup(); }
 static void test_sampler_c(void) { test_sampler_grammar(); cleanup(); }
 static void test_sampler_greedy_c(void) { test_sampler_greedy_repeats(); cleanup(); }
+static void test_mask_bounded_c(void) { test_mask_bounded(); cleanup(); }
+static void test_sampler_greedy_mask_c(void) { test_sampler_greedy_mask(); cleanup(); }
 
 NT_MAIN({"text_format", test_text_format_c}, {"text_errors", test_text_errors}, {"json_any", test_json_any_c},
         {"schema_object", test_schema_object_c}, {"schema_numbers", test_schema_numbers_c},
         {"schema_strings", test_schema_strings_c}, {"schema_refs", test_schema_refs_c},
         {"schema_errors", test_schema_errors}, {"mask_matches_accept", test_mask_c},
-        {"end_token", test_end_token_c}, {"sampler", test_sampler_c}, {"sampler_greedy_repeats", test_sampler_greedy_c})
+        {"end_token", test_end_token_c}, {"sampler", test_sampler_c}, {"sampler_greedy_repeats", test_sampler_greedy_c},
+        {"mask_bounded", test_mask_bounded_c}, {"sampler_greedy_mask", test_sampler_greedy_mask_c})

@@ -79,6 +79,45 @@ class FormatTest(tb.ServiceTestCase):
             self.assertTrue(msg.split(": ", 1)[1].startswith("format"), msg)
         self.assertEqual(c.prop("ActiveRequests"), 0)
 
+    def test_large_schema_compiles_off_the_main_loop(self):
+        """A schema near the size cap takes the compiler a few hundred
+        milliseconds: calls that come after it are answered meanwhile, and
+        its error (the last property is wrong) still names the path."""
+        props = {}
+        for i in range(200):
+            props["field_%03d" % i] = {
+                "type": "object",
+                "properties": {"code": {"type": "string", "pattern": "^[A-Z]{2,4}-[0-9]{3,6}(\\.[a-z]{1,8})?$"},
+                               "when": {"type": "string", "format": "date-time"},
+                               "n": {"type": "integer", "minimum": -1000, "maximum": 100000}},
+                "required": ["code", "when", "n"]}
+        props["zz_last"] = {"type": "intgr"}
+        schema = json.dumps({"type": "object", "properties": props})
+        self.assertLess(len(schema), 64 * 1024)
+        c = self.client()
+        order = []
+
+        def note(what):
+            def done(conn, res):
+                try:
+                    conn.call_finish(res)
+                    order.append((what, None))
+                except GLib.Error as e:
+                    order.append((what, e.message))
+            return done
+        c.conn.call(tb.BUS_NAME, tb.MANAGER_PATH, tb.MANAGER_IFACE, "Generate",
+                    GLib.Variant("(sa{sv})", ("hi", opts(schema))), None, tb.Gio.DBusCallFlags.NONE, 60000,
+                    None, note("generate"))
+        for i in range(3):
+            c.conn.call(tb.BUS_NAME, tb.MANAGER_PATH, "org.freedesktop.DBus.Properties", "Get",
+                        GLib.Variant("(ss)", (tb.MANAGER_IFACE, "ActiveRequests")), None,
+                        tb.Gio.DBusCallFlags.NONE, 60000, None, note("get%d" % i))
+        self.assertTrue(c.wait(lambda: len(order) == 4, 60))
+        # replies come in the order the daemon sends them
+        self.assertEqual([w for w, _ in order], ["get0", "get1", "get2", "generate"], order)
+        self.assertIn("InvalidArgument", order[3][1])
+        self.assertIn("format: schema: /properties/zz_last/type", order[3][1])
+
     def test_client_format_flag(self):
         schema_file = os.path.join(self.workdir, "schema.json")
         with open(schema_file, "w") as f:

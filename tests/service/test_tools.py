@@ -69,17 +69,22 @@ class ToolsTest(ServiceTestCase):
         return reason, stats, calls, "".join(c.tokens_of(path))
 
     def test_required_and_named_calls(self):
+        """Qwen's family writes several calls in a turn: one or more (at
+        most 8) by default, exactly one with parallel_tool_calls false."""
         c = self.client()
         for choice in ("required", "add", "get_weather"):
-            reason, stats, calls, text = self.chat(c, [msg("user", "Weather in Oslo?")], opts(tool_choice=("s", choice)))
-            self.assertEqual(reason, "tool_calls", stats)
-            self.assertEqual(len(calls), 1, calls)
-            call_id, name, arguments = calls[0]
-            self.assertTrue(call_id)
-            if choice != "required":
-                self.assertEqual(name, choice)
-            check_arguments(self, name, json.loads(arguments))
-            self.assertEqual(text.strip(), "", "the call is not in the text")
+            for parallel in (True, False):
+                reason, stats, calls, text = self.chat(
+                    c, [msg("user", "Weather in Oslo?")],
+                    opts(tool_choice=("s", choice), parallel_tool_calls=("b", parallel), max_tokens=("u", 400)))
+                self.assertEqual(reason, "tool_calls", stats)
+                self.assertTrue(1 <= len(calls) <= 8 if parallel else len(calls) == 1, calls)
+                for call_id, name, arguments in calls:
+                    self.assertTrue(call_id)
+                    if choice != "required":
+                        self.assertEqual(name, choice)
+                    check_arguments(self, name, json.loads(arguments))
+                self.assertEqual(text.strip(), "", "the calls are not in the text")
 
     def test_round_trip_reuses_the_prefix(self):
         c = self.client()
@@ -116,9 +121,10 @@ class ToolsTest(ServiceTestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         events = [json.loads(line) for line in out.stdout.decode().splitlines() if line.startswith("{")]
         calls = [e for e in events if e.get("event") == "tool_call"]
-        self.assertEqual(len(calls), 1, events)
-        self.assertEqual(calls[0]["name"], "add")
-        check_arguments(self, "add", json.loads(calls[0]["arguments"]))
+        self.assertTrue(calls, events)
+        for call in calls:
+            self.assertEqual(call["name"], "add")
+            check_arguments(self, "add", json.loads(call["arguments"]))
         out = self.run_client("chat", "--tools", os.path.join(self.workdir, "missing.json"), input=b"x\n")
         self.assertEqual(out.returncode, 2, out.stderr)
 
