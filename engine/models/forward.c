@@ -422,8 +422,11 @@ static void gated_ffn_task(void *ctx, size_t begin, size_t end, int thread)
 }
 
 /* cos/sin per rotated pair for each row's position, times the model's
- * RoPE magnitude (phi3's LongRoPE attention factor; 1 elsewhere). */
-static void fill_rope_tables(npl_model *m, size_t n, const double *inv_freq, float *table)
+ * RoPE magnitude (phi3's LongRoPE attention factor; 1 elsewhere). Rows of
+ * a sequence with a context beyond m->rope_long_ctx take inv_freq_long
+ * when there is one (phi3's long factors). */
+static void fill_rope_tables(npl_model *m, size_t n, const double *inv_freq_all, const double *inv_freq_long,
+                             float *table)
 {
     const npl_hparams *hp = &m->hp;
     uint32_t half = hp->n_rot / 2;
@@ -431,6 +434,8 @@ static void fill_rope_tables(npl_model *m, size_t n, const double *inv_freq, flo
     for (size_t i = 0; i < n; i++) {
         float *cs = table + i * hp->n_rot;
         double pos = (double)m->fw.row_pos[i];
+        const double *inv_freq =
+            inv_freq_long && m->fw.row_seq[i]->n_ctx > m->rope_long_ctx ? inv_freq_long : inv_freq_all;
         for (uint32_t j = 0; j < half; j++) {
             double theta = pos * inv_freq[j];
             cs[2 * j] = (float)(cos(theta) * mscale);
@@ -469,9 +474,9 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
         embed_tokens(m, tokens, n, fw->x);
     else
         memcpy(fw->x, embd, n * e * sizeof *fw->x);
-    fill_rope_tables(m, n, m->rope_inv_freq, fw->rope);
+    fill_rope_tables(m, n, m->rope_inv_freq, m->rope_inv_freq_long, fw->rope);
     if (fw->rope_swa)
-        fill_rope_tables(m, n, m->rope_inv_freq_swa, fw->rope_swa);
+        fill_rope_tables(m, n, m->rope_inv_freq_swa, NULL, fw->rope_swa);
 
     step_ctx c = {.m = m, .n_rows = n, .bidirectional = bidirectional};
     for (uint32_t l = 0; l < hp->n_layer; l++) {

@@ -81,9 +81,9 @@ static npl_status load_architecture(npl_model *m, npl_error *err)
 }
 
 /* Angle per position of each rotated pair: base^(-2i/n_rot), divided by
- * the file's frequency factor when it has rope_freqs (Llama 3.1+), times
- * the linear scaling of the positions. */
-static double *rope_table(const npl_model *m, float base, float scale)
+ * the file's frequency factors when it has them (rope_freqs of Llama 3.1+,
+ * phi3's LongRoPE factors), times the linear scaling of the positions. */
+static double *rope_table(const npl_model *m, float base, float scale, const float *factors)
 {
     uint32_t half = m->hp.n_rot / 2;
     double *t = malloc(half * sizeof *t);
@@ -91,8 +91,8 @@ static double *rope_table(const npl_model *m, float base, float scale)
         return NULL;
     for (uint32_t i = 0; i < half; i++) {
         double f = pow((double)base, -2.0 * (double)i / (double)m->hp.n_rot);
-        if (m->rope_freqs)
-            f /= (double)m->rope_freqs[i];
+        if (factors)
+            f /= (double)factors[i];
         t[i] = f * (double)scale;
     }
     return t;
@@ -101,11 +101,16 @@ static double *rope_table(const npl_model *m, float base, float scale)
 /* Local (sliding-window) layers have their own base and no scaling. */
 static npl_status init_rope(npl_model *m, npl_error *err)
 {
-    m->rope_inv_freq = rope_table(m, m->hp.rope_base, m->hp.rope_scale);
+    m->rope_inv_freq = rope_table(m, m->hp.rope_base, m->hp.rope_scale, m->rope_freqs);
     if (!m->rope_inv_freq)
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+    if (m->rope_factors_long) {
+        m->rope_inv_freq_long = rope_table(m, m->hp.rope_base, m->hp.rope_scale, m->rope_factors_long);
+        if (!m->rope_inv_freq_long)
+            return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+    }
     if (m->hp.n_swa) {
-        m->rope_inv_freq_swa = rope_table(m, m->hp.rope_base_swa, 1.0f);
+        m->rope_inv_freq_swa = rope_table(m, m->hp.rope_base_swa, 1.0f, m->rope_freqs);
         if (!m->rope_inv_freq_swa)
             return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
     }
@@ -212,6 +217,7 @@ void npl_model_free(npl_model *m)
     npl_cpu_weight_cache_free(m->weight_cache); /* after the workspace that read it */
     npl_threadpool_free(m->pool);
     free(m->rope_inv_freq);
+    free(m->rope_inv_freq_long);
     free(m->rope_inv_freq_swa);
     free(m->layers);
     npl_tokenizer_free(m->tok);

@@ -323,6 +323,8 @@ npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err)
     m->residual_scale = 1.0f;
     m->logit_scale = 1.0f;
     m->rope_mscale = 1.0f;
+    m->rope_factors_long = NULL;
+    m->rope_long_ctx = UINT32_MAX;
     m->npu_refusal = NULL;
     m->rope_neox = a->rope == NPL_ROPE_NEOX;
     m->ffn_gelu = a->ffn == NPL_FFN_GELU;

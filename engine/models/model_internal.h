@@ -131,6 +131,12 @@ struct npl_model {
     const float *output_norm;
     const float *rope_freqs; /* n_rot / 2 divisors, or NULL */
     double *rope_inv_freq;   /* n_rot / 2: angle per position of each pair */
+    /* phi3 LongRoPE: the divisors (rope_factors_long.weight) and angles of
+     * sequences whose context exceeds rope_long_ctx (the original one), as
+     * llama.cpp picks by context size, not position; NULL without them. */
+    const float *rope_factors_long;
+    double *rope_inv_freq_long;
+    uint32_t rope_long_ctx;
     npl_layer *layers;
     npl_encoder enc; /* encoders only (arch->encoder) */
 
