@@ -263,6 +263,11 @@ static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
             norm_rope_head(m, q + h * hd, L->attn_q_norm, cs);
         npl_seq *s = fw->row_seq[i];
         uint32_t pos = fw->row_pos[i];
+        if (m->attn_temp_scale != 0.0f && pos >= m->attn_temp_length) {
+            float t = (float)(1.0 + m->attn_temp_scale * log(1.0 + (double)(pos / m->attn_temp_length)));
+            for (size_t j = 0; j < q_dim(hp); j++)
+                q[j] *= t;
+        }
         size_t row = npl_kv_row(s, c->layer, pos), mirror = npl_kv_mirror_row(s, c->layer, pos);
         for (uint32_t g = 0; g < hp->n_head_kv; g++) {
             norm_rope_head(m, k + g * hd, L->attn_k_norm, cs);

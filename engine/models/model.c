@@ -93,7 +93,13 @@ static double *rope_table(const npl_model *m, float base, float scale, const flo
         double f = pow((double)base, -2.0 * (double)i / (double)m->hp.n_rot);
         if (factors)
             f /= (double)factors[i];
-        t[i] = f * (double)scale;
+        double mix = scale; /* YaRN: the pairs below yarn_lo keep their angle */
+        if (m->yarn) {
+            double y = (i - m->yarn_lo) / fmax(0.001, m->yarn_hi - m->yarn_lo);
+            double ramp = 1.0 - fmin(1.0, fmax(0.0, y));
+            mix = scale * (1.0 - ramp) + ramp;
+        }
+        t[i] = f * mix;
     }
     return t;
 }

@@ -104,6 +104,7 @@ npl_status npl_granite_finish(npl_binder *b);
 npl_status npl_smollm3_finish(npl_binder *b);
 npl_status npl_phi3_read_extra(npl_binder *b);
 npl_status npl_phi3_finish(npl_binder *b);
+npl_status npl_mistral3_read_extra(npl_binder *b);
 /* engine/models/model_bert.c */
 npl_status npl_bert_prepare(npl_binder *b);
 npl_status npl_bert_read_extra(npl_binder *b);
