@@ -281,6 +281,11 @@ static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
             norm_rope_head(m, q + h * hd, L->attn_q_norm, cs);
         npl_seq *s = fw->row_seq[i];
         uint32_t pos = fw->row_pos[i];
+        if (m->attn_temp_scale != 0.0f && pos >= m->attn_temp_length) {
+            float t = (float)(1.0 + m->attn_temp_scale * log(1.0 + (double)(pos / m->attn_temp_length)));
+            for (size_t j = 0; j < q_dim(hp); j++)
+                q[j] *= t;
+        }
         size_t row = npl_kv_row(s, c->layer, pos), mirror = npl_kv_mirror_row(s, c->layer, pos);
         for (uint32_t g = 0; g < hp->n_head_kv; g++) {
             norm_rope_head(m, k + g * hd, L->attn_k_norm, cs);
@@ -466,8 +471,11 @@ static void gated_ffn_task(void *ctx, size_t begin, size_t end, int thread)
 }
 
 /* cos/sin per rotated pair for each row's position, times the model's
- * RoPE magnitude (phi3's LongRoPE attention factor; 1 elsewhere). */
-static void fill_rope_tables(npl_model *m, size_t n, const double *inv_freq, float *table)
+ * RoPE magnitude (phi3's LongRoPE attention factor; 1 elsewhere). Rows of
+ * a sequence with a context beyond m->rope_long_ctx take inv_freq_long
+ * when there is one (phi3's long factors). */
+static void fill_rope_tables(npl_model *m, size_t n, const double *inv_freq_all, const double *inv_freq_long,
+                             float *table)
 {
     const npl_hparams *hp = &m->hp;
     uint32_t half = hp->n_rot / 2;
@@ -475,6 +483,8 @@ static void fill_rope_tables(npl_model *m, size_t n, const double *inv_freq, flo
     for (size_t i = 0; i < n; i++) {
         float *cs = table + i * hp->n_rot;
         double pos = (double)m->fw.row_pos[i];
+        const double *inv_freq =
+            inv_freq_long && m->fw.row_seq[i]->n_ctx > m->rope_long_ctx ? inv_freq_long : inv_freq_all;
         for (uint32_t j = 0; j < half; j++) {
             double theta = pos * inv_freq[j];
             cs[2 * j] = (float)(cos(theta) * mscale);
@@ -546,9 +556,9 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
         embed_tokens(m, tokens, n, fw->x);
     else
         memcpy(fw->x, embd, n * e * sizeof *fw->x);
-    fill_rope_tables(m, n, m->rope_inv_freq, fw->rope);
+    fill_rope_tables(m, n, m->rope_inv_freq, m->rope_inv_freq_long, fw->rope);
     if (fw->rope_swa)
-        fill_rope_tables(m, n, m->rope_inv_freq_swa, fw->rope_swa);
+        fill_rope_tables(m, n, m->rope_inv_freq_swa, NULL, fw->rope_swa);
 
     step_ctx c = {.m = m, .n_rows = n, .bidirectional = bidirectional};
     for (uint32_t l = 0; l < hp->n_layer; l++) {

@@ -82,9 +82,9 @@ static npl_status load_architecture(npl_model *m, npl_error *err)
 }
 
 /* Angle per position of each rotated pair: base^(-2i/n_rot), divided by
- * the file's frequency factor when it has rope_freqs (Llama 3.1+), times
- * the linear scaling of the positions. */
-static double *rope_table(const npl_model *m, float base, float scale)
+ * the file's frequency factors when it has them (rope_freqs of Llama 3.1+,
+ * phi3's LongRoPE factors), times the linear scaling of the positions. */
+static double *rope_table(const npl_model *m, float base, float scale, const float *factors)
 {
     uint32_t half = m->hp.n_rot / 2;
     double *t = malloc(half * sizeof *t);
@@ -92,9 +92,15 @@ static double *rope_table(const npl_model *m, float base, float scale)
         return NULL;
     for (uint32_t i = 0; i < half; i++) {
         double f = pow((double)base, -2.0 * (double)i / (double)m->hp.n_rot);
-        if (m->rope_freqs)
-            f /= (double)m->rope_freqs[i];
-        t[i] = f * (double)scale;
+        if (factors)
+            f /= (double)factors[i];
+        double mix = scale; /* YaRN: the pairs below yarn_lo keep their angle */
+        if (m->yarn) {
+            double y = (i - m->yarn_lo) / fmax(0.001, m->yarn_hi - m->yarn_lo);
+            double ramp = 1.0 - fmin(1.0, fmax(0.0, y));
+            mix = scale * (1.0 - ramp) + ramp;
+        }
+        t[i] = f * mix;
     }
     return t;
 }
@@ -102,11 +108,16 @@ static double *rope_table(const npl_model *m, float base, float scale)
 /* Local (sliding-window) layers have their own base and no scaling. */
 static npl_status init_rope(npl_model *m, npl_error *err)
 {
-    m->rope_inv_freq = rope_table(m, m->hp.rope_base, m->hp.rope_scale);
+    m->rope_inv_freq = rope_table(m, m->hp.rope_base, m->hp.rope_scale, m->rope_freqs);
     if (!m->rope_inv_freq)
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+    if (m->rope_factors_long) {
+        m->rope_inv_freq_long = rope_table(m, m->hp.rope_base, m->hp.rope_scale, m->rope_factors_long);
+        if (!m->rope_inv_freq_long)
+            return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
+    }
     if (m->hp.n_swa) {
-        m->rope_inv_freq_swa = rope_table(m, m->hp.rope_base_swa, 1.0f);
+        m->rope_inv_freq_swa = rope_table(m, m->hp.rope_base_swa, 1.0f, m->rope_freqs);
         if (!m->rope_inv_freq_swa)
             return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
     }
@@ -215,6 +226,7 @@ void npl_model_free(npl_model *m)
     npl_cpu_weight_cache_free(m->weight_cache); /* after the workspace that read it */
     npl_threadpool_free(m->pool);
     free(m->rope_inv_freq);
+    free(m->rope_inv_freq_long);
     free(m->rope_inv_freq_swa);
     free(m->layers);
     npl_tokenizer_free(m->tok);

@@ -186,6 +186,15 @@ static const npl_arch arches[] = {
         .refused = refused_phi3, .n_refused = COUNT(refused_phi3),
         .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_SILU,
     },
+    /* Ministral 3: Llama's tensors with YaRN and the attention temperature
+     * (model_mistral3.c). */
+    {
+        .name = "mistral3", .default_rope_base = 10000.0f,
+        .read_extra = npl_mistral3_read_extra,
+        .tensors = llama_tensors, .n_tensors = COUNT(llama_tensors),
+        .refused = refused_biases_moe, .n_refused = COUNT(refused_biases_moe),
+        .rope = NPL_ROPE_NORM, .ffn = NPL_FFN_SILU,
+    },
     {
         .name = "qwen35", .default_rope_base = 10000.0f,
         .read_extra = npl_qwen35_read_extra, .finish = npl_qwen35_finish,
@@ -426,6 +435,10 @@ npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err)
     m->residual_scale = 1.0f;
     m->logit_scale = 1.0f;
     m->rope_mscale = 1.0f;
+    m->rope_factors_long = NULL;
+    m->rope_long_ctx = UINT32_MAX;
+    m->yarn = false;
+    m->attn_temp_scale = 0.0f;
     m->npu_refusal = NULL;
     m->rope_neox = a->rope == NPL_ROPE_NEOX;
     m->ffn_gelu = a->ffn == NPL_FFN_GELU;

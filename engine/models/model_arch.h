@@ -125,6 +125,7 @@ npl_status npl_lfm2_kv_heads(const npl_binder *b);
 npl_status npl_lfm2_read_extra(npl_binder *b);
 npl_status npl_lfm2_finish(npl_binder *b);
 npl_status npl_qwen35_finish(npl_binder *b);
+npl_status npl_mistral3_read_extra(npl_binder *b);
 /* engine/models/model_bert.c */
 /* <arch>.pooling_type (mean when absent) into enc; none and rank refused. */
 npl_status npl_read_pooling(npl_binder *b, npl_encoder *enc);

@@ -158,6 +158,19 @@ struct npl_model {
     const float *output_norm;
     const float *rope_freqs; /* n_rot / 2 divisors, or NULL */
     double *rope_inv_freq;   /* n_rot / 2: angle per position of each pair */
+    /* phi3 LongRoPE: the divisors (rope_factors_long.weight) and angles of
+     * sequences whose context exceeds rope_long_ctx (the original one), as
+     * llama.cpp picks by context size, not position; NULL without them. */
+    const float *rope_factors_long;
+    double *rope_inv_freq_long;
+    uint32_t rope_long_ctx;
+    /* mistral3 YaRN: the angle of pair i blends the scaled one (rope_scale)
+     * with the unscaled by a ramp from 1 at pair yarn_lo to 0 at yarn_hi. */
+    bool yarn;
+    float yarn_lo, yarn_hi;
+    /* mistral3: Q times 1 + attn_temp_scale * ln(1 + floor(pos / attn_temp_length)) when the scale is not 0 */
+    float attn_temp_scale;
+    uint32_t attn_temp_length;
     npl_layer *layers;
     npl_encoder enc; /* encoders only (arch->encoder) */
 

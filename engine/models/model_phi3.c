@@ -8,12 +8,14 @@
  *    of a SwiGLU FFN; there is no ffn_gate;
  *  - RoPE may rotate only the leading rope.dimension_count dimensions of a
  *    head (Phi-4-mini: 96 of 128);
- *  - LongRoPE: per-pair frequency divisors rope_factors_short.weight for
- *    contexts up to rope.scaling.original_context_length (llama.cpp takes
- *    rope_factors_long.weight beyond it), and rope.scaling.attn_factor
- *    multiplying the rotated dimensions of Q and K (cos and sin).
- * The engine runs the short factors only, so it caps the model's context at
- * the original length (a longer one would need the long factors).
+ *  - LongRoPE: per-pair frequency divisors rope_factors_short.weight for a
+ *    sequence whose context is at most rope.scaling.original_context_length
+ *    and rope_factors_long.weight for a longer one (llama.cpp picks by the
+ *    context's size, not by position: a 2048-token context of a file whose
+ *    original length is 256 uses the long factors from its first token),
+ *    and rope.scaling.attn_factor multiplying the rotated dimensions of Q
+ *    and K (cos and sin) either way. A file without the long factors has
+ *    its context capped at the original length.
  * attention.sliding_window is ignored, as llama.cpp does for this family. */
 #include <stdio.h>
 
@@ -34,8 +36,7 @@ npl_status npl_phi3_read_extra(npl_binder *b)
     if (!(attn_factor > 0.0f && attn_factor < 100.0f))
         return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: %s.rope.scaling.attn_factor = %g is out of range", b->path,
                              b->arch, (double)attn_factor);
-    if (orig_ctx < hp->n_ctx_train)
-        hp->n_ctx_train = orig_ctx;
+    m->rope_long_ctx = orig_ctx;
     m->rope_mscale = attn_factor;
     m->npu_refusal = "phi3's fused projections and RoPE factors";
     return NPL_OK;
@@ -78,21 +79,35 @@ npl_status npl_bind_attention_qkv(const npl_binder *b, uint32_t l, npl_layer *L)
     return NPL_OK;
 }
 
-static npl_status bind_rope_factors(const npl_binder *b)
+/* One LongRoPE factor set (rope dimension_count / 2 positive divisors), or
+ * *out = NULL when the file has none. */
+static npl_status bind_factors(const npl_binder *b, const char *name, const float **out)
 {
-    npl_model *m = b->m;
-    uint32_t half = m->hp.n_rot / 2;
+    uint32_t half = b->m->hp.n_rot / 2;
     const float *f = NULL;
     npl_status st;
-    if (!npl_gguf_find_tensor(m->gguf, "rope_factors_short.weight"))
+    *out = NULL;
+    if (!npl_gguf_find_tensor(b->m->gguf, name))
         return NPL_OK;
-    if ((st = npl_bind_vector(b, "rope_factors_short.weight", half, "rope dimension_count / 2", &f)))
+    if ((st = npl_bind_vector(b, name, half, "rope dimension_count / 2", &f)))
         return st;
     for (uint32_t i = 0; i < half; i++)
         if (!(f[i] > 0.0f && f[i] < 1e9f))
-            return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: rope_factors_short.weight[%u] = %g is not a positive factor",
-                                 b->path, i, (double)f[i]);
-    m->rope_freqs = f;
+            return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: %s[%u] = %g is not a positive factor", b->path, name, i,
+                                 (double)f[i]);
+    *out = f;
+    return NPL_OK;
+}
+
+static npl_status bind_rope_factors(const npl_binder *b)
+{
+    npl_model *m = b->m;
+    npl_status st;
+    if ((st = bind_factors(b, "rope_factors_short.weight", &m->rope_freqs)) ||
+        (st = bind_factors(b, "rope_factors_long.weight", &m->rope_factors_long)))
+        return st;
+    if (!m->rope_factors_long && m->rope_long_ctx < m->hp.n_ctx_train)
+        m->hp.n_ctx_train = m->rope_long_ctx;
     return NPL_OK;
 }
 
