@@ -42,6 +42,7 @@ struct NpdPendingCall {
     gchar *prompt;       /* raw prompt */
     gchar *model_name;
     gchar *model_path;
+    gchar *projector_path; /* the model's vision projector, NULL: none (set with model_path) */
     guint idle_timeout;
     /* DescribeImage, Chat with images: read one after another */
     gboolean image_slot;  /* holds an image slot (npd_user_admit_image) */

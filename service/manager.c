@@ -76,6 +76,7 @@ static void pending_free(PendingCall *p)
     g_free(p->prompt);
     g_free(p->model_name);
     g_free(p->model_path);
+    g_free(p->projector_path);
     g_free(p);
 }
 
@@ -140,6 +141,7 @@ static void submit_request(PendingCall *p)
     job->id = r->id;
     job->model_name = g_strdup(p->model_name);
     job->model_path = g_strdup(p->model_path);
+    job->projector_path = g_strdup(p->projector_path);
     job->raw = p->opts.raw;
     job->prompt = g_steal_pointer(&p->prompt);
     job->messages = g_steal_pointer(&p->messages);
@@ -222,7 +224,7 @@ static gboolean run_submit(PendingCall *p)
 /* LoadModel, UnloadModel: answered from npd_manager_handle_command_done. */
 static gboolean run_load(PendingCall *p)
 {
-    npd_worker_load(p->daemon->worker, p->model_name, p->model_path, p->invocation);
+    npd_worker_load(p->daemon->worker, p->model_name, p->model_path, p->projector_path, p->invocation);
     return FALSE;
 }
 
@@ -314,6 +316,7 @@ static gboolean resolve_model(NpdDaemon *d, PendingCall *p, GError **error)
     }
     p->model_name = g_strdup(e->name);
     p->model_path = g_strdup(e->path);
+    p->projector_path = g_strdup(e->projector);
     return TRUE;
 }
 
@@ -524,6 +527,7 @@ static gboolean prepare_model_op(NpdDaemon *d, PendingCall *p, GVariant *params,
     g_clear_error(error);
     p->model_name = g_strdup(name);
     p->model_path = e != NULL ? g_strdup(e->path) : NULL;
+    p->projector_path = e != NULL ? g_strdup(e->projector) : NULL;
     return TRUE;
 }
 
