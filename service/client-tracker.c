@@ -84,7 +84,6 @@ static void client_vanished(NpdDaemon *d, NpdClient *c)
     while (c->requests != NULL && n-- > 0)
         npd_request_destroy(c->requests->data);
     npd_client_unref(c);
-    npd_daemon_activity_changed(d);
 }
 
 static void name_owner_changed_cb(GDBusConnection *bus, const char *sender, const char *path,

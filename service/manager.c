@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "call-fds.h"
-#include "fd-filesystem.h"
 #include "image-input.h"
 #include "manager-call.h"
 #include "model-install.h"
@@ -27,64 +26,6 @@
 
 typedef NpdPendingCall PendingCall;
 
-static void pending_free_image(PendingCall *p)
-{
-    if (p->image_slot)
-        npd_user_release_image(p->daemon, p->client);
-    p->image_slot = FALSE;
-    g_clear_pointer(&p->image_src, g_ptr_array_unref);
-    g_clear_pointer(&p->mmproj_path, g_free);
-    g_clear_pointer(&p->images, g_ptr_array_unref);
-}
-
-/* The caller is counted from the start: validation may already take an
- * image slot of its user. */
-static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *method)
-{
-    PendingCall *p = g_new0(PendingCall, 1);
-    p->daemon = d;
-    p->method = method;
-    p->client = npd_client_ref(npd_client_get(d, g_dbus_method_invocation_get_sender(inv)));
-    p->client->pending_calls++;
-    return p;
-}
-
-/* Takes the call's descriptors for the check before fds_checked (owned by
- * p until it takes them). */
-void npd_pending_call_take_fds(NpdPendingCall *p, const int *fds, guint n, NpdMethodFdsChecked fds_checked)
-{
-    p->unchecked_fds = g_array_sized_new(FALSE, FALSE, sizeof(int), n);
-    g_array_append_vals(p->unchecked_fds, fds, n);
-    p->fds_checked = fds_checked;
-}
-
-static void pending_free(PendingCall *p)
-{
-    for (guint i = 0; p->unchecked_fds != NULL && i < p->unchecked_fds->len; i++)
-        if (g_array_index(p->unchecked_fds, int, i) >= 0)
-            close(g_array_index(p->unchecked_fds, int, i));
-    g_clear_pointer(&p->unchecked_fds, g_array_unref);
-    pending_free_image(p);
-    if (p->op != NULL)
-        p->op_free(p->op);
-    p->client->pending_calls--;
-    npd_client_release_if_idle(p->daemon, p->client);
-    npd_client_unref(p->client);
-    npd_request_options_clear(&p->opts);
-    if (p->messages != NULL)
-        g_ptr_array_unref(p->messages);
-    g_free(p->prompt);
-    g_free(p->model_name);
-    g_free(p->model_path);
-    g_free(p->projector_path);
-    g_free(p);
-}
-
-void npd_pending_call_free(NpdPendingCall *p)
-{
-    pending_free(p);
-}
-
 static const char *default_model_name(NpdDaemon *d)
 {
     if (d->cfg->default_model != NULL && d->cfg->default_model[0] != '\0')
@@ -100,45 +41,10 @@ static gboolean model_is_loaded(NpdDaemon *d, const char *name)
 
 /* ---- request submission ------------------------------------------------ */
 
-static gboolean check_capacity(NpdDaemon *d, NpdClient *c, GError **error)
+/* What the worker is to generate, taken from the call. */
+static NpdJob *job_from_call(PendingCall *p)
 {
-    guint active = 0, queued = 0;
-    npd_requests_count(d, &active, &queued);
-    if (active + queued >= d->cfg->max_running + d->cfg->max_queued) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_BUSY, "the queue is full (%u running, %u waiting)", active,
-                    queued);
-        return FALSE;
-    }
-    if (c->outstanding >= d->cfg->max_per_client) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_BUSY, "too many unfinished requests from this client (limit %u)",
-                    d->cfg->max_per_client);
-        return FALSE;
-    }
-    return npd_user_admit_request(d, c, error);
-}
-
-static void submit_request(PendingCall *p)
-{
-    NpdDaemon *d = p->daemon;
-    g_autoptr(GError) error = NULL;
-    if (!check_capacity(d, p->client, &error)) {
-        g_dbus_method_invocation_return_gerror(p->invocation, error);
-        return;
-    }
-    g_autofree gchar *node = NULL;
-    if (p->opts.handle_token != NULL) {
-        node = npp_request_node_for_token(p->client->name, p->opts.handle_token);
-        if (g_hash_table_contains(d->request_nodes, node)) {
-            g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                                                          "handle_token: already in use by another request");
-            return;
-        }
-    }
-    gboolean complete = p->complete;
-    NpdRequest *r = npd_request_new(d, p->client, node, p->model_name, complete ? p->invocation : NULL);
-
     NpdJob *job = g_new0(NpdJob, 1);
-    job->id = r->id;
     job->model_name = g_strdup(p->model_name);
     job->model_path = g_strdup(p->model_path);
     job->projector_path = g_strdup(p->projector_path);
@@ -160,14 +66,31 @@ static void submit_request(PendingCall *p)
         job->tools = g_steal_pointer(&p->opts.tools);
         job->tool_choice = g_steal_pointer(&p->opts.tool_choice);
     }
-    g_debug("request %" G_GUINT64_FORMAT " from %s: model %s, %s", r->id, p->client->name, p->model_name,
-            r->path ? r->path : "Complete");
-    npd_worker_submit(d->worker, job);
+    return job;
+}
 
-    if (!complete)
+static void submit_request(PendingCall *p)
+{
+    NpdDaemon *d = p->daemon;
+    g_autoptr(GError) error = NULL;
+    if (!npd_admission_admit_request(d->admission, p->client, &error)) {
+        g_dbus_method_invocation_return_gerror(p->invocation, error);
+        return;
+    }
+    g_autofree gchar *node = NULL;
+    if (p->opts.handle_token != NULL) {
+        node = npp_request_node_for_token(p->client->name, p->opts.handle_token);
+        if (npd_requests_lookup_node(d->requests, node) != NULL) {
+            g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                                                          "handle_token: already in use by another request");
+            return;
+        }
+    }
+    NpdRequest *r = npd_requests_submit(d->requests, p->client, node, p->complete ? p->invocation : NULL,
+                                        job_from_call(p));
+    if (!p->complete)
         g_dbus_method_invocation_return_value(p->invocation, g_variant_new("(o)", r->path));
     npd_manager_announce(d);
-    npd_daemon_activity_changed(d);
 }
 
 static void read_next_image(PendingCall *p);
@@ -195,7 +118,7 @@ static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
     } else {
         submit_request(p);
     }
-    pending_free(p);
+    npd_pending_call_free(p);
 }
 
 /* The next image of the call (the pixels of those before are kept: the
@@ -255,44 +178,6 @@ static gboolean run_set_idle_timeout(PendingCall *p)
     g_dbus_method_invocation_return_value(p->invocation, NULL);
     npd_manager_announce(d);
     return FALSE;
-}
-
-static void authorized_cb(GError *error, gpointer data)
-{
-    PendingCall *p = data;
-    if (error != NULL) {
-        g_dbus_method_invocation_return_gerror(p->invocation, error);
-    } else if (p->client->gone) {
-        /* The caller left while polkit was thinking: nothing to run. */
-        g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
-                                                      "caller disconnected");
-    } else if (p->method->run(p)) {
-        return; /* kept */
-    }
-    pending_free(p);
-}
-
-/* Takes ownership of the invocation and of p on every path. */
-static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p)
-{
-    p->invocation = inv;
-    /* p counts itself: the limits compare what was there before it */
-    p->client->pending_calls--;
-    g_autoptr(GError) error = NULL;
-    if (p->client->pending_calls >= d->cfg->max_per_client)
-        g_set_error_literal(&error, NPD_ERROR, NPD_ERROR_BUSY,
-                            "too many calls from this client waiting for authorization");
-    else if (npd_user_admit_call(d, p->client, &error) && p->method->makes_request)
-        /* checked again when the request is made; failing early spares
-         * polkit and the image read */
-        npd_user_admit_request(d, p->client, &error);
-    p->client->pending_calls++;
-    if (error != NULL) {
-        g_dbus_method_invocation_return_gerror(inv, error);
-        pending_free(p);
-        return;
-    }
-    npd_authorizer_check(d->authorizer, inv, p->method->action, authorized_cb, p);
 }
 
 /* Resolves the model (option or default) and checks max_tokens against
@@ -419,7 +304,7 @@ static gboolean images_checked(PendingCall *p, GError **error)
 static gboolean take_images(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, const gint32 *handles, guint n,
                             GError **error)
 {
-    if (!npd_user_admit_image(d, p->client, error))
+    if (!npd_admission_take_image(d->admission, p->client, error))
         return FALSE;
     p->image_slot = TRUE;
     g_autofree int *fds = g_new(int, n);
@@ -595,16 +480,12 @@ static GVariant *get_loaded_models(NpdDaemon *d)
 
 static GVariant *get_active_requests(NpdDaemon *d)
 {
-    guint active = 0, queued = 0;
-    npd_requests_count(d, &active, &queued);
-    return g_variant_new_uint32(active);
+    return g_variant_new_uint32(npd_requests_active(d->requests));
 }
 
 static GVariant *get_queued_requests(NpdDaemon *d)
 {
-    guint active = 0, queued = 0;
-    npd_requests_count(d, &active, &queued);
-    return g_variant_new_uint32(queued);
+    return g_variant_new_uint32(npd_requests_queued(d->requests));
 }
 
 static GVariant *get_idle_timeout(NpdDaemon *d)
@@ -662,46 +543,6 @@ static const NpdManagerMethod *find_method(const char *name)
     return NULL;
 }
 
-static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data)
-{
-    PendingCall *p = data;
-    g_autoptr(GError) error = NULL;
-    g_autofree int *fds = npd_fd_filesystem_check_finish(res, &error);
-    if (fds != NULL)
-        memcpy(p->unchecked_fds->data, fds, p->unchecked_fds->len * sizeof(int));
-    if (fds == NULL || !p->fds_checked(p, &error)) {
-        g_dbus_method_invocation_return_gerror(p->invocation, error);
-        pending_free(p);
-        return;
-    }
-    authorize_then(p->daemon, p->invocation, p);
-}
-
-/* Validates (prepare), checks the filesystems of the descriptors it took
- * off the main thread, then polkit, then run; or reply for the methods
- * that need no authorization. */
-static void dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m, GVariant *params)
-{
-    if (m->action == NULL) {
-        g_dbus_method_invocation_return_value(inv, m->reply(d));
-        return;
-    }
-    g_autoptr(GError) error = NULL;
-    PendingCall *p = pending_new(d, inv, m);
-    if (!m->prepare(d, inv, p, params, &error)) {
-        g_dbus_method_invocation_return_gerror(inv, error);
-        pending_free(p);
-        return;
-    }
-    if (p->unchecked_fds != NULL) {
-        p->invocation = inv;
-        npd_fd_filesystem_check_async((int *)(gpointer)p->unchecked_fds->data, p->unchecked_fds->len,
-                                      p->client->uid, fds_checked_cb, p);
-        return;
-    }
-    authorize_then(d, inv, p);
-}
-
 static void handle_set_property(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *params)
 {
     const char *iface = NULL, *name = NULL;
@@ -714,7 +555,7 @@ static void handle_set_property(NpdDaemon *d, GDBusMethodInvocation *inv, GVaria
         return;
     }
     /* the value is the parameter the setter's prepare sees */
-    dispatch(d, inv, &prop->set, value);
+    npd_manager_call_dispatch(d, inv, &prop->set, value);
 }
 
 static void manager_method_call(GDBusConnection *bus, const char *sender, const char *path, const char *iface,
@@ -740,7 +581,7 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
                                               method);
         return;
     }
-    dispatch(d, inv, m, params);
+    npd_manager_call_dispatch(d, inv, m, params);
 }
 
 static GVariant *manager_get_property(GDBusConnection *bus, const char *sender, const char *path,
