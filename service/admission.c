@@ -1,18 +1,14 @@
 /* Admission (admission.h). */
 #include "admission.h"
 
-#include <string.h>
-
-#include "daemon.h"
-
 struct NpdAdmission {
     const NpdConfig *cfg;
-    GHashTable *clients;
+    NpdClients *clients;
     NpdRequests *requests;
     NpdImageBudget *image_budget;
 };
 
-NpdAdmission *npd_admission_new(const NpdConfig *cfg, GHashTable *clients, NpdRequests *requests,
+NpdAdmission *npd_admission_new(const NpdConfig *cfg, NpdClients *clients, NpdRequests *requests,
                                 NpdImageBudget *image_budget)
 {
     NpdAdmission *a = g_new0(NpdAdmission, 1);
@@ -28,31 +24,6 @@ void npd_admission_free(NpdAdmission *a)
     g_free(a);
 }
 
-typedef struct {
-    guint requests;    /* unfinished requests */
-    guint calls;       /* calls waiting for polkit or their image */
-    guint images;      /* images being read and decoded */
-    guint connections; /* clients known to the daemon */
-} UserUsage;
-
-/* What one user has in flight, over all of its connections. */
-static void user_usage(NpdAdmission *a, guint32 uid, UserUsage *u)
-{
-    memset(u, 0, sizeof *u);
-    GHashTableIter it;
-    gpointer value;
-    g_hash_table_iter_init(&it, a->clients);
-    while (g_hash_table_iter_next(&it, NULL, &value)) {
-        const NpdClient *c = value;
-        if (c->uid != uid)
-            continue;
-        u->requests += c->outstanding;
-        u->calls += c->pending_calls;
-        u->images += c->images;
-        u->connections++;
-    }
-}
-
 static gboolean user_busy(GError **error, const char *what, guint used, guint limit, guint connections)
 {
     g_set_error(error, NPD_ERROR, NPD_ERROR_BUSY, "too many %s from this user (%u of %u, over %u connection%s)", what,
@@ -62,8 +33,8 @@ static gboolean user_busy(GError **error, const char *what, guint used, guint li
 
 static gboolean admit_user_requests(NpdAdmission *a, NpdClient *c, GError **error)
 {
-    UserUsage u;
-    user_usage(a, c->uid, &u);
+    NpdUserUsage u;
+    npd_clients_user_usage(a->clients, c->uid, &u);
     if (u.requests >= a->cfg->max_per_user)
         return user_busy(error, "unfinished requests", u.requests, a->cfg->max_per_user, u.connections);
     return TRUE;
@@ -78,8 +49,8 @@ gboolean npd_admission_admit_call(NpdAdmission *a, NpdClient *c, gboolean makes_
                             "too many calls from this client waiting for authorization");
         return FALSE;
     }
-    UserUsage u;
-    user_usage(a, c->uid, &u);
+    NpdUserUsage u;
+    npd_clients_user_usage(a->clients, c->uid, &u);
     guint calls = u.calls - 1;
     if (calls >= a->cfg->max_calls_per_user)
         return user_busy(error, "calls waiting for authorization", calls, a->cfg->max_calls_per_user, u.connections);
@@ -105,8 +76,8 @@ gboolean npd_admission_admit_request(NpdAdmission *a, NpdClient *c, GError **err
 
 gboolean npd_admission_take_image(NpdAdmission *a, NpdClient *c, GError **error)
 {
-    UserUsage u;
-    user_usage(a, c->uid, &u);
+    NpdUserUsage u;
+    npd_clients_user_usage(a->clients, c->uid, &u);
     if (u.images >= a->cfg->max_images_per_user)
         return user_busy(error, "images being read", u.images, a->cfg->max_images_per_user, u.connections);
     if (!npd_image_budget_take_slot(a->image_budget, error))

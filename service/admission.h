@@ -9,14 +9,14 @@
 
 #include <gio/gio.h>
 
+#include "client-tracker.h"
 #include "daemon-config.h"
 #include "image-budget.h"
 #include "requests.h"
 
 typedef struct NpdAdmission NpdAdmission;
 
-/* clients: unique name -> NpdClient* (borrowed, the daemon's). */
-NpdAdmission *npd_admission_new(const NpdConfig *cfg, GHashTable *clients, NpdRequests *requests,
+NpdAdmission *npd_admission_new(const NpdConfig *cfg, NpdClients *clients, NpdRequests *requests,
                                 NpdImageBudget *image_budget);
 void npd_admission_free(NpdAdmission *a);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdAdmission, npd_admission_free)

@@ -8,6 +8,7 @@ struct NpdIdle {
     GHashTable *tokens; /* token -> reason (owned) */
     guint next_token;
     guint timer_id;
+    gboolean started;
 };
 
 static gboolean timeout_cb(gpointer data)
@@ -26,7 +27,7 @@ static void update_timer(NpdIdle *idle)
         g_debug("busy: %s", (const char *)g_hash_table_lookup(idle->tokens, GUINT_TO_POINTER(idle->next_token)));
         g_source_remove(idle->timer_id);
         idle->timer_id = 0;
-    } else if (!busy && idle->timer_id == 0 && idle->timeout > 0) {
+    } else if (!busy && idle->timer_id == 0 && idle->timeout > 0 && idle->started) {
         idle->timer_id = g_timeout_add_seconds(idle->timeout, timeout_cb, idle);
     }
 }
@@ -38,8 +39,13 @@ NpdIdle *npd_idle_new(guint timeout, NpdIdleFunc on_timeout, gpointer user_data)
     idle->on_timeout = on_timeout;
     idle->user_data = user_data;
     idle->tokens = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
-    update_timer(idle);
     return idle;
+}
+
+void npd_idle_start(NpdIdle *idle)
+{
+    idle->started = TRUE;
+    update_timer(idle);
 }
 
 void npd_idle_free(NpdIdle *idle)

@@ -12,9 +12,11 @@
 typedef struct NpdIdle NpdIdle;
 typedef void (*NpdIdleFunc)(gpointer user_data);
 
-/* timeout 0: never idle (the tokens are still counted). The timer starts
- * now, with no token held. */
+/* timeout 0: never idle (the tokens are still counted). */
 NpdIdle *npd_idle_new(guint timeout, NpdIdleFunc on_timeout, gpointer user_data);
+/* From now on the timer runs while no token is held (the daemon is
+ * ready to serve: its start-up does not count as idle time). */
+void npd_idle_start(NpdIdle *idle);
 void npd_idle_free(NpdIdle *idle);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdIdle, npd_idle_free)
 

@@ -26,7 +26,7 @@ static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv, const 
     PendingCall *p = g_new0(PendingCall, 1);
     p->daemon = d;
     p->method = method;
-    p->client = npd_client_ref(npd_client_get(d, g_dbus_method_invocation_get_sender(inv)));
+    p->client = npd_client_ref(npd_clients_get(d->clients, g_dbus_method_invocation_get_sender(inv)));
     p->client->pending_calls++;
     p->idle_token = npd_idle_inhibit(d->idle, method->name);
     return p;
@@ -51,7 +51,7 @@ void npd_pending_call_free(NpdPendingCall *p)
     if (p->op != NULL)
         p->op_free(p->op);
     p->client->pending_calls--;
-    npd_client_release_if_idle(p->daemon, p->client);
+    npd_client_release_if_idle(p->client);
     npd_client_unref(p->client);
     npd_request_options_clear(&p->opts);
     if (p->messages != NULL)

@@ -17,6 +17,17 @@
 
 typedef NpdPendingCall PendingCall;
 
+#define MANAGER_MAX_PROPERTIES 16
+
+struct NpdManager {
+    NpdDaemon *daemon;
+    guint reg_id;
+    guint idle_timeout; /* IdleTimeout, told to the worker */
+    /* last values announced through PropertiesChanged, per row of the
+     * property table */
+    GVariant *announced[MANAGER_MAX_PROPERTIES];
+};
+
 static gboolean model_is_loaded(NpdDaemon *d, const char *name)
 {
     return d->loaded_models != NULL && g_strv_contains((const gchar *const *)d->loaded_models, name);
@@ -50,11 +61,11 @@ static gboolean run_forget_cache(PendingCall *p)
 static gboolean run_set_idle_timeout(PendingCall *p)
 {
     NpdDaemon *d = p->daemon;
-    d->idle_timeout = p->idle_timeout;
+    d->manager->idle_timeout = p->idle_timeout;
     npd_worker_set_idle_timeout(d->worker, p->idle_timeout);
     g_message("IdleTimeout set to %u s by %s", p->idle_timeout, p->client->name);
     g_dbus_method_invocation_return_value(p->invocation, NULL);
-    npd_manager_announce(d);
+    npd_manager_announce(d->manager);
     return FALSE;
 }
 
@@ -145,46 +156,52 @@ static const NpdManagerMethod manager_methods[] = {
 
 /* ---- the property table: property -> getter -> emits-changed ------------ */
 
-static GVariant *get_version(NpdDaemon *d)
+static GVariant *get_version(NpdManager *m)
 {
     return g_variant_new_string(NPD_VERSION);
 }
 
-static GVariant *get_device(NpdDaemon *d)
+static GVariant *get_device(NpdManager *m)
 {
+    NpdDaemon *d = m->daemon;
     return g_variant_new_string(d->device);
 }
 
-static GVariant *get_device_status(NpdDaemon *d)
+static GVariant *get_device_status(NpdManager *m)
 {
+    NpdDaemon *d = m->daemon;
     return g_variant_new_string(d->device_status);
 }
 
-static GVariant *get_default_model(NpdDaemon *d)
+static GVariant *get_default_model(NpdManager *m)
 {
+    NpdDaemon *d = m->daemon;
     const char *name = npd_default_model_name(d);
     return g_variant_new_string(name != NULL ? name : "");
 }
 
-static GVariant *get_loaded_models(NpdDaemon *d)
+static GVariant *get_loaded_models(NpdManager *m)
 {
+    NpdDaemon *d = m->daemon;
     const gchar *const empty[] = {NULL};
     return g_variant_new_strv(d->loaded_models ? (const gchar *const *)d->loaded_models : empty, -1);
 }
 
-static GVariant *get_active_requests(NpdDaemon *d)
+static GVariant *get_active_requests(NpdManager *m)
 {
+    NpdDaemon *d = m->daemon;
     return g_variant_new_uint32(npd_requests_active(d->requests));
 }
 
-static GVariant *get_queued_requests(NpdDaemon *d)
+static GVariant *get_queued_requests(NpdManager *m)
 {
+    NpdDaemon *d = m->daemon;
     return g_variant_new_uint32(npd_requests_queued(d->requests));
 }
 
-static GVariant *get_idle_timeout(NpdDaemon *d)
+static GVariant *get_idle_timeout(NpdManager *m)
 {
-    return g_variant_new_uint32(d->idle_timeout);
+    return g_variant_new_uint32(m->idle_timeout);
 }
 
 static gboolean prepare_set_idle_timeout(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p,
@@ -201,7 +218,7 @@ static gboolean prepare_set_idle_timeout(NpdDaemon *d, GDBusMethodInvocation *in
 
 typedef struct {
     const char *name;
-    GVariant *(*get)(NpdDaemon *d);
+    GVariant *(*get)(NpdManager *m);
     gboolean emits_changed; /* announced through PropertiesChanged */
     /* writable: setting is a method call (Properties.Set) of its own */
     NpdManagerMethod set;
@@ -219,7 +236,7 @@ static const ManagerProperty manager_properties[] = {
      {"IdleTimeout", NPD_ACTION_MANAGE, prepare_set_idle_timeout, run_set_idle_timeout, NULL, FALSE}},
 };
 
-G_STATIC_ASSERT(G_N_ELEMENTS(manager_properties) <= NPD_MANAGER_MAX_PROPERTIES);
+G_STATIC_ASSERT(G_N_ELEMENTS(manager_properties) <= MANAGER_MAX_PROPERTIES);
 
 static const ManagerProperty *find_property(const char *name)
 {
@@ -286,7 +303,7 @@ static GVariant *manager_get_property(GDBusConnection *bus, const char *sender, 
         g_set_error(error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", name);
         return NULL;
     }
-    return prop->get(data);
+    return prop->get(((NpdDaemon *)data)->manager);
 }
 
 /* set_property is NULL so that Properties.Set reaches method_call, where
@@ -297,7 +314,7 @@ static const GDBusInterfaceVTable manager_vtable = {
     .set_property = NULL,
 };
 
-void npd_manager_handle_command_done(NpdDaemon *d, const NpdEvent *ev)
+void npd_manager_handle_command_done(const NpdEvent *ev)
 {
     GDBusMethodInvocation *inv = ev->tag;
     if (ev->error != NULL)
@@ -306,8 +323,11 @@ void npd_manager_handle_command_done(NpdDaemon *d, const NpdEvent *ev)
         g_dbus_method_invocation_return_value(inv, NULL);
 }
 
-void npd_manager_announce(NpdDaemon *d)
+void npd_manager_announce(NpdManager *m)
 {
+    if (m == NULL)
+        return; /* not exported (startup failed) */
+    NpdDaemon *d = m->daemon;
     GVariantBuilder changed;
     g_variant_builder_init(&changed, G_VARIANT_TYPE_VARDICT);
     gboolean any = FALSE;
@@ -315,8 +335,8 @@ void npd_manager_announce(NpdDaemon *d)
         const ManagerProperty *prop = &manager_properties[i];
         if (!prop->emits_changed)
             continue;
-        g_autoptr(GVariant) value = g_variant_ref_sink(prop->get(d));
-        GVariant **last = &d->announced[i];
+        g_autoptr(GVariant) value = g_variant_ref_sink(prop->get(m));
+        GVariant **last = &m->announced[i];
         if (*last != NULL && g_variant_equal(*last, value))
             continue;
         g_clear_pointer(last, g_variant_unref);
@@ -333,22 +353,27 @@ void npd_manager_announce(NpdDaemon *d)
                                   g_variant_new("(sa{sv}as)", NPD_MANAGER_IFACE, &changed, NULL), NULL);
 }
 
-gboolean npd_manager_register(NpdDaemon *d, GError **error)
+NpdManager *npd_manager_new(NpdDaemon *d, GError **error)
 {
+    g_autoptr(NpdManager) m = g_new0(NpdManager, 1);
+    m->daemon = d;
+    m->idle_timeout = d->cfg->idle_timeout;
     /* Start from the values clients read: only changes are announced. */
     for (guint i = 0; i < G_N_ELEMENTS(manager_properties); i++)
         if (manager_properties[i].emits_changed)
-            d->announced[i] = g_variant_ref_sink(manager_properties[i].get(d));
-    d->manager_reg_id = g_dbus_connection_register_object(d->bus, NPD_MANAGER_PATH, d->manager_info,
-                                                          &manager_vtable, d, NULL, error);
-    return d->manager_reg_id != 0;
+            m->announced[i] = g_variant_ref_sink(manager_properties[i].get(m));
+    m->reg_id = g_dbus_connection_register_object(d->bus, NPD_MANAGER_PATH, d->manager_info, &manager_vtable, d,
+                                                  NULL, error);
+    return m->reg_id != 0 ? g_steal_pointer(&m) : NULL;
 }
 
-void npd_manager_unregister(NpdDaemon *d)
+void npd_manager_free(NpdManager *m)
 {
-    if (d->manager_reg_id != 0)
-        g_dbus_connection_unregister_object(d->bus, d->manager_reg_id);
-    d->manager_reg_id = 0;
-    for (guint i = 0; i < G_N_ELEMENTS(d->announced); i++)
-        g_clear_pointer(&d->announced[i], g_variant_unref);
+    if (m == NULL)
+        return;
+    if (m->reg_id != 0)
+        g_dbus_connection_unregister_object(m->daemon->bus, m->reg_id);
+    for (guint i = 0; i < G_N_ELEMENTS(m->announced); i++)
+        g_clear_pointer(&m->announced[i], g_variant_unref);
+    g_free(m);
 }

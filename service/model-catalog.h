@@ -53,6 +53,7 @@ typedef void (*NpdModelCatalogChanged)(gpointer user_data);
 
 NpdModelCatalog *npd_model_catalog_new(const gchar *const *dirs);
 void npd_model_catalog_free(NpdModelCatalog *cat);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdModelCatalog, npd_model_catalog_free)
 void npd_model_catalog_set_changed_func(NpdModelCatalog *cat, NpdModelCatalogChanged func, gpointer user_data);
 
 /* All models, supported or not, sorted by name; the first root wins for

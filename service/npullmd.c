@@ -59,10 +59,10 @@ static void on_worker_event(const NpdEvent *ev, gpointer data)
     switch (ev->kind) {
     case NPD_EVENT_MODELS:
         set_loaded_models(d, ev->loaded_models);
-        npd_manager_announce(d);
+        npd_manager_announce(d->manager);
         break;
     case NPD_EVENT_COMMAND_DONE:
-        npd_manager_handle_command_done(d, ev);
+        npd_manager_handle_command_done(ev);
         break;
     case NPD_EVENT_STATE:
     case NPD_EVENT_TEXT:
@@ -72,7 +72,7 @@ static void on_worker_event(const NpdEvent *ev, gpointer data)
         npd_request_objects_handle_event(d, ev);
         if (ev->kind == NPD_EVENT_TEXT || ev->kind == NPD_EVENT_THINKING || ev->kind == NPD_EVENT_TOOL_CALL)
             return;
-        npd_manager_announce(d);
+        npd_manager_announce(d->manager);
         break;
     }
     update_status(d);
@@ -180,9 +180,7 @@ static int run(NpdDaemon *d)
     d->catalog = npd_model_catalog_new((const gchar *const *)d->cfg->model_dirs);
     npd_model_catalog_set_changed_func(d->catalog, models_changed_cb, d);
     npd_model_install_sweep(d);
-    d->clients = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)npd_client_unref);
     d->idle = npd_idle_new(d->cfg->exit_on_idle, idle_timeout_cb, d);
-    d->idle_timeout = d->cfg->idle_timeout;
     d->authorizer = npd_authorizer_new(!d->cfg->session_bus, d->cfg->auth_timeout);
     d->image_budget = npd_image_budget_new(d->cfg->max_images_in_flight, d->cfg->max_image_memory);
     /* systemd may list several directories, colon-separated: the first. */
@@ -202,11 +200,13 @@ static int run(NpdDaemon *d)
         .kv_cache_bytes = npd_kv_cache_budget(d->cfg),
     };
     d->worker = npd_worker_new(&wcfg, g_main_context_default(), on_worker_event, d);
+    /* before any client can call */
+    d->clients = npd_clients_new(d->bus);
     d->requests = npd_requests_new(d, d->worker, d->idle);
     d->admission = npd_admission_new(d->cfg, d->clients, d->requests, d->image_budget);
 
-    if (!npd_clients_watch(d, &error) || !npd_request_objects_register(d, &error) || !npd_manager_register(d, &error)) {
-        g_printerr("npullmd: cannot export objects: %s\n", error ? error->message : "signal subscription failed");
+    if (!npd_request_objects_register(d, &error) || (d->manager = npd_manager_new(d, &error)) == NULL) {
+        g_printerr("npullmd: cannot export objects: %s\n", error->message);
         d->exit_status = 1;
     } else {
         if (d->cfg->session_bus)
@@ -217,6 +217,7 @@ static int run(NpdDaemon *d)
         guint sigint = g_unix_signal_add(SIGINT, signal_cb, d);
         guint watchdog = npd_notify_start_watchdog();
         update_status(d);
+        npd_idle_start(d->idle);
 
         g_main_loop_run(d->loop);
 
@@ -230,11 +231,9 @@ static int run(NpdDaemon *d)
 
     npd_requests_free(d->requests);
     d->requests = NULL;
-    npd_manager_unregister(d);
+    g_clear_pointer(&d->manager, npd_manager_free);
     if (d->request_subtree_id != 0)
         g_dbus_connection_unregister_subtree(d->bus, d->request_subtree_id);
-    if (d->name_owner_sub_id != 0)
-        g_dbus_connection_signal_unsubscribe(d->bus, d->name_owner_sub_id);
     npd_worker_free(d->worker);
     npd_authorizer_free(d->authorizer);
     npd_image_budget_free(d->image_budget);
@@ -242,7 +241,7 @@ static int run(NpdDaemon *d)
         g_dbus_connection_flush_sync(d->bus, NULL, NULL);
 
     npd_admission_free(d->admission);
-    g_hash_table_destroy(d->clients);
+    npd_clients_free(d->clients);
     npd_idle_free(d->idle);
     npd_model_catalog_free(d->catalog);
     g_strfreev(d->loaded_models);

@@ -77,7 +77,7 @@ static void submit_request(PendingCall *p)
                                         job_from_call(p));
     if (!p->complete)
         g_dbus_method_invocation_return_value(p->invocation, g_variant_new("(o)", r->path));
-    npd_manager_announce(d);
+    npd_manager_announce(d->manager);
 }
 
 static void read_next_image(PendingCall *p);

@@ -177,7 +177,7 @@ static gchar **subtree_enumerate(GDBusConnection *bus, const char *sender, const
 {
     NpdDaemon *d = data;
     GPtrArray *nodes = g_ptr_array_new();
-    NpdClient *c = sender != NULL ? g_hash_table_lookup(d->clients, sender) : NULL;
+    NpdClient *c = sender != NULL ? npd_clients_lookup(d->clients, sender) : NULL;
     for (GList *l = c != NULL ? c->requests : NULL; l != NULL; l = l->next) {
         const NpdRequest *r = l->data;
         if (r->node != NULL)

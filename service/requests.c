@@ -1,7 +1,8 @@
 /* The registry and lifecycle of requests (requests.h). */
 #include "requests.h"
 
-#include "daemon.h"
+#include "client-tracker.h"
+#include "npullm-protocol.h"
 
 struct NpdRequests {
     NpdDaemon *daemon;
@@ -79,7 +80,7 @@ NpdRequest *npd_requests_submit(NpdRequests *reqs, NpdClient *client, const char
         r->complete_thinking = g_string_new(NULL);
     } else {
         r->node = node != NULL ? g_strdup(node) : g_strdup_printf("%" G_GUINT64_FORMAT, r->id);
-        r->path = g_strconcat(NPD_REQUEST_ROOT "/", r->node, NULL);
+        r->path = g_strconcat(NPP_REQUEST_ROOT "/", r->node, NULL);
         g_hash_table_insert(reqs->by_node, r->node, r);
     }
     g_hash_table_insert(reqs->by_id, &r->id, r);
@@ -144,7 +145,6 @@ void npd_request_mark_finished(NpdRequest *r)
 
 void npd_request_destroy(NpdRequest *r)
 {
-    NpdDaemon *d = r->daemon;
     NpdRequests *reqs = r->owner;
     if (!npd_request_is_finished(r)) {
         npd_worker_cancel(reqs->worker, r->id);
@@ -162,6 +162,6 @@ void npd_request_destroy(NpdRequest *r)
     g_hash_table_remove(reqs->by_id, &r->id);
     npd_client_ref(c);
     request_free(r);
-    npd_client_release_if_idle(d, c);
+    npd_client_release_if_idle(c);
     npd_client_unref(c);
 }

@@ -143,6 +143,7 @@ NpdWorker *npd_worker_new(const NpdWorkerConfig *cfg, GMainContext *main_context
 /* Cancels everything, unloads the models, joins the thread; pending
  * events are discarded. */
 void npd_worker_free(NpdWorker *w);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdWorker, npd_worker_free)
 
 void npd_worker_submit(NpdWorker *w, NpdJob *job);
 void npd_worker_cancel(NpdWorker *w, guint64 job_id);
