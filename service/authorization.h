@@ -20,6 +20,7 @@ typedef void (*NpdAuthorizedFunc)(GError *error, gpointer user_data);
  * user, so every check succeeds without asking polkit. */
 NpdAuthorizer *npd_authorizer_new(gboolean use_polkit, guint timeout_seconds);
 void npd_authorizer_free(NpdAuthorizer *a);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdAuthorizer, npd_authorizer_free)
 
 /* Checks action for the sender of invocation; interactive authentication
  * is allowed when the caller set ALLOW_INTERACTIVE_AUTHORIZATION. */

@@ -1,12 +1,20 @@
-/* Bus peers with requests: who they are (their Unix user, for the
- * per-user limits) and what happens when one disconnects (every request
- * it owns is cancelled and freed, its image reads stop). */
-#include "daemon.h"
+/* Bus peers with requests (client-tracker.h). */
+#include "client-tracker.h"
+
+#include <string.h>
+
+#include "requests.h"
 
 #include "log-limit.h"
 
 /* journal lines about clients that left with unfinished requests */
 #define DISCONNECT_LINES_PER_MINUTE 10
+
+struct NpdClients {
+    GDBusConnection *bus;
+    GHashTable *by_name; /* unique name -> NpdClient* (ref) */
+    guint name_owner_sub_id;
+};
 
 NpdClient *npd_client_ref(NpdClient *c)
 {
@@ -27,11 +35,11 @@ void npd_client_unref(NpdClient *c)
 /* Limits are per user: the bus daemon says whose a connection is. It is
  * asked once per client, synchronously: it is trusted, local and quick,
  * and a call must not be admitted before its user is known. */
-static guint32 lookup_uid(NpdDaemon *d, const char *name)
+static guint32 lookup_uid(NpdClients *clients, const char *name)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(GVariant) ret = g_dbus_connection_call_sync(
-        d->bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixUser",
+        clients->bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixUser",
         g_variant_new("(s)", name), G_VARIANT_TYPE("(u)"), G_DBUS_CALL_FLAGS_NONE, 5000, NULL, &error);
     if (ret == NULL) {
         g_message("cannot learn the user of %s (%s): counted as an unknown user", name, error->message);
@@ -42,34 +50,57 @@ static guint32 lookup_uid(NpdDaemon *d, const char *name)
     return uid;
 }
 
-NpdClient *npd_client_get(NpdDaemon *d, const char *name)
+NpdClient *npd_clients_get(NpdClients *clients, const char *name)
 {
-    NpdClient *c = g_hash_table_lookup(d->clients, name);
+    NpdClient *c = g_hash_table_lookup(clients->by_name, name);
     if (c == NULL) {
         c = g_new0(NpdClient, 1);
         c->refs = 1;
+        c->owner = clients;
         c->name = g_strdup(name);
-        c->uid = lookup_uid(d, name);
+        c->uid = lookup_uid(clients, name);
         c->cancellable = g_cancellable_new();
-        g_hash_table_insert(d->clients, c->name, c);
+        g_hash_table_insert(clients->by_name, c->name, c);
     }
     return c;
 }
 
-void npd_client_release_if_idle(NpdDaemon *d, NpdClient *c)
+NpdClient *npd_clients_lookup(NpdClients *clients, const char *name)
+{
+    return g_hash_table_lookup(clients->by_name, name);
+}
+
+void npd_clients_user_usage(NpdClients *clients, guint32 uid, NpdUserUsage *u)
+{
+    memset(u, 0, sizeof *u);
+    GHashTableIter it;
+    gpointer value;
+    g_hash_table_iter_init(&it, clients->by_name);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        const NpdClient *c = value;
+        if (c->uid != uid)
+            continue;
+        u->requests += c->outstanding;
+        u->calls += c->pending_calls;
+        u->images += c->images;
+        u->connections++;
+    }
+}
+
+void npd_client_release_if_idle(NpdClient *c)
 {
     if (c->gone || c->outstanding > 0 || c->pending_calls > 0 || c->images > 0 || c->requests != NULL)
         return;
-    if (g_hash_table_lookup(d->clients, c->name) == c)
-        g_hash_table_remove(d->clients, c->name);
+    if (g_hash_table_lookup(c->owner->by_name, c->name) == c)
+        g_hash_table_remove(c->owner->by_name, c->name);
 }
 
-static void client_vanished(NpdDaemon *d, NpdClient *c)
+static void client_vanished(NpdClients *clients, NpdClient *c)
 {
     npd_client_ref(c);
     c->gone = TRUE;
     g_cancellable_cancel(c->cancellable);
-    g_hash_table_remove(d->clients, c->name);
+    g_hash_table_remove(clients->by_name, c->name);
     guint n = g_list_length(c->requests);
     /* one line per disconnect would let a user flood the journal */
     static NpdLogLimit disconnects;
@@ -84,31 +115,40 @@ static void client_vanished(NpdDaemon *d, NpdClient *c)
     while (c->requests != NULL && n-- > 0)
         npd_request_destroy(c->requests->data);
     npd_client_unref(c);
-    npd_daemon_activity_changed(d);
 }
 
 static void name_owner_changed_cb(GDBusConnection *bus, const char *sender, const char *path,
                                   const char *iface, const char *signal, GVariant *params, gpointer data)
 {
-    NpdDaemon *d = data;
+    NpdClients *clients = data;
     const char *name = NULL, *old_owner = NULL, *new_owner = NULL;
     if (!g_variant_is_of_type(params, G_VARIANT_TYPE("(sss)")))
         return;
     g_variant_get(params, "(&s&s&s)", &name, &old_owner, &new_owner);
     if (*new_owner != '\0')
         return;
-    NpdClient *c = g_hash_table_lookup(d->clients, name);
+    NpdClient *c = g_hash_table_lookup(clients->by_name, name);
     if (c != NULL)
-        client_vanished(d, c);
+        client_vanished(clients, c);
 }
 
-gboolean npd_clients_watch(NpdDaemon *d, GError **error)
+NpdClients *npd_clients_new(GDBusConnection *bus)
 {
-    /* One subscription for all names, made before any client can call:
-     * a per-client match added later could miss a disconnect that
-     * happened in between. */
-    d->name_owner_sub_id = g_dbus_connection_signal_subscribe(
-        d->bus, "org.freedesktop.DBus", "org.freedesktop.DBus", "NameOwnerChanged", "/org/freedesktop/DBus",
-        NULL, G_DBUS_SIGNAL_FLAGS_NONE, name_owner_changed_cb, d, NULL);
-    return d->name_owner_sub_id != 0;
+    NpdClients *clients = g_new0(NpdClients, 1);
+    clients->bus = g_object_ref(bus);
+    clients->by_name = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)npd_client_unref);
+    clients->name_owner_sub_id = g_dbus_connection_signal_subscribe(
+        bus, "org.freedesktop.DBus", "org.freedesktop.DBus", "NameOwnerChanged", "/org/freedesktop/DBus", NULL,
+        G_DBUS_SIGNAL_FLAGS_NONE, name_owner_changed_cb, clients, NULL);
+    return clients;
+}
+
+void npd_clients_free(NpdClients *clients)
+{
+    if (clients == NULL)
+        return;
+    g_dbus_connection_signal_unsubscribe(clients->bus, clients->name_owner_sub_id);
+    g_hash_table_destroy(clients->by_name);
+    g_object_unref(clients->bus);
+    g_free(clients);
 }

@@ -6,12 +6,16 @@
 
 #include <gio/gio.h>
 
+#include "admission.h"
 #include "authorization.h"
+#include "client-tracker.h"
 #include "daemon-config.h"
 #include "engine-worker.h"
+#include "idle.h"
 #include "image-budget.h"
 #include "model-catalog.h"
 #include "request-options.h"
+#include "requests.h"
 #include "npullm-protocol.h"
 
 #define NPD_BUS_NAME NPP_BUS_NAME
@@ -20,43 +24,7 @@
 #define NPD_REQUEST_IFACE NPP_REQUEST_IFACE
 #define NPD_REQUEST_ROOT NPP_REQUEST_ROOT
 
-#define NPD_MANAGER_MAX_PROPERTIES 32
-
-/* A bus peer that has called us; lives while it has requests or calls in
- * progress, or until its name vanishes. */
-typedef struct {
-    gint refs;
-    gchar *name;
-    guint32 uid;         /* its Unix user (NPD_UID_UNKNOWN when the bus would not say) */
-    gboolean gone;       /* its unique name vanished from the bus */
-    guint outstanding;   /* requests not finished yet */
-    guint pending_calls; /* calls waiting for polkit (or their image) */
-    guint images;        /* images being read and decoded for it */
-    GCancellable *cancellable; /* cancelled when it leaves: its image reads stop */
-    GList *requests;     /* NpdRequest*, including finished ones kept for reading */
-} NpdClient;
-
-
-typedef struct NpdDaemon NpdDaemon;
-
-/* One generation, seen from the bus. */
-typedef struct NpdRequest {
-    NpdDaemon *daemon;
-    guint64 id;
-    NpdClient *client;   /* owner; holds a reference */
-    gchar *node;         /* child name under NPD_REQUEST_ROOT, NULL for Complete */
-    gchar *path;
-    gchar *model;
-    NpdJobState state;
-    guint queue_position;
-    GDBusMethodInvocation *complete; /* Complete: the call to answer at the end */
-    GString *complete_text;
-    GString *complete_thinking; /* Complete: the thinking, returned as info["thinking"] */
-    guint linger_id;     /* finished: removal timer */
-    /* Complete-style calls of a job kind (Embed): the reply built from the
-     * finished event; NULL: Complete's (text, info) */
-    GVariant *(*reply)(struct NpdRequest *r, const NpdEvent *ev);
-} NpdRequest;
+typedef struct NpdManager NpdManager;
 
 struct NpdDaemon {
     NpdConfig *cfg;
@@ -75,9 +43,7 @@ struct NpdDaemon {
     GDBusNodeInfo *introspection;
     GDBusInterfaceInfo *manager_info;
     GDBusInterfaceInfo *request_info;
-    guint manager_reg_id;
     guint request_subtree_id;
-    guint name_owner_sub_id;
     guint own_name_id;
     gboolean name_acquired;
     int exit_status;
@@ -86,60 +52,29 @@ struct NpdDaemon {
     NpdWorker *worker;
     NpdAuthorizer *authorizer;
     NpdImageBudget *image_budget;
+    NpdIdle *idle;
+    NpdRequests *requests;
+    NpdAdmission *admission;
 
-    GHashTable *clients;       /* unique name -> NpdClient* (ref) */
-    GHashTable *requests;      /* &id -> NpdRequest* (owned) */
-    GHashTable *request_nodes; /* node -> NpdRequest* */
-    guint64 next_request_id;
+    NpdClients *clients;
     gchar **loaded_models;
-    guint idle_timeout;
-    guint exit_timer_id;
-
-    /* last values announced through PropertiesChanged, per row of
-     * manager.c's property table */
-    GVariant *announced[NPD_MANAGER_MAX_PROPERTIES];
+    guint models_idle_token;   /* held while a model is loaded */
+    NpdManager *manager;
 };
 
-/* ---- clients (client-tracker.c) ---- */
-NpdClient *npd_client_get(NpdDaemon *d, const char *name); /* borrowed, created on demand */
-NpdClient *npd_client_ref(NpdClient *c);
-void npd_client_unref(NpdClient *c);
-/* Drops the daemon's entry when the client has nothing left. */
-void npd_client_release_if_idle(NpdDaemon *d, NpdClient *c);
-gboolean npd_clients_watch(NpdDaemon *d, GError **error);
-
-/* ---- per-user limits (user-limits.c) ----
- * Counted over all connections of one Unix user, so that opening more
- * connections buys no more share. Each fails with NPD_ERROR_BUSY. */
-/* A call about to wait for polkit: the user's calls in flight. */
-gboolean npd_user_admit_call(NpdDaemon *d, NpdClient *c, GError **error);
-/* A request about to be queued: the user's unfinished requests. */
-gboolean npd_user_admit_request(NpdDaemon *d, NpdClient *c, GError **error);
-/* An image about to be read (before polkit, before reading): the user's
- * images in flight and a slot of the global image budget. */
-gboolean npd_user_admit_image(NpdDaemon *d, NpdClient *c, GError **error);
-void npd_user_release_image(NpdDaemon *d, NpdClient *c);
-
-/* ---- requests (request-objects.c) ---- */
-gboolean npd_requests_register(NpdDaemon *d, GError **error);
-NpdRequest *npd_request_new(NpdDaemon *d, NpdClient *client, const char *node, const char *model,
-                            GDBusMethodInvocation *complete);
-void npd_request_cancel(NpdRequest *r);
-/* Removes a request now (cancelling it in the worker when unfinished). */
-void npd_request_destroy(NpdRequest *r);
-void npd_requests_handle_event(NpdDaemon *d, const NpdEvent *ev);
-void npd_requests_count(NpdDaemon *d, guint *active, guint *queued);
+/* ---- request objects (request-objects.c) ---- */
+gboolean npd_request_objects_register(NpdDaemon *d, GError **error);
+void npd_request_objects_handle_event(NpdDaemon *d, const NpdEvent *ev);
 
 /* ---- manager (manager.c) ---- */
-gboolean npd_manager_register(NpdDaemon *d, GError **error);
-/* Unexports the Manager and drops what it kept. */
-void npd_manager_unregister(NpdDaemon *d);
-void npd_manager_handle_command_done(NpdDaemon *d, const NpdEvent *ev);
+/* Exports org.npullm.Manager (NULL with error when it cannot). */
+NpdManager *npd_manager_new(NpdDaemon *d, GError **error);
+/* Unexports it and drops what it kept. */
+void npd_manager_free(NpdManager *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdManager, npd_manager_free)
+/* LoadModel, UnloadModel, ForgetCache: the worker's answer. */
+void npd_manager_handle_command_done(const NpdEvent *ev);
 /* Emits PropertiesChanged for what changed since the last call. */
-void npd_manager_announce(NpdDaemon *d);
-
-/* ---- lifecycle (npullmd.c) ---- */
-/* Re-evaluates --exit-on-idle after any change in activity. */
-void npd_daemon_activity_changed(NpdDaemon *d);
+void npd_manager_announce(NpdManager *m);
 
 #endif

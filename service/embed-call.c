@@ -126,28 +126,27 @@ static GVariant *embed_reply(NpdRequest *r, const NpdEvent *ev)
     return g_variant_new("(aada{sv})", &vecs, &info);
 }
 
+/* Admitted like the other requests (the same queue, client and user
+ * limits; the request holds an idle token until it finishes). */
 gboolean npd_embed_run(NpdPendingCall *p)
 {
     NpdDaemon *d = p->daemon;
     g_autoptr(GError) error = NULL;
-    if (!npd_manager_check_capacity(d, p->client, &error)) {
+    if (!npd_admission_admit_request(d->admission, p->client, &error)) {
         g_dbus_method_invocation_return_gerror(p->invocation, error);
         return FALSE;
     }
-    NpdRequest *r = npd_request_new(d, p->client, NULL, p->model_name, p->invocation);
-    r->reply = embed_reply;
     NpdJob *job = g_new0(NpdJob, 1);
-    job->id = r->id;
     job->model_name = g_strdup(p->model_name);
     job->model_path = g_strdup(p->model_path);
     job->priority = p->opts.priority;
     job->uid = p->client->uid;
     job->kind = &npd_embed_job_kind;
     job->kind_state = g_steal_pointer(&p->op);
-    g_debug("embed request %" G_GUINT64_FORMAT " from %s: model %s, %u texts", r->id, p->client->name,
-            p->model_name, ((NpdEmbedJob *)job->kind_state)->n);
-    npd_worker_submit(d->worker, job);
-    npd_manager_announce(d);
-    npd_daemon_activity_changed(d);
+    g_debug("embed: %u texts", ((NpdEmbedJob *)job->kind_state)->n);
+    NpdRequest *r = npd_requests_submit(d->requests, p->client, NULL, p->invocation, job);
+    /* before any event: the worker's reach the main context later */
+    r->reply = embed_reply;
+    npd_manager_announce(d->manager);
     return FALSE;
 }

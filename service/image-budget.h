@@ -17,6 +17,7 @@ typedef struct NpdImageBudget NpdImageBudget;
 
 NpdImageBudget *npd_image_budget_new(guint max_images, guint64 max_bytes);
 void npd_image_budget_free(NpdImageBudget *b);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdImageBudget, npd_image_budget_free)
 
 /* One image slot, or NPD_ERROR_BUSY. */
 gboolean npd_image_budget_take_slot(NpdImageBudget *b, GError **error);

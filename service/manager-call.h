@@ -1,7 +1,8 @@
-/* A call to org.npullm.Manager on its way through validation and polkit,
- * and the row types of the Manager's method table (manager.c), so that a
- * method's handlers can live in a file of their own: adding a method is
- * one row in that table. */
+/* A call to org.npullm.Manager on its way (manager-call.c): validated by
+ * its method's prepare, its descriptors' filesystems checked, admitted,
+ * authorized by polkit, then run; and the row types of the Manager's
+ * method table (manager.c), so that a method's handlers can live in a
+ * file of their own: adding a method is one row in that table. */
 #ifndef NPD_MANAGER_CALL_H
 #define NPD_MANAGER_CALL_H
 
@@ -21,7 +22,7 @@ typedef gboolean (*NpdMethodFdsChecked)(NpdPendingCall *p, GError **error);
  * TRUE when it kept p (and frees it with npd_pending_call_free later). */
 typedef gboolean (*NpdMethodRun)(NpdPendingCall *p);
 
-typedef struct {
+typedef struct NpdManagerMethod {
     const char *name;
     /* polkit action; NULL: answered by reply, without authorization */
     const char *action;
@@ -42,9 +43,10 @@ struct NpdPendingCall {
     gchar *prompt;       /* raw prompt */
     gchar *model_name;
     gchar *model_path;
+    gchar *projector_path; /* the model's vision projector, NULL: none (set with model_path) */
     guint idle_timeout;
     /* DescribeImage, Chat with images: read one after another */
-    gboolean image_slot;  /* holds an image slot (npd_user_admit_image) */
+    gboolean image_slot;  /* holds an image slot (npd_admission_take_image) */
     GPtrArray *image_src; /* NpdImageSource*: the caller's images until read */
     gchar *mmproj_path;   /* the projector they are prepared for */
     GPtrArray *images;    /* NpdImagePixels*: those read, preprocessed */
@@ -54,13 +56,17 @@ struct NpdPendingCall {
     NpdMethodFdsChecked fds_checked;
     gpointer op;            /* a method's own state (AddModel's job, RemoveModel's removal) */
     GDestroyNotify op_free; /* frees op with the call, unless run took it */
+    guint idle_token;       /* held while the call is on its way */
 };
 
-void npd_pending_call_free(NpdPendingCall *p);
+/* Validates (prepare), checks the filesystems of the descriptors it took
+ * off the main thread, asks admission and polkit, then runs; or replies at
+ * once for the methods that need no authorization. Answers inv on every
+ * path. */
+void npd_manager_call_dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m,
+                               GVariant *params);
 
-/* Room for one more request of client c (the queue, its own and its
- * user's limits), else NPD_ERROR_BUSY. */
-gboolean npd_manager_check_capacity(NpdDaemon *d, NpdClient *c, GError **error);
+void npd_pending_call_free(NpdPendingCall *p);
 
 /* prepare hands the n descriptors it took (p owns them from now on) to the
  * filesystem check; fds_checked then takes those it keeps. */

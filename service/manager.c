@@ -1,230 +1,43 @@
-/* org.npullm.Manager: validates each call, asks polkit (asynchronously),
- * applies the queue limits and hands the work to the engine worker. */
+/* org.npullm.Manager: its method and property tables, and the methods
+ * that need no file of their own. A call goes its way in manager-call.c;
+ * the methods that make a request are request-methods.c, AddModel and
+ * RemoveModel model-install.c. */
 #include "daemon.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <gio/gunixfdlist.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "call-fds.h"
 #include "embed-call.h"
-#include "fd-filesystem.h"
-#include "image-input.h"
 #include "manager-call.h"
 #include "model-install.h"
-#include "schema-compile.h"
+#include "request-methods.h"
 
 #ifndef NPD_VERSION
 #define NPD_VERSION "unknown"
 #endif
 
-/* DescribeImage: how long the image descriptor may take to reach its end
- * (a pipe whose writer stalls). */
-#define IMAGE_READ_TIMEOUT_S 30
-/* DescribeImage with an empty prompt. */
-#define DEFAULT_IMAGE_PROMPT "Describe this image."
-
 typedef NpdPendingCall PendingCall;
 
-static void pending_free_image(PendingCall *p)
-{
-    if (p->image_slot)
-        npd_user_release_image(p->daemon, p->client);
-    p->image_slot = FALSE;
-    g_clear_pointer(&p->image_src, g_ptr_array_unref);
-    g_clear_pointer(&p->mmproj_path, g_free);
-    g_clear_pointer(&p->images, g_ptr_array_unref);
-}
+#define MANAGER_MAX_PROPERTIES 16
 
-/* The caller is counted from the start: validation may already take an
- * image slot of its user. */
-static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *method)
-{
-    PendingCall *p = g_new0(PendingCall, 1);
-    p->daemon = d;
-    p->method = method;
-    p->client = npd_client_ref(npd_client_get(d, g_dbus_method_invocation_get_sender(inv)));
-    p->client->pending_calls++;
-    return p;
-}
-
-/* Takes the call's descriptors for the check before fds_checked (owned by
- * p until it takes them). */
-void npd_pending_call_take_fds(NpdPendingCall *p, const int *fds, guint n, NpdMethodFdsChecked fds_checked)
-{
-    p->unchecked_fds = g_array_sized_new(FALSE, FALSE, sizeof(int), n);
-    g_array_append_vals(p->unchecked_fds, fds, n);
-    p->fds_checked = fds_checked;
-}
-
-static void pending_free(PendingCall *p)
-{
-    for (guint i = 0; p->unchecked_fds != NULL && i < p->unchecked_fds->len; i++)
-        if (g_array_index(p->unchecked_fds, int, i) >= 0)
-            close(g_array_index(p->unchecked_fds, int, i));
-    g_clear_pointer(&p->unchecked_fds, g_array_unref);
-    pending_free_image(p);
-    if (p->op != NULL)
-        p->op_free(p->op);
-    p->client->pending_calls--;
-    npd_client_release_if_idle(p->daemon, p->client);
-    npd_client_unref(p->client);
-    npd_request_options_clear(&p->opts);
-    if (p->messages != NULL)
-        g_ptr_array_unref(p->messages);
-    g_free(p->prompt);
-    g_free(p->model_name);
-    g_free(p->model_path);
-    g_free(p);
-}
-
-void npd_pending_call_free(NpdPendingCall *p)
-{
-    pending_free(p);
-}
-
-static const char *default_model_name(NpdDaemon *d)
-{
-    if (d->cfg->default_model != NULL && d->cfg->default_model[0] != '\0')
-        return d->cfg->default_model;
-    const NpdModelEntry *e = npd_model_catalog_default(d->catalog, NULL);
-    return e != NULL ? e->name : NULL;
-}
+struct NpdManager {
+    NpdDaemon *daemon;
+    guint reg_id;
+    guint idle_timeout; /* IdleTimeout, told to the worker */
+    /* last values announced through PropertiesChanged, per row of the
+     * property table */
+    GVariant *announced[MANAGER_MAX_PROPERTIES];
+};
 
 static gboolean model_is_loaded(NpdDaemon *d, const char *name)
 {
     return d->loaded_models != NULL && g_strv_contains((const gchar *const *)d->loaded_models, name);
 }
 
-/* ---- request submission ------------------------------------------------ */
-
-gboolean npd_manager_check_capacity(NpdDaemon *d, NpdClient *c, GError **error)
-{
-    guint active = 0, queued = 0;
-    npd_requests_count(d, &active, &queued);
-    if (active + queued >= d->cfg->max_running + d->cfg->max_queued) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_BUSY, "the queue is full (%u running, %u waiting)", active,
-                    queued);
-        return FALSE;
-    }
-    if (c->outstanding >= d->cfg->max_per_client) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_BUSY, "too many unfinished requests from this client (limit %u)",
-                    d->cfg->max_per_client);
-        return FALSE;
-    }
-    return npd_user_admit_request(d, c, error);
-}
-
-static void submit_request(PendingCall *p)
-{
-    NpdDaemon *d = p->daemon;
-    g_autoptr(GError) error = NULL;
-    if (!npd_manager_check_capacity(d, p->client, &error)) {
-        g_dbus_method_invocation_return_gerror(p->invocation, error);
-        return;
-    }
-    g_autofree gchar *node = NULL;
-    if (p->opts.handle_token != NULL) {
-        node = npp_request_node_for_token(p->client->name, p->opts.handle_token);
-        if (g_hash_table_contains(d->request_nodes, node)) {
-            g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                                                          "handle_token: already in use by another request");
-            return;
-        }
-    }
-    gboolean complete = p->complete;
-    NpdRequest *r = npd_request_new(d, p->client, node, p->model_name, complete ? p->invocation : NULL);
-
-    NpdJob *job = g_new0(NpdJob, 1);
-    job->id = r->id;
-    job->model_name = g_strdup(p->model_name);
-    job->model_path = g_strdup(p->model_path);
-    job->raw = p->opts.raw;
-    job->prompt = g_steal_pointer(&p->prompt);
-    job->messages = g_steal_pointer(&p->messages);
-    job->sampling = p->opts.sampling;
-    if (!p->opts.seed_given)
-        job->sampling.seed = ((guint64)g_random_int() << 32) | g_random_int();
-    job->max_tokens = p->opts.max_tokens;
-    job->stop = g_steal_pointer(&p->opts.stop);
-    job->priority = p->opts.priority;
-    job->images = g_steal_pointer(&p->images);
-    job->uid = p->client->uid;
-    job->think = p->opts.think;
-    job->grammar = g_steal_pointer(&p->opts.grammar);
-    if (p->opts.tool_choice == NULL || strcmp(p->opts.tool_choice, "none") != 0) {
-        /* none: the tools are not offered at all */
-        job->tools = g_steal_pointer(&p->opts.tools);
-        job->tool_choice = g_steal_pointer(&p->opts.tool_choice);
-    }
-    g_debug("request %" G_GUINT64_FORMAT " from %s: model %s, %s", r->id, p->client->name, p->model_name,
-            r->path ? r->path : "Complete");
-    npd_worker_submit(d->worker, job);
-
-    if (!complete)
-        g_dbus_method_invocation_return_value(p->invocation, g_variant_new("(o)", r->path));
-    npd_manager_announce(d);
-    npd_daemon_activity_changed(d);
-}
-
-static void read_next_image(PendingCall *p);
-
-static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
-{
-    PendingCall *p = data;
-    GError *error = NULL;
-    NpdImagePixels *px = npd_image_input_read_finish(res, &error);
-    if (px != NULL)
-        g_ptr_array_add(p->images, px);
-    if (px == NULL) {
-        if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-            g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
-                                                          "caller disconnected");
-        else
-            g_dbus_method_invocation_return_gerror(p->invocation, error);
-        g_error_free(error);
-    } else if (p->client->gone) {
-        g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
-                                                      "caller disconnected");
-    } else if (p->images->len < p->image_src->len) {
-        read_next_image(p);
-        return; /* kept */
-    } else {
-        submit_request(p);
-    }
-    pending_free(p);
-}
-
-/* The next image of the call (the pixels of those before are kept: the
- * call holds one image slot, whatever its number of images). */
-static void read_next_image(PendingCall *p)
-{
-    NpdImageSource *src = g_steal_pointer(&p->image_src->pdata[p->images->len]);
-    npd_image_input_read_async(src, p->mmproj_path, p->daemon->image_budget, IMAGE_READ_TIMEOUT_S,
-                               p->client->cancellable, image_read_cb, p);
-}
-
-/* Once authorized: reads, decodes and preprocesses the images off the main
- * loop and the engine thread, then submits (answered from image_read_cb);
- * the reads stop when the caller leaves. Without images, submits now. */
-static gboolean run_submit(PendingCall *p)
-{
-    if (p->image_src == NULL || p->image_src->len == 0) {
-        submit_request(p);
-        return FALSE;
-    }
-    p->images = g_ptr_array_new_with_free_func((GDestroyNotify)npd_image_pixels_free);
-    read_next_image(p);
-    return TRUE;
-}
-
 /* LoadModel, UnloadModel: answered from npd_manager_handle_command_done. */
 static gboolean run_load(PendingCall *p)
 {
-    npd_worker_load(p->daemon->worker, p->model_name, p->model_path, p->invocation);
+    npd_worker_load(p->daemon->worker, p->model_name, p->model_path, p->projector_path, p->invocation);
     return FALSE;
 }
 
@@ -249,233 +62,12 @@ static gboolean run_forget_cache(PendingCall *p)
 static gboolean run_set_idle_timeout(PendingCall *p)
 {
     NpdDaemon *d = p->daemon;
-    d->idle_timeout = p->idle_timeout;
+    d->manager->idle_timeout = p->idle_timeout;
     npd_worker_set_idle_timeout(d->worker, p->idle_timeout);
     g_message("IdleTimeout set to %u s by %s", p->idle_timeout, p->client->name);
     g_dbus_method_invocation_return_value(p->invocation, NULL);
-    npd_manager_announce(d);
+    npd_manager_announce(d->manager);
     return FALSE;
-}
-
-static void authorized_cb(GError *error, gpointer data)
-{
-    PendingCall *p = data;
-    if (error != NULL) {
-        g_dbus_method_invocation_return_gerror(p->invocation, error);
-    } else if (p->client->gone) {
-        /* The caller left while polkit was thinking: nothing to run. */
-        g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
-                                                      "caller disconnected");
-    } else if (p->method->run(p)) {
-        return; /* kept */
-    }
-    pending_free(p);
-}
-
-/* Takes ownership of the invocation and of p on every path. */
-static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p)
-{
-    p->invocation = inv;
-    /* p counts itself: the limits compare what was there before it */
-    p->client->pending_calls--;
-    g_autoptr(GError) error = NULL;
-    if (p->client->pending_calls >= d->cfg->max_per_client)
-        g_set_error_literal(&error, NPD_ERROR, NPD_ERROR_BUSY,
-                            "too many calls from this client waiting for authorization");
-    else if (npd_user_admit_call(d, p->client, &error) && p->method->makes_request)
-        /* checked again when the request is made; failing early spares
-         * polkit and the image read */
-        npd_user_admit_request(d, p->client, &error);
-    p->client->pending_calls++;
-    if (error != NULL) {
-        g_dbus_method_invocation_return_gerror(inv, error);
-        pending_free(p);
-        return;
-    }
-    npd_authorizer_check(d->authorizer, inv, p->method->action, authorized_cb, p);
-}
-
-/* Resolves the model (option or default) and checks max_tokens against
- * its context length. */
-static gboolean resolve_model(NpdDaemon *d, PendingCall *p, GError **error)
-{
-    const char *name = p->opts.model != NULL ? p->opts.model : default_model_name(d);
-    if (name == NULL) {
-        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_NO_SUCH_MODEL, "no usable models are installed");
-        return FALSE;
-    }
-    const NpdModelEntry *e = npd_model_catalog_lookup(d->catalog, name, error);
-    if (e == NULL || !npd_model_check_generates(e, error))
-        return FALSE;
-    guint32 ctx = e->context_length != 0 ? MIN(e->context_length, d->cfg->max_context) : d->cfg->max_context;
-    if (p->opts.max_tokens >= ctx) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                    "max_tokens: %u does not fit the context of %u tokens of model '%s'", p->opts.max_tokens, ctx,
-                    e->name);
-        return FALSE;
-    }
-    p->model_name = g_strdup(e->name);
-    p->model_path = g_strdup(e->path);
-    return TRUE;
-}
-
-/* The system option becomes a message of the same prompt: it counts. */
-static gboolean check_prompt(NpdDaemon *d, gsize len, const NpdRequestOptions *opts, GError **error)
-{
-    gsize total = len + (opts->system != NULL ? strlen(opts->system) : 0);
-    if (total > d->cfg->max_prompt_bytes) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                    "prompt: %zu bytes (with the system option) exceeds the limit of %zu", total,
-                    d->cfg->max_prompt_bytes);
-        return FALSE;
-    }
-    return TRUE;
-}
-
-static NpdChatMessage *chat_message_new(const char *role, const char *content)
-{
-    NpdChatMessage *m = g_new0(NpdChatMessage, 1);
-    m->role = g_strdup(role);
-    m->content = g_strdup(content);
-    return m;
-}
-
-/* Generate and Complete: one user turn (or a raw prompt). */
-static gboolean prepare_single_turn(NpdDaemon *d, PendingCall *p, GVariant *params, NpdCallKind kind,
-                                    GError **error)
-{
-    const char *prompt = NULL;
-    gsize len = 0;
-    g_autoptr(GVariant) options = NULL;
-    g_autoptr(GVariant) prompt_v = g_variant_get_child_value(params, 0);
-    prompt = g_variant_get_string(prompt_v, &len);
-    options = g_variant_get_child_value(params, 1);
-    if (!npd_request_options_parse(options, kind, d->cfg, &p->opts, error) || !check_prompt(d, len, &p->opts, error))
-        return FALSE;
-    if (!resolve_model(d, p, error))
-        return FALSE;
-    if (p->opts.raw) {
-        p->prompt = g_strdup(prompt);
-        return TRUE;
-    }
-    p->messages = g_ptr_array_new_with_free_func((GDestroyNotify)npd_chat_message_free);
-    if (p->opts.system != NULL)
-        g_ptr_array_add(p->messages, chat_message_new("system", p->opts.system));
-    g_ptr_array_add(p->messages, chat_message_new("user", prompt));
-    return TRUE;
-}
-
-static gboolean prepare_generate(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
-                                 GError **error)
-{
-    return prepare_single_turn(d, p, params, NPD_CALL_GENERATE, error);
-}
-
-static gboolean prepare_complete(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
-                                 GError **error)
-{
-    p->complete = TRUE;
-    return prepare_single_turn(d, p, params, NPD_CALL_COMPLETE, error);
-}
-
-/* The model must have a vision projector beside it (NAME.mmproj.gguf). */
-static gboolean check_vision(NpdDaemon *d, PendingCall *p, GError **error)
-{
-    const NpdModelEntry *e = npd_model_catalog_lookup(d->catalog, p->model_name, error);
-    if (e == NULL)
-        return FALSE;
-    if (!e->vision) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_NOT_SUPPORTED,
-                    "model '%s' has no vision projector (none of its folder matches it)", e->name);
-        return FALSE;
-    }
-    p->mmproj_path = g_strdup(e->projector);
-    return TRUE;
-}
-
-/* Once their filesystems are known not to stall: the images'
- * descriptors checked and made the daemon's own (image-input.c), then the
- * model's projector. */
-static gboolean images_checked(PendingCall *p, GError **error)
-{
-    p->image_src = g_ptr_array_new_with_free_func((GDestroyNotify)npd_image_source_free);
-    gboolean ok = TRUE;
-    for (guint i = 0; i < p->unchecked_fds->len; i++) {
-        /* each takes its descriptor, also after a failure */
-        int fd = g_array_index(p->unchecked_fds, int, i);
-        g_array_index(p->unchecked_fds, int, i) = -1;
-        NpdImageSource *src = npd_image_source_new(fd, p->daemon->cfg->max_image_bytes, ok ? error : NULL);
-        ok = ok && src != NULL;
-        g_ptr_array_add(p->image_src, src);
-    }
-    /* after the descriptors, as before they were checked off the main thread */
-    return ok && check_vision(p->daemon, p, error);
-}
-
-/* The images: a slot of the image budget first (Busy when the user or
- * everyone has too many images in flight), then the descriptors the
- * handles name, checked once their filesystems are (images_checked). */
-static gboolean take_images(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, const gint32 *handles, guint n,
-                            GError **error)
-{
-    if (!npd_user_admit_image(d, p->client, error))
-        return FALSE;
-    p->image_slot = TRUE;
-    g_autofree int *fds = g_new(int, n);
-    if (!npd_call_fds_take(inv, handles, n, fds, error))
-        return FALSE;
-    npd_pending_call_take_fds(p, fds, n, images_checked);
-    return TRUE;
-}
-
-static gboolean prepare_chat(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p, GVariant *params,
-                             GError **error)
-{
-    g_autoptr(GVariant) messages = g_variant_get_child_value(params, 0);
-    g_autoptr(GVariant) options = g_variant_get_child_value(params, 1);
-    if (!npd_request_options_parse(options, NPD_CALL_CHAT, d->cfg, &p->opts, error))
-        return FALSE;
-    gsize system_bytes = p->opts.system != NULL ? strlen(p->opts.system) : 0;
-    g_autoptr(GArray) handles = g_array_new(FALSE, FALSE, sizeof(gint32));
-    p->messages = npd_chat_messages_parse(messages, system_bytes, d->cfg, handles, error);
-    if (p->messages == NULL)
-        return FALSE;
-    if (handles->len > 0 && !take_images(d, inv, p, (const gint32 *)(gpointer)handles->data, handles->len, error))
-        return FALSE;
-    if (p->opts.system != NULL) {
-        const NpdChatMessage *first = p->messages->pdata[0];
-        if (strcmp(first->role, "system") == 0) {
-            g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                                "system: the conversation already starts with a system message");
-            return FALSE;
-        }
-        g_ptr_array_insert(p->messages, 0, chat_message_new("system", p->opts.system));
-    }
-    return resolve_model(d, p, error); /* with images: check_vision in images_checked */
-}
-
-/* One user turn: the image, then the prompt (a default one when empty). */
-static gboolean prepare_describe_image(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p,
-                                       GVariant *params, GError **error)
-{
-    gsize len = 0;
-    g_autoptr(GVariant) prompt_v = g_variant_get_child_value(params, 1);
-    g_autoptr(GVariant) options = g_variant_get_child_value(params, 2);
-    const char *prompt = g_variant_get_string(prompt_v, &len);
-    gint32 handle = -1;
-    g_variant_get_child(params, 0, "h", &handle);
-    if (!take_images(d, inv, p, &handle, 1, error) ||
-        !npd_request_options_parse(options, NPD_CALL_DESCRIBE_IMAGE, d->cfg, &p->opts, error) ||
-        !check_prompt(d, len, &p->opts, error) ||
-        !resolve_model(d, p, error)) /* check_vision in images_checked */
-        return FALSE;
-    p->messages = g_ptr_array_new_with_free_func((GDestroyNotify)npd_chat_message_free);
-    if (p->opts.system != NULL)
-        g_ptr_array_add(p->messages, chat_message_new("system", p->opts.system));
-    NpdChatMessage *m = chat_message_new("user", len > 0 ? prompt : DEFAULT_IMAGE_PROMPT);
-    m->n_images = 1;
-    g_ptr_array_add(p->messages, m);
-    return TRUE;
 }
 
 /* ---- other methods ------------------------------------------------------ */
@@ -527,6 +119,7 @@ static gboolean prepare_model_op(NpdDaemon *d, PendingCall *p, GVariant *params,
     g_clear_error(error);
     p->model_name = g_strdup(name);
     p->model_path = e != NULL ? g_strdup(e->path) : NULL;
+    p->projector_path = e != NULL ? g_strdup(e->projector) : NULL;
     return TRUE;
 }
 
@@ -551,10 +144,10 @@ static gboolean prepare_forget_cache(NpdDaemon *d, GDBusMethodInvocation *inv, P
 /* ---- the method table: method -> polkit action -> handlers -------------- */
 
 static const NpdManagerMethod manager_methods[] = {
-    {"Generate", NPD_ACTION_GENERATE, prepare_generate, run_submit, NULL, TRUE},
-    {"Chat", NPD_ACTION_GENERATE, prepare_chat, run_submit, NULL, TRUE},
-    {"Complete", NPD_ACTION_GENERATE, prepare_complete, run_submit, NULL, TRUE},
-    {"DescribeImage", NPD_ACTION_DESCRIBE_IMAGE, prepare_describe_image, run_submit, NULL, TRUE},
+    {"Generate", NPD_ACTION_GENERATE, npd_generate_prepare, npd_request_method_run, NULL, TRUE},
+    {"Chat", NPD_ACTION_GENERATE, npd_chat_prepare, npd_request_method_run, NULL, TRUE},
+    {"Complete", NPD_ACTION_GENERATE, npd_complete_prepare, npd_request_method_run, NULL, TRUE},
+    {"DescribeImage", NPD_ACTION_DESCRIBE_IMAGE, npd_describe_image_prepare, npd_request_method_run, NULL, TRUE},
     {"ListModels", NULL, NULL, NULL, list_models, FALSE},
     {"LoadModel", NPD_ACTION_MANAGE, prepare_load, run_load, NULL, FALSE},
     {"UnloadModel", NPD_ACTION_MANAGE, prepare_unload, run_unload, NULL, FALSE},
@@ -566,50 +159,52 @@ static const NpdManagerMethod manager_methods[] = {
 
 /* ---- the property table: property -> getter -> emits-changed ------------ */
 
-static GVariant *get_version(NpdDaemon *d)
+static GVariant *get_version(NpdManager *m)
 {
     return g_variant_new_string(NPD_VERSION);
 }
 
-static GVariant *get_device(NpdDaemon *d)
+static GVariant *get_device(NpdManager *m)
 {
+    NpdDaemon *d = m->daemon;
     return g_variant_new_string(d->device);
 }
 
-static GVariant *get_device_status(NpdDaemon *d)
+static GVariant *get_device_status(NpdManager *m)
 {
+    NpdDaemon *d = m->daemon;
     return g_variant_new_string(d->device_status);
 }
 
-static GVariant *get_default_model(NpdDaemon *d)
+static GVariant *get_default_model(NpdManager *m)
 {
-    const char *name = default_model_name(d);
+    NpdDaemon *d = m->daemon;
+    const char *name = npd_default_model_name(d);
     return g_variant_new_string(name != NULL ? name : "");
 }
 
-static GVariant *get_loaded_models(NpdDaemon *d)
+static GVariant *get_loaded_models(NpdManager *m)
 {
+    NpdDaemon *d = m->daemon;
     const gchar *const empty[] = {NULL};
     return g_variant_new_strv(d->loaded_models ? (const gchar *const *)d->loaded_models : empty, -1);
 }
 
-static GVariant *get_active_requests(NpdDaemon *d)
+static GVariant *get_active_requests(NpdManager *m)
 {
-    guint active = 0, queued = 0;
-    npd_requests_count(d, &active, &queued);
-    return g_variant_new_uint32(active);
+    NpdDaemon *d = m->daemon;
+    return g_variant_new_uint32(npd_requests_active(d->requests));
 }
 
-static GVariant *get_queued_requests(NpdDaemon *d)
+static GVariant *get_queued_requests(NpdManager *m)
 {
-    guint active = 0, queued = 0;
-    npd_requests_count(d, &active, &queued);
-    return g_variant_new_uint32(queued);
+    NpdDaemon *d = m->daemon;
+    return g_variant_new_uint32(npd_requests_queued(d->requests));
 }
 
-static GVariant *get_idle_timeout(NpdDaemon *d)
+static GVariant *get_idle_timeout(NpdManager *m)
 {
-    return g_variant_new_uint32(d->idle_timeout);
+    return g_variant_new_uint32(m->idle_timeout);
 }
 
 static gboolean prepare_set_idle_timeout(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p,
@@ -626,7 +221,7 @@ static gboolean prepare_set_idle_timeout(NpdDaemon *d, GDBusMethodInvocation *in
 
 typedef struct {
     const char *name;
-    GVariant *(*get)(NpdDaemon *d);
+    GVariant *(*get)(NpdManager *m);
     gboolean emits_changed; /* announced through PropertiesChanged */
     /* writable: setting is a method call (Properties.Set) of its own */
     NpdManagerMethod set;
@@ -644,7 +239,7 @@ static const ManagerProperty manager_properties[] = {
      {"IdleTimeout", NPD_ACTION_MANAGE, prepare_set_idle_timeout, run_set_idle_timeout, NULL, FALSE}},
 };
 
-G_STATIC_ASSERT(G_N_ELEMENTS(manager_properties) <= NPD_MANAGER_MAX_PROPERTIES);
+G_STATIC_ASSERT(G_N_ELEMENTS(manager_properties) <= MANAGER_MAX_PROPERTIES);
 
 static const ManagerProperty *find_property(const char *name)
 {
@@ -662,70 +257,6 @@ static const NpdManagerMethod *find_method(const char *name)
     return NULL;
 }
 
-static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data)
-{
-    PendingCall *p = data;
-    g_autoptr(GError) error = NULL;
-    g_autofree int *fds = npd_fd_filesystem_check_finish(res, &error);
-    if (fds != NULL)
-        memcpy(p->unchecked_fds->data, fds, p->unchecked_fds->len * sizeof(int));
-    if (fds == NULL || !p->fds_checked(p, &error)) {
-        g_dbus_method_invocation_return_gerror(p->invocation, error);
-        pending_free(p);
-        return;
-    }
-    authorize_then(p->daemon, p->invocation, p);
-}
-
-/* After prepare and its schemas: the descriptors' filesystems, then polkit. */
-static void check_fds_then_authorize(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p)
-{
-    if (p->unchecked_fds != NULL) {
-        p->invocation = inv;
-        npd_fd_filesystem_check_async((int *)(gpointer)p->unchecked_fds->data, p->unchecked_fds->len,
-                                      p->client->uid, fds_checked_cb, p);
-        return;
-    }
-    authorize_then(d, inv, p);
-}
-
-static void schemas_compiled_cb(GObject *source, GAsyncResult *res, gpointer data)
-{
-    (void)source;
-    PendingCall *p = data;
-    g_autoptr(GError) error = NULL;
-    if (!npd_schemas_compile_finish(&p->opts, res, &error)) {
-        g_dbus_method_invocation_return_gerror(p->invocation, error);
-        pending_free(p);
-        return;
-    }
-    check_fds_then_authorize(p->daemon, p->invocation, p);
-}
-
-/* Validates (prepare), compiles the options' schemas and checks the
- * filesystems of the descriptors it took off the main thread, then
- * polkit, then run; or reply for the methods that need no authorization. */
-static void dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m, GVariant *params)
-{
-    if (m->action == NULL) {
-        g_dbus_method_invocation_return_value(inv, m->reply(d));
-        return;
-    }
-    g_autoptr(GError) error = NULL;
-    PendingCall *p = pending_new(d, inv, m);
-    if (!m->prepare(d, inv, p, params, &error)) {
-        g_dbus_method_invocation_return_gerror(inv, error);
-        pending_free(p);
-        return;
-    }
-    if (npd_schemas_pending(&p->opts)) {
-        p->invocation = inv;
-        npd_schemas_compile_async(&p->opts, schemas_compiled_cb, p);
-        return;
-    }
-    check_fds_then_authorize(d, inv, p);
-}
-
 static void handle_set_property(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *params)
 {
     const char *iface = NULL, *name = NULL;
@@ -738,7 +269,7 @@ static void handle_set_property(NpdDaemon *d, GDBusMethodInvocation *inv, GVaria
         return;
     }
     /* the value is the parameter the setter's prepare sees */
-    dispatch(d, inv, &prop->set, value);
+    npd_manager_call_dispatch(d, inv, &prop->set, value);
 }
 
 static void manager_method_call(GDBusConnection *bus, const char *sender, const char *path, const char *iface,
@@ -764,7 +295,7 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
                                               method);
         return;
     }
-    dispatch(d, inv, m, params);
+    npd_manager_call_dispatch(d, inv, m, params);
 }
 
 static GVariant *manager_get_property(GDBusConnection *bus, const char *sender, const char *path,
@@ -775,7 +306,7 @@ static GVariant *manager_get_property(GDBusConnection *bus, const char *sender, 
         g_set_error(error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", name);
         return NULL;
     }
-    return prop->get(data);
+    return prop->get(((NpdDaemon *)data)->manager);
 }
 
 /* set_property is NULL so that Properties.Set reaches method_call, where
@@ -786,7 +317,7 @@ static const GDBusInterfaceVTable manager_vtable = {
     .set_property = NULL,
 };
 
-void npd_manager_handle_command_done(NpdDaemon *d, const NpdEvent *ev)
+void npd_manager_handle_command_done(const NpdEvent *ev)
 {
     GDBusMethodInvocation *inv = ev->tag;
     if (ev->error != NULL)
@@ -795,8 +326,11 @@ void npd_manager_handle_command_done(NpdDaemon *d, const NpdEvent *ev)
         g_dbus_method_invocation_return_value(inv, NULL);
 }
 
-void npd_manager_announce(NpdDaemon *d)
+void npd_manager_announce(NpdManager *m)
 {
+    if (m == NULL)
+        return; /* not exported (startup failed) */
+    NpdDaemon *d = m->daemon;
     GVariantBuilder changed;
     g_variant_builder_init(&changed, G_VARIANT_TYPE_VARDICT);
     gboolean any = FALSE;
@@ -804,8 +338,8 @@ void npd_manager_announce(NpdDaemon *d)
         const ManagerProperty *prop = &manager_properties[i];
         if (!prop->emits_changed)
             continue;
-        g_autoptr(GVariant) value = g_variant_ref_sink(prop->get(d));
-        GVariant **last = &d->announced[i];
+        g_autoptr(GVariant) value = g_variant_ref_sink(prop->get(m));
+        GVariant **last = &m->announced[i];
         if (*last != NULL && g_variant_equal(*last, value))
             continue;
         g_clear_pointer(last, g_variant_unref);
@@ -822,22 +356,27 @@ void npd_manager_announce(NpdDaemon *d)
                                   g_variant_new("(sa{sv}as)", NPD_MANAGER_IFACE, &changed, NULL), NULL);
 }
 
-gboolean npd_manager_register(NpdDaemon *d, GError **error)
+NpdManager *npd_manager_new(NpdDaemon *d, GError **error)
 {
+    g_autoptr(NpdManager) m = g_new0(NpdManager, 1);
+    m->daemon = d;
+    m->idle_timeout = d->cfg->idle_timeout;
     /* Start from the values clients read: only changes are announced. */
     for (guint i = 0; i < G_N_ELEMENTS(manager_properties); i++)
         if (manager_properties[i].emits_changed)
-            d->announced[i] = g_variant_ref_sink(manager_properties[i].get(d));
-    d->manager_reg_id = g_dbus_connection_register_object(d->bus, NPD_MANAGER_PATH, d->manager_info,
-                                                          &manager_vtable, d, NULL, error);
-    return d->manager_reg_id != 0;
+            m->announced[i] = g_variant_ref_sink(manager_properties[i].get(m));
+    m->reg_id = g_dbus_connection_register_object(d->bus, NPD_MANAGER_PATH, d->manager_info, &manager_vtable, d,
+                                                  NULL, error);
+    return m->reg_id != 0 ? g_steal_pointer(&m) : NULL;
 }
 
-void npd_manager_unregister(NpdDaemon *d)
+void npd_manager_free(NpdManager *m)
 {
-    if (d->manager_reg_id != 0)
-        g_dbus_connection_unregister_object(d->bus, d->manager_reg_id);
-    d->manager_reg_id = 0;
-    for (guint i = 0; i < G_N_ELEMENTS(d->announced); i++)
-        g_clear_pointer(&d->announced[i], g_variant_unref);
+    if (m == NULL)
+        return;
+    if (m->reg_id != 0)
+        g_dbus_connection_unregister_object(m->daemon->bus, m->reg_id);
+    for (guint i = 0; i < G_N_ELEMENTS(m->announced); i++)
+        g_clear_pointer(&m->announced[i], g_variant_unref);
+    g_free(m);
 }

@@ -36,10 +36,6 @@ struct NpdModelCatalog {
     gpointer changed_data;
 };
 
-/* model path -> projector path of the latest scan, for the worker thread */
-static GMutex pairing_lock;
-static GHashTable *pairing;
-
 static void probe_free(Probe *p)
 {
     g_free(p->error);
@@ -423,30 +419,6 @@ static gboolean free_retired(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-static void publish_pairings(GPtrArray *entries)
-{
-    GHashTable *t = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    for (guint i = 0; i < entries->len; i++) {
-        const NpdModelEntry *e = entries->pdata[i];
-        if (e->projector != NULL)
-            g_hash_table_replace(t, g_strdup(e->path), g_strdup(e->projector));
-    }
-    g_mutex_lock(&pairing_lock);
-    GHashTable *old = pairing;
-    pairing = t;
-    g_mutex_unlock(&pairing_lock);
-    if (old != NULL)
-        g_hash_table_destroy(old);
-}
-
-gchar *npd_model_projector_for(const char *model_path)
-{
-    g_mutex_lock(&pairing_lock);
-    gchar *p = pairing != NULL ? g_strdup(g_hash_table_lookup(pairing, model_path)) : NULL;
-    g_mutex_unlock(&pairing_lock);
-    return p;
-}
-
 static void scan(NpdModelCatalog *cat)
 {
     Scan s = {cat, g_ptr_array_new_with_free_func((GDestroyNotify)entry_free),
@@ -476,7 +448,6 @@ static void scan(NpdModelCatalog *cat)
         cat->retire_id = g_idle_add(free_retired, cat);
     cat->entries = s.entries;
     cat->scanned = TRUE;
-    publish_pairings(cat->entries);
     if (changed && cat->changed != NULL)
         cat->changed(cat->changed_data);
 }

@@ -16,7 +16,7 @@
  * definite verdicts are cached, a transient failure (EMFILE, ENOMEM...) is
  * retried on the next scan. Every call rescans the roots.
  *
- * Main thread only, except npd_model_projector_for. Entries returned are
+ * Main thread only. Entries returned are
  * owned by the catalog and stay valid until the main loop runs again. */
 #ifndef NPD_MODEL_CATALOG_H
 #define NPD_MODEL_CATALOG_H
@@ -54,6 +54,7 @@ typedef void (*NpdModelCatalogChanged)(gpointer user_data);
 
 NpdModelCatalog *npd_model_catalog_new(const gchar *const *dirs);
 void npd_model_catalog_free(NpdModelCatalog *cat);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdModelCatalog, npd_model_catalog_free)
 void npd_model_catalog_set_changed_func(NpdModelCatalog *cat, NpdModelCatalogChanged func, gpointer user_data);
 
 /* All models, supported or not, sorted by name; the first root wins for
@@ -93,9 +94,5 @@ const NpdModelEntry *npd_model_catalog_lookup(NpdModelCatalog *cat, const char *
  * projector whose type is the model's architecture and whose width is the
  * model's embedding length. */
 gboolean npd_model_projector_fits(const npl_model_facts *model, const npl_model_facts *proj);
-
-/* The projector paired with the model file at model_path by the latest
- * scan, or NULL (free it). Thread-safe: the engine worker asks it. */
-gchar *npd_model_projector_for(const char *model_path);
 
 #endif

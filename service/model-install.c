@@ -61,10 +61,8 @@ static void job_free(Job *j)
         g_free(j->parts[i].target);
         g_free(j->parts[i].tmp);
     }
-    if (j->call != NULL) {
+    if (j->call != NULL)
         npd_pending_call_free(j->call);
-        npd_daemon_activity_changed(j->daemon);
-    }
     g_free(j->caller);
     g_free(j->name);
     g_free(j->dir);
@@ -367,7 +365,6 @@ gboolean npd_model_add_run(NpdPendingCall *p)
     g_task_set_task_data(task, j, NULL);
     g_task_run_in_thread(task, install_thread);
     g_object_unref(task);
-    npd_daemon_activity_changed(d);
     return TRUE; /* kept by the job until the copy ends */
 }
 

@@ -19,43 +19,37 @@ static void daemon_quit(NpdDaemon *d, int status)
     g_main_loop_quit(d->loop);
 }
 
-static guint total_pending_calls(NpdDaemon *d)
-{
-    guint n = 0;
-    GHashTableIter it;
-    gpointer value;
-    g_hash_table_iter_init(&it, d->clients);
-    while (g_hash_table_iter_next(&it, NULL, &value))
-        n += ((NpdClient *)value)->pending_calls;
-    return n;
-}
-
-static gboolean exit_on_idle_cb(gpointer data)
+/* --exit-on-idle: nothing held the idle tracker for that long. */
+static void idle_timeout_cb(gpointer data)
 {
     NpdDaemon *d = data;
-    d->exit_timer_id = 0;
     g_message("idle for %u s, exiting (D-Bus activation restarts npullmd on demand)", d->cfg->exit_on_idle);
     daemon_quit(d, 0);
-    return G_SOURCE_REMOVE;
 }
 
-void npd_daemon_activity_changed(NpdDaemon *d)
+/* systemd's status line for the service. */
+static void update_status(NpdDaemon *d)
 {
-    guint active = 0, queued = 0;
-    npd_requests_count(d, &active, &queued);
     guint n_loaded = d->loaded_models != NULL ? g_strv_length(d->loaded_models) : 0;
     g_autofree gchar *models = n_loaded > 0 ? g_strjoinv(", ", d->loaded_models) : g_strdup("none");
-    g_autofree gchar *status = g_strdup_printf("%u running, %u queued; loaded models: %s", active, queued, models);
+    g_autofree gchar *status = g_strdup_printf("%u running, %u queued; loaded models: %s",
+                                               npd_requests_active(d->requests), npd_requests_queued(d->requests),
+                                               models);
     npd_notify_status(status);
+}
 
-    if (d->cfg->exit_on_idle == 0)
-        return;
-    gboolean busy = active > 0 || queued > 0 || n_loaded > 0 || total_pending_calls(d) > 0;
-    if (busy && d->exit_timer_id != 0) {
-        g_source_remove(d->exit_timer_id);
-        d->exit_timer_id = 0;
-    } else if (!busy && d->exit_timer_id == 0) {
-        d->exit_timer_id = g_timeout_add_seconds(d->cfg->exit_on_idle, exit_on_idle_cb, d);
+/* A loaded model keeps the daemon from idling (it unloads after its own
+ * IdleTimeout). */
+static void set_loaded_models(NpdDaemon *d, gchar **names)
+{
+    g_strfreev(d->loaded_models);
+    d->loaded_models = g_strdupv(names);
+    gboolean any = d->loaded_models != NULL && d->loaded_models[0] != NULL;
+    if (any && d->models_idle_token == 0)
+        d->models_idle_token = npd_idle_inhibit(d->idle, "a loaded model");
+    else if (!any && d->models_idle_token != 0) {
+        npd_idle_uninhibit(d->idle, d->models_idle_token);
+        d->models_idle_token = 0;
     }
 }
 
@@ -64,25 +58,24 @@ static void on_worker_event(const NpdEvent *ev, gpointer data)
     NpdDaemon *d = data;
     switch (ev->kind) {
     case NPD_EVENT_MODELS:
-        g_strfreev(d->loaded_models);
-        d->loaded_models = g_strdupv(ev->loaded_models);
-        npd_manager_announce(d);
+        set_loaded_models(d, ev->loaded_models);
+        npd_manager_announce(d->manager);
         break;
     case NPD_EVENT_COMMAND_DONE:
-        npd_manager_handle_command_done(d, ev);
+        npd_manager_handle_command_done(ev);
         break;
     case NPD_EVENT_STATE:
     case NPD_EVENT_TEXT:
     case NPD_EVENT_THINKING:
     case NPD_EVENT_TOOL_CALL:
     case NPD_EVENT_FINISHED:
-        npd_requests_handle_event(d, ev);
+        npd_request_objects_handle_event(d, ev);
         if (ev->kind == NPD_EVENT_TEXT || ev->kind == NPD_EVENT_THINKING || ev->kind == NPD_EVENT_TOOL_CALL)
             return;
-        npd_manager_announce(d);
+        npd_manager_announce(d->manager);
         break;
     }
-    npd_daemon_activity_changed(d);
+    update_status(d);
 }
 
 /* The catalog's list changed (found on a rescan): clients refresh theirs. */
@@ -99,7 +92,7 @@ static void name_acquired_cb(GDBusConnection *bus, const char *name, gpointer da
     g_message("serving %s on the %s bus (device %s)", name, d->cfg->session_bus ? "session" : "system",
               d->device);
     npd_notify_ready("ready");
-    npd_daemon_activity_changed(d);
+    update_status(d);
 }
 
 static void name_lost_cb(GDBusConnection *bus, const char *name, gpointer data)
@@ -167,13 +160,6 @@ static gboolean load_interfaces(NpdDaemon *d, GError **error)
     return TRUE;
 }
 
-static void destroy_all_requests(NpdDaemon *d)
-{
-    g_autoptr(GList) requests = g_hash_table_get_values(d->requests);
-    for (GList *l = requests; l != NULL; l = l->next)
-        npd_request_destroy(l->data);
-}
-
 static int run(NpdDaemon *d)
 {
     g_autoptr(GError) error = NULL;
@@ -194,10 +180,7 @@ static int run(NpdDaemon *d)
     d->catalog = npd_model_catalog_new((const gchar *const *)d->cfg->model_dirs);
     npd_model_catalog_set_changed_func(d->catalog, models_changed_cb, d);
     npd_model_install_sweep(d);
-    d->clients = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)npd_client_unref);
-    d->requests = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, NULL);
-    d->request_nodes = g_hash_table_new(g_str_hash, g_str_equal);
-    d->idle_timeout = d->cfg->idle_timeout;
+    d->idle = npd_idle_new(d->cfg->exit_on_idle, idle_timeout_cb, d);
     d->authorizer = npd_authorizer_new(!d->cfg->session_bus, d->cfg->auth_timeout);
     d->image_budget = npd_image_budget_new(d->cfg->max_images_in_flight, d->cfg->max_image_memory);
     /* systemd may list several directories, colon-separated: the first. */
@@ -217,9 +200,13 @@ static int run(NpdDaemon *d)
         .kv_cache_bytes = npd_kv_cache_budget(d->cfg),
     };
     d->worker = npd_worker_new(&wcfg, g_main_context_default(), on_worker_event, d);
+    /* before any client can call */
+    d->clients = npd_clients_new(d->bus);
+    d->requests = npd_requests_new(d, d->worker, d->idle);
+    d->admission = npd_admission_new(d->cfg, d->clients, d->requests, d->image_budget);
 
-    if (!npd_clients_watch(d, &error) || !npd_requests_register(d, &error) || !npd_manager_register(d, &error)) {
-        g_printerr("npullmd: cannot export objects: %s\n", error ? error->message : "signal subscription failed");
+    if (!npd_request_objects_register(d, &error) || (d->manager = npd_manager_new(d, &error)) == NULL) {
+        g_printerr("npullmd: cannot export objects: %s\n", error->message);
         d->exit_status = 1;
     } else {
         if (d->cfg->session_bus)
@@ -229,7 +216,8 @@ static int run(NpdDaemon *d)
         guint sigterm = g_unix_signal_add(SIGTERM, signal_cb, d);
         guint sigint = g_unix_signal_add(SIGINT, signal_cb, d);
         guint watchdog = npd_notify_start_watchdog();
-        npd_daemon_activity_changed(d);
+        update_status(d);
+        npd_idle_start(d->idle);
 
         g_main_loop_run(d->loop);
 
@@ -241,23 +229,20 @@ static int run(NpdDaemon *d)
         g_bus_unown_name(d->own_name_id);
     }
 
-    destroy_all_requests(d);
-    if (d->exit_timer_id != 0)
-        g_source_remove(d->exit_timer_id);
-    npd_manager_unregister(d);
+    npd_requests_free(d->requests);
+    d->requests = NULL;
+    g_clear_pointer(&d->manager, npd_manager_free);
     if (d->request_subtree_id != 0)
         g_dbus_connection_unregister_subtree(d->bus, d->request_subtree_id);
-    if (d->name_owner_sub_id != 0)
-        g_dbus_connection_signal_unsubscribe(d->bus, d->name_owner_sub_id);
     npd_worker_free(d->worker);
     npd_authorizer_free(d->authorizer);
     npd_image_budget_free(d->image_budget);
     if (!g_dbus_connection_is_closed(d->bus))
         g_dbus_connection_flush_sync(d->bus, NULL, NULL);
 
-    g_hash_table_destroy(d->request_nodes);
-    g_hash_table_destroy(d->requests);
-    g_hash_table_destroy(d->clients);
+    npd_admission_free(d->admission);
+    npd_clients_free(d->clients);
+    npd_idle_free(d->idle);
     npd_model_catalog_free(d->catalog);
     g_strfreev(d->loaded_models);
     g_main_loop_unref(d->loop);

@@ -11,105 +11,6 @@
 /* Finished requests stay readable (State "finished") this long. */
 #define LINGER_SECONDS 30
 
-static void request_free(NpdRequest *r)
-{
-    if (r->linger_id != 0)
-        g_source_remove(r->linger_id);
-    if (r->complete_text != NULL)
-        g_string_free(r->complete_text, TRUE);
-    if (r->complete_thinking != NULL)
-        g_string_free(r->complete_thinking, TRUE);
-    npd_client_unref(r->client);
-    g_free(r->node);
-    g_free(r->path);
-    g_free(r->model);
-    g_free(r);
-}
-
-NpdRequest *npd_request_new(NpdDaemon *d, NpdClient *client, const char *node, const char *model,
-                            GDBusMethodInvocation *complete)
-{
-    NpdRequest *r = g_new0(NpdRequest, 1);
-    r->daemon = d;
-    r->id = ++d->next_request_id;
-    r->client = npd_client_ref(client);
-    r->model = g_strdup(model);
-    r->state = NPD_JOB_QUEUED;
-    if (complete != NULL) {
-        r->complete = complete;
-        r->complete_text = g_string_new(NULL);
-        r->complete_thinking = g_string_new(NULL);
-    } else {
-        r->node = node != NULL ? g_strdup(node) : g_strdup_printf("%" G_GUINT64_FORMAT, r->id);
-        r->path = g_strconcat(NPD_REQUEST_ROOT "/", r->node, NULL);
-        g_hash_table_insert(d->request_nodes, r->node, r);
-    }
-    g_hash_table_insert(d->requests, &r->id, r);
-    client->outstanding++;
-    client->requests = g_list_prepend(client->requests, r);
-    return r;
-}
-
-static gboolean request_is_finished(const NpdRequest *r)
-{
-    return r->state == NPD_JOB_FINISHED;
-}
-
-void npd_request_cancel(NpdRequest *r)
-{
-    if (!request_is_finished(r))
-        npd_worker_cancel(r->daemon->worker, r->id);
-}
-
-static void request_mark_finished(NpdRequest *r)
-{
-    if (request_is_finished(r))
-        return;
-    r->state = NPD_JOB_FINISHED;
-    r->queue_position = 0;
-    r->client->outstanding--;
-}
-
-void npd_request_destroy(NpdRequest *r)
-{
-    NpdDaemon *d = r->daemon;
-    if (!request_is_finished(r)) {
-        npd_worker_cancel(d->worker, r->id);
-        request_mark_finished(r);
-    }
-    if (r->complete != NULL) {
-        g_dbus_method_invocation_return_error_literal(r->complete, NPD_ERROR, NPD_ERROR_CANCELLED,
-                                                      "request cancelled");
-        r->complete = NULL;
-    }
-    NpdClient *c = r->client;
-    c->requests = g_list_remove(c->requests, r);
-    if (r->node != NULL)
-        g_hash_table_remove(d->request_nodes, r->node);
-    g_hash_table_remove(d->requests, &r->id);
-    npd_client_ref(c);
-    request_free(r);
-    npd_client_release_if_idle(d, c);
-    npd_client_unref(c);
-}
-
-void npd_requests_count(NpdDaemon *d, guint *active, guint *queued)
-{
-    guint a = 0, q = 0;
-    GHashTableIter it;
-    gpointer value;
-    g_hash_table_iter_init(&it, d->requests);
-    while (g_hash_table_iter_next(&it, NULL, &value)) {
-        const NpdRequest *r = value;
-        if (r->state == NPD_JOB_QUEUED)
-            q++;
-        else if (r->state == NPD_JOB_LOADING || r->state == NPD_JOB_RUNNING)
-            a++;
-    }
-    *active = a;
-    *queued = q;
-}
-
 /* ---- unicast emission ---------------------------------------------------- */
 
 static void emit_to_owner(NpdRequest *r, const char *iface, const char *signal, GVariant *params)
@@ -177,7 +78,7 @@ static gboolean linger_done_cb(gpointer data)
 
 static void request_finished(NpdRequest *r, const NpdEvent *ev)
 {
-    request_mark_finished(r);
+    npd_request_mark_finished(r);
     if (r->complete != NULL) {
         GDBusMethodInvocation *inv = g_steal_pointer(&r->complete);
         if (ev->reason == NPD_FINISH_ERROR && ev->error != NULL) {
@@ -230,17 +131,15 @@ static void stream_text(NpdRequest *r, const NpdEvent *ev, GString *complete_buf
     }
 }
 
-void npd_requests_handle_event(NpdDaemon *d, const NpdEvent *ev)
+void npd_request_objects_handle_event(NpdDaemon *d, const NpdEvent *ev)
 {
-    guint64 id = ev->job_id;
-    NpdRequest *r = g_hash_table_lookup(d->requests, &id);
-    if (r == NULL || request_is_finished(r))
+    NpdRequest *r = npd_requests_lookup(d->requests, ev->job_id);
+    if (r == NULL || npd_request_is_finished(r))
         return; /* destroyed already (client gone): the worker was told */
     switch (ev->kind) {
     case NPD_EVENT_STATE:
         if (r->state != ev->state || r->queue_position != ev->queue_position) {
-            r->state = ev->state;
-            r->queue_position = ev->queue_position;
+            npd_request_set_state(r, ev->state, ev->queue_position);
             emit_state_changed(r);
         }
         break;
@@ -270,7 +169,7 @@ static NpdRequest *request_for(NpdDaemon *d, const char *sender, const char *nod
 {
     if (node == NULL || sender == NULL)
         return NULL;
-    NpdRequest *r = g_hash_table_lookup(d->request_nodes, node);
+    NpdRequest *r = npd_requests_lookup_node(d->requests, node);
     if (r == NULL || strcmp(r->client->name, sender) != 0)
         return NULL;
     return r;
@@ -280,7 +179,7 @@ static gchar **subtree_enumerate(GDBusConnection *bus, const char *sender, const
 {
     NpdDaemon *d = data;
     GPtrArray *nodes = g_ptr_array_new();
-    NpdClient *c = sender != NULL ? g_hash_table_lookup(d->clients, sender) : NULL;
+    NpdClient *c = sender != NULL ? npd_clients_lookup(d->clients, sender) : NULL;
     for (GList *l = c != NULL ? c->requests : NULL; l != NULL; l = l->next) {
         const NpdRequest *r = l->data;
         if (r->node != NULL)
@@ -369,7 +268,7 @@ static const GDBusSubtreeVTable subtree_vtable = {
     .dispatch = subtree_dispatch,
 };
 
-gboolean npd_requests_register(NpdDaemon *d, GError **error)
+gboolean npd_request_objects_register(NpdDaemon *d, GError **error)
 {
     d->request_subtree_id = g_dbus_connection_register_subtree(d->bus, NPD_REQUEST_ROOT, &subtree_vtable,
                                                                G_DBUS_SUBTREE_FLAGS_NONE, d, NULL, error);

@@ -65,6 +65,7 @@ typedef struct {
     guint64 id;
     gchar *model_name;
     gchar *model_path;
+    gchar *projector_path;  /* its vision projector (the catalog's pairing), NULL: none */
     gboolean raw;           /* prompt is plain text, no chat template */
     gchar *prompt;          /* raw prompt (raw only) */
     GPtrArray *messages;    /* NpdChatMessage*, chat template applied */
@@ -149,11 +150,12 @@ NpdWorker *npd_worker_new(const NpdWorkerConfig *cfg, GMainContext *main_context
 /* Cancels everything, unloads the models, joins the thread; pending
  * events are discarded. */
 void npd_worker_free(NpdWorker *w);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdWorker, npd_worker_free)
 
 void npd_worker_submit(NpdWorker *w, NpdJob *job);
 void npd_worker_cancel(NpdWorker *w, guint64 job_id);
 /* Completion arrives as NPD_EVENT_COMMAND_DONE carrying tag. */
-void npd_worker_load(NpdWorker *w, const char *name, const char *path, gpointer tag);
+void npd_worker_load(NpdWorker *w, const char *name, const char *path, const char *projector, gpointer tag);
 void npd_worker_unload(NpdWorker *w, const char *name, gpointer tag);
 void npd_worker_set_idle_timeout(NpdWorker *w, guint seconds);
 /* Drops the KV caches kept for uid's requests, in every loaded model;

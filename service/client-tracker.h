@@ -1,0 +1,53 @@
+/* Bus peers that have called npullmd (client-tracker.c): who each is
+ * (its Unix user, for the per-user limits), what it has in flight, and
+ * what happens when one leaves the bus (every request it owns is
+ * cancelled and freed, its image reads stop). Main context only. */
+#ifndef NPD_CLIENT_TRACKER_H
+#define NPD_CLIENT_TRACKER_H
+
+#include <gio/gio.h>
+
+typedef struct NpdClients NpdClients;
+
+/* A bus peer that has called us; lives while it has requests or calls in
+ * progress, or until its name vanishes. */
+typedef struct NpdClient {
+    gint refs;
+    NpdClients *owner;
+    gchar *name;
+    guint32 uid;         /* its Unix user (NPD_UID_UNKNOWN when the bus would not say) */
+    gboolean gone;       /* its unique name vanished from the bus */
+    guint outstanding;   /* requests not finished yet */
+    guint pending_calls; /* calls waiting for polkit (or their image) */
+    guint images;        /* images being read and decoded for it */
+    GCancellable *cancellable; /* cancelled when it leaves: its image reads stop */
+    GList *requests;     /* NpdRequest*, including finished ones kept for reading */
+} NpdClient;
+
+/* What one Unix user has in flight, over all of its connections. */
+typedef struct {
+    guint requests;    /* unfinished requests */
+    guint calls;       /* calls waiting for polkit or their image */
+    guint images;      /* images being read and decoded */
+    guint connections; /* clients known to the daemon */
+} NpdUserUsage;
+
+/* Watches bus (one subscription for all names, made before any client
+ * can call: a per-client match added later could miss a disconnect that
+ * happened in between). */
+NpdClients *npd_clients_new(GDBusConnection *bus);
+void npd_clients_free(NpdClients *clients);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdClients, npd_clients_free)
+
+/* Borrowed, created on demand. */
+NpdClient *npd_clients_get(NpdClients *clients, const char *name);
+/* Borrowed, NULL when name has not called (or has nothing left). */
+NpdClient *npd_clients_lookup(NpdClients *clients, const char *name);
+void npd_clients_user_usage(NpdClients *clients, guint32 uid, NpdUserUsage *usage);
+
+NpdClient *npd_client_ref(NpdClient *c);
+void npd_client_unref(NpdClient *c);
+/* Drops the tracker's entry when the client has nothing left. */
+void npd_client_release_if_idle(NpdClient *c);
+
+#endif

@@ -1,0 +1,160 @@
+/* A Manager call on its way (manager-call.h): the pending call's state,
+ * from the method table's row to its answer. */
+#include "manager-call.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "fd-filesystem.h"
+#include "schema-compile.h"
+
+typedef NpdPendingCall PendingCall;
+
+static void pending_free_image(PendingCall *p)
+{
+    if (p->image_slot)
+        npd_admission_release_image(p->daemon->admission, p->client);
+    p->image_slot = FALSE;
+    g_clear_pointer(&p->image_src, g_ptr_array_unref);
+    g_clear_pointer(&p->mmproj_path, g_free);
+    g_clear_pointer(&p->images, g_ptr_array_unref);
+}
+
+/* The caller is counted from the start: validation may already take an
+ * image slot of its user. A call on its way keeps the daemon from idling. */
+static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *method)
+{
+    PendingCall *p = g_new0(PendingCall, 1);
+    p->daemon = d;
+    p->method = method;
+    p->client = npd_client_ref(npd_clients_get(d->clients, g_dbus_method_invocation_get_sender(inv)));
+    p->client->pending_calls++;
+    p->idle_token = npd_idle_inhibit(d->idle, method->name);
+    return p;
+}
+
+/* Takes the call's descriptors for the check before fds_checked (owned by
+ * p until it takes them). */
+void npd_pending_call_take_fds(NpdPendingCall *p, const int *fds, guint n, NpdMethodFdsChecked fds_checked)
+{
+    p->unchecked_fds = g_array_sized_new(FALSE, FALSE, sizeof(int), n);
+    g_array_append_vals(p->unchecked_fds, fds, n);
+    p->fds_checked = fds_checked;
+}
+
+void npd_pending_call_free(NpdPendingCall *p)
+{
+    for (guint i = 0; p->unchecked_fds != NULL && i < p->unchecked_fds->len; i++)
+        if (g_array_index(p->unchecked_fds, int, i) >= 0)
+            close(g_array_index(p->unchecked_fds, int, i));
+    g_clear_pointer(&p->unchecked_fds, g_array_unref);
+    pending_free_image(p);
+    if (p->op != NULL)
+        p->op_free(p->op);
+    p->client->pending_calls--;
+    npd_client_release_if_idle(p->client);
+    npd_client_unref(p->client);
+    npd_request_options_clear(&p->opts);
+    if (p->messages != NULL)
+        g_ptr_array_unref(p->messages);
+    g_free(p->prompt);
+    g_free(p->model_name);
+    g_free(p->model_path);
+    g_free(p->projector_path);
+    npd_idle_uninhibit(p->daemon->idle, p->idle_token);
+    g_free(p);
+}
+
+static void authorized_cb(GError *error, gpointer data)
+{
+    PendingCall *p = data;
+    if (error != NULL) {
+        g_dbus_method_invocation_return_gerror(p->invocation, error);
+    } else if (p->client->gone) {
+        /* The caller left while polkit was thinking: nothing to run. */
+        g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
+                                                      "caller disconnected");
+    } else if (p->method->run(p)) {
+        return; /* kept */
+    }
+    npd_pending_call_free(p);
+}
+
+/* Takes ownership of the invocation and of p on every path. */
+static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p)
+{
+    p->invocation = inv;
+    g_autoptr(GError) error = NULL;
+    if (!npd_admission_admit_call(d->admission, p->client, p->method->makes_request, &error)) {
+        g_dbus_method_invocation_return_gerror(inv, error);
+        npd_pending_call_free(p);
+        return;
+    }
+    npd_authorizer_check(d->authorizer, inv, p->method->action, authorized_cb, p);
+}
+
+static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data)
+{
+    PendingCall *p = data;
+    g_autoptr(GError) error = NULL;
+    g_autofree int *fds = npd_fd_filesystem_check_finish(res, &error);
+    if (fds != NULL)
+        memcpy(p->unchecked_fds->data, fds, p->unchecked_fds->len * sizeof(int));
+    if (fds == NULL || !p->fds_checked(p, &error)) {
+        g_dbus_method_invocation_return_gerror(p->invocation, error);
+        npd_pending_call_free(p);
+        return;
+    }
+    authorize_then(p->daemon, p->invocation, p);
+}
+
+/* After prepare and its schemas: the descriptors' filesystems, then polkit. */
+static void check_fds_then_authorize(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p)
+{
+    if (p->unchecked_fds != NULL) {
+        p->invocation = inv;
+        npd_fd_filesystem_check_async((int *)(gpointer)p->unchecked_fds->data, p->unchecked_fds->len,
+                                      p->client->uid, fds_checked_cb, p);
+        return;
+    }
+    authorize_then(d, inv, p);
+}
+
+static void schemas_compiled_cb(GObject *source, GAsyncResult *res, gpointer data)
+{
+    (void)source;
+    PendingCall *p = data;
+    g_autoptr(GError) error = NULL;
+    if (!npd_schemas_compile_finish(&p->opts, res, &error)) {
+        g_dbus_method_invocation_return_gerror(p->invocation, error);
+        npd_pending_call_free(p);
+        return;
+    }
+    check_fds_then_authorize(p->daemon, p->invocation, p);
+}
+
+/* Validates (prepare), compiles the options' schemas on a thread and
+ * checks the filesystems of the descriptors it took off the main thread,
+ * then polkit, then run; or reply for the methods that need no
+ * authorization. */
+void npd_manager_call_dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m,
+                               GVariant *params)
+{
+    if (m->action == NULL) {
+        g_dbus_method_invocation_return_value(inv, m->reply(d));
+        return;
+    }
+    g_autoptr(GError) error = NULL;
+    PendingCall *p = pending_new(d, inv, m);
+    if (!m->prepare(d, inv, p, params, &error)) {
+        g_dbus_method_invocation_return_gerror(inv, error);
+        npd_pending_call_free(p);
+        return;
+    }
+    if (npd_schemas_pending(&p->opts)) {
+        p->invocation = inv;
+        npd_schemas_compile_async(&p->opts, schemas_compiled_cb, p);
+        return;
+    }
+    check_fds_then_authorize(d, inv, p);
+}
