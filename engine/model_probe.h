@@ -27,6 +27,7 @@ typedef struct npl_model_facts {
     char projector_type[32]; /* projectors: clip.projector_type, e.g. "gemma3" */
     bool supported;          /* this engine can run it */
     bool embedding;          /* supported, and makes embeddings (no text): docs/embeddings.md */
+    bool rerank;             /* an embedding model that is a reranker (pooling rank): it scores pairs */
     char reason[256];        /* why not, when !supported; "" otherwise */
 } npl_model_facts;
 

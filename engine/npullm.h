@@ -177,7 +177,7 @@ bool npl_model_is_embedding(const npl_model *m);
 /* Values per vector (the model's n_embd); 0 for a model that does not
  * make embeddings. */
 uint32_t npl_model_embedding_dim(const npl_model *m);
-/* "mean", "cls" or "last"; NULL for a model that does not make embeddings. */
+/* "mean", "cls", "last" or "rank"; NULL for a model that does not make embeddings. */
 const char *npl_model_pooling_name(const npl_model *m);
 
 /* Embeds texts[0..n): texts[i] has lens[i] bytes (lens NULL: NUL-ended
@@ -190,6 +190,37 @@ const char *npl_model_pooling_name(const npl_model *m);
  * truncated), NPL_ERR_NOMEM. info may be NULL. */
 npl_status npl_embed(npl_model *m, const char *const *texts, const size_t *lens, size_t n,
                      const npl_embed_options *opts, float *out, npl_embed_info *info, npl_error *err);
+
+/* ---- Reranking: a cross-encoder scores query and document pairs --------
+ *
+ * A reranker is an encoder whose file says pooling rank (bge-reranker's
+ * shape: `cls` / `cls.output` tensors). Each document is paired with the
+ * query as the model was trained, [CLS] query [SEP] document [SEP], the
+ * pairs packed into shared passes, and the first row of each goes through
+ * the classification head: one relevance score per document (a logit:
+ * higher is more relevant, not normalised). npl_embed on a reranker is
+ * NPL_ERR_UNSUPPORTED, and npl_rerank on any other model. */
+
+typedef struct npl_rerank_options {
+    /* A pair of more tokens than the model's context: the document is cut
+     * (the pair keeps its closing [SEP]) when true, NPL_ERR_CONTEXT_OVERFLOW
+     * naming the document when false. Default true. */
+    bool truncate;
+} npl_rerank_options;
+
+void npl_rerank_options_default(npl_rerank_options *o);
+
+/* Whether m is a reranker (npl_rerank scores with it). */
+bool npl_model_is_reranker(const npl_model *m);
+
+/* Scores documents[0..n) (NUL-ended) against query into scores[0..n), in
+ * the documents' order. Errors: NPL_ERR_UNSUPPORTED (not a reranker),
+ * NPL_ERR_INVALID_ARG (no documents or more than NPL_EMBED_MAX_TEXTS, a
+ * text over NPL_EMBED_MAX_TEXT_BYTES, a query too long to leave a document
+ * room), NPL_ERR_CONTEXT_OVERFLOW, NPL_ERR_NOMEM. info (may be NULL)
+ * counts the pairs' tokens, cut pairs and passes. */
+npl_status npl_rerank(npl_model *m, const char *query, const char *const *documents, size_t n, float *scores,
+                      const npl_rerank_options *opts, npl_embed_info *info, npl_error *err);
 
 /* ---- KV cache pool: prefix reuse across requests ----------------------
  *

@@ -44,7 +44,8 @@ static const char *const priorities[] = {"interactive", "background", NULL};
 
 #define ALL NPP_CALLS_ALL
 const NppOption npp_options[NPP_N_OPTIONS] = {
-    {NPP_OPT_MODEL, "model", "s", 0, 0, FALSE, NULL, ALL | NPP_CALLS_EMBED, "model name (default: DefaultModel)"},
+    {NPP_OPT_MODEL, "model", "s", 0, 0, FALSE, NULL, ALL | NPP_CALLS_EMBED | NPP_CALLS_RERANK,
+     "model name (default: DefaultModel)"},
     {NPP_OPT_MAX_TOKENS, "max_tokens", "u", 1, 1u << 20, FALSE, NULL, ALL, "most tokens to generate"},
     {NPP_OPT_TEMPERATURE, "temperature", "d", 0, 10, FALSE, NULL, ALL, "sampling temperature (0: greedy)"},
     {NPP_OPT_TOP_P, "top_p", "d", 0, 1, TRUE, NULL, ALL, "nucleus sampling mass (1: off)"},
@@ -55,7 +56,7 @@ const NppOption npp_options[NPP_N_OPTIONS] = {
     {NPP_OPT_STOP, "stop", "as", 0, 0, FALSE, NULL, ALL, "stop strings"},
     {NPP_OPT_SYSTEM, "system", "s", 0, 0, FALSE, NULL, ALL, "system prompt"},
     {NPP_OPT_RAW, "raw", "b", 0, 0, FALSE, NULL, NPP_CALLS_TEXT, "prompt without the chat template"},
-    {NPP_OPT_PRIORITY, "priority", "s", 0, 0, FALSE, priorities, ALL | NPP_CALLS_EMBED,
+    {NPP_OPT_PRIORITY, "priority", "s", 0, 0, FALSE, priorities, ALL | NPP_CALLS_EMBED | NPP_CALLS_RERANK,
      "interactive or background"},
     {NPP_OPT_HANDLE_TOKEN, "handle_token", "s", 0, 0, FALSE, NULL, NPP_CALLS_WITH_OBJECT,
      "names the request object path in advance"},
@@ -69,10 +70,12 @@ const NppOption npp_options[NPP_N_OPTIONS] = {
      "auto (default), none, required, or a function's name"},
     {NPP_OPT_DIMENSIONS, "dimensions", "u", 1, NPP_MAX_EMBED_DIMENSIONS, FALSE, NULL, NPP_CALLS_EMBED,
      "Embed: keep the first N values of each vector, then normalize (default: all)"},
-    {NPP_OPT_TRUNCATE, "truncate", "b", 0, 0, FALSE, NULL, NPP_CALLS_EMBED,
+    {NPP_OPT_TRUNCATE, "truncate", "b", 0, 0, FALSE, NULL, NPP_CALLS_EMBED | NPP_CALLS_RERANK,
      "Embed: cut texts longer than the context (default true) or refuse them"},
     {NPP_OPT_PARALLEL_TOOL_CALLS, "parallel_tool_calls", "b", 0, 0, FALSE, NULL, 1u << NPP_CALL_CHAT,
      "tool_choice required or a name: one call or more (true, the default) where the family writes several"},
+    {NPP_OPT_TOP_N, "top_n", "u", 1, NPP_MAX_EMBED_TEXTS, FALSE, NULL, NPP_CALLS_RERANK,
+     "Rerank: return only the N best documents (default: all)"},
 };
 #undef ALL
 

@@ -66,10 +66,12 @@ typedef enum {
     NPP_CALL_DESCRIBE_IMAGE,
     NPP_CALL_COMPLETE,
     NPP_CALL_EMBED, /* Embed: model, priority, dimensions, truncate only */
+    NPP_CALL_RERANK, /* Rerank: model, priority, truncate, top_n only */
 } NppCall;
 
 #define NPP_CALLS_ALL 0xfu /* the generating calls (not Embed) */
 #define NPP_CALLS_EMBED (1u << NPP_CALL_EMBED)
+#define NPP_CALLS_RERANK (1u << NPP_CALL_RERANK)
 #define NPP_CALLS_WITH_OBJECT 0x7u /* every call that creates a request object */
 #define NPP_CALLS_TEXT ((1u << NPP_CALL_GENERATE) | (1u << NPP_CALL_COMPLETE))
 
@@ -94,9 +96,10 @@ typedef enum {
     NPP_OPT_DIMENSIONS,
     NPP_OPT_TRUNCATE,
     NPP_OPT_PARALLEL_TOOL_CALLS,
+    NPP_OPT_TOP_N,
 } NppOptionId;
 
-#define NPP_N_OPTIONS (NPP_OPT_PARALLEL_TOOL_CALLS + 1)
+#define NPP_N_OPTIONS (NPP_OPT_TOP_N + 1)
 
 #define NPP_MAX_STOP_STRINGS 16
 #define NPP_MAX_STOP_BYTES 256

@@ -8,7 +8,9 @@ GVariant *npd_model_capabilities(const NpdModelEntry *e)
 {
     const char *caps[4] = {NULL};
     guint n = 0;
-    if (e->embedding) {
+    if (e->rerank) {
+        caps[n++] = "rerank";
+    } else if (e->embedding) {
         caps[n++] = "embedding";
     } else if (e->supported) {
         caps[n++] = "completion";
@@ -28,38 +30,36 @@ gboolean npd_model_check_generates(const NpdModelEntry *e, GError **error)
     return FALSE;
 }
 
-/* 1..NPP_MAX_EMBED_TEXTS non-empty texts, each and all within their byte
- * caps. */
-static gboolean check_texts(GVariant *texts, GError **error)
+gboolean npd_check_texts(GVariant *texts, const char *what, gboolean allow_empty, GError **error)
 {
     gsize n = g_variant_n_children(texts), total = 0;
     if (n == 0) {
-        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "texts: the list is empty");
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s: the list is empty", what);
         return FALSE;
     }
     if (n > NPP_MAX_EMBED_TEXTS) {
         g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                    "texts: %zu texts exceed the limit of %d per call", n, NPP_MAX_EMBED_TEXTS);
+                    "%s: %zu texts exceed the limit of %d per call", what, n, NPP_MAX_EMBED_TEXTS);
         return FALSE;
     }
     for (gsize i = 0; i < n; i++) {
         gsize len = 0;
         g_autoptr(GVariant) t = g_variant_get_child_value(texts, i);
         g_variant_get_string(t, &len);
-        if (len == 0) {
-            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "texts[%zu]: empty text", i);
+        if (len == 0 && !allow_empty) {
+            g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT, "%s[%zu]: empty text", what, i);
             return FALSE;
         }
         if (len > NPP_MAX_EMBED_TEXT_BYTES) {
             g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                        "texts[%zu]: %zu bytes exceed the limit of %d per text", i, len, NPP_MAX_EMBED_TEXT_BYTES);
+                        "%s[%zu]: %zu bytes exceed the limit of %d per text", what, i, len, NPP_MAX_EMBED_TEXT_BYTES);
             return FALSE;
         }
         total += len;
     }
     if (total > NPP_MAX_EMBED_BYTES) {
         g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                    "texts: %zu bytes in all exceed the limit of %d per call", total, NPP_MAX_EMBED_BYTES);
+                    "%s: %zu bytes in all exceed the limit of %d per call", what, total, NPP_MAX_EMBED_BYTES);
         return FALSE;
     }
     return TRUE;
@@ -81,6 +81,12 @@ static const NpdModelEntry *embedding_model(NpdDaemon *d, const char *name, GErr
                     "model '%s' is not an embedding model: it generates text (use Generate or Chat)", e->name);
         return NULL;
     }
+    if (e != NULL && e->rerank) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_NOT_SUPPORTED,
+                    "model '%s' is a reranker: it scores documents against a query, not vectors (use Rerank)",
+                    e->name);
+        return NULL;
+    }
     return e;
 }
 
@@ -89,7 +95,7 @@ gboolean npd_embed_prepare(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingC
 {
     g_autoptr(GVariant) texts = g_variant_get_child_value(params, 0);
     g_autoptr(GVariant) options = g_variant_get_child_value(params, 1);
-    if (!check_texts(texts, error) || !npd_request_options_parse(options, NPD_CALL_EMBED, d->cfg, &p->opts, error))
+    if (!npd_check_texts(texts, "texts", FALSE, error) || !npd_request_options_parse(options, NPD_CALL_EMBED, d->cfg, &p->opts, error))
         return FALSE;
     const NpdModelEntry *e = embedding_model(d, p->opts.model, error);
     if (e == NULL)
@@ -128,7 +134,8 @@ static GVariant *embed_reply(NpdRequest *r, const NpdEvent *ev)
 
 /* Admitted like the other requests (the same queue, client and user
  * limits; the request holds an idle token until it finishes). */
-gboolean npd_embed_run(NpdPendingCall *p)
+gboolean npd_job_call_run(NpdPendingCall *p, const NpdJobKind *kind,
+                          GVariant *(*reply)(NpdRequest *r, const NpdEvent *ev), guint n)
 {
     NpdDaemon *d = p->daemon;
     g_autoptr(GError) error = NULL;
@@ -141,12 +148,18 @@ gboolean npd_embed_run(NpdPendingCall *p)
     job->model_path = g_strdup(p->model_path);
     job->priority = p->opts.priority;
     job->uid = p->client->uid;
-    job->kind = &npd_embed_job_kind;
+    job->kind = kind;
     job->kind_state = g_steal_pointer(&p->op);
-    g_debug("embed: %u texts", ((NpdEmbedJob *)job->kind_state)->n);
     NpdRequest *r = npd_requests_submit(d->requests, p->client, NULL, p->invocation, job);
     /* before any event: the worker's reach the main context later */
-    r->reply = embed_reply;
+    r->reply = reply;
+    g_debug("%s request %" G_GUINT64_FORMAT " from %s: model %s, %u texts", kind->name, r->id, p->client->name,
+            p->model_name, n);
     npd_manager_announce(d->manager);
     return FALSE;
+}
+
+gboolean npd_embed_run(NpdPendingCall *p)
+{
+    return npd_job_call_run(p, &npd_embed_job_kind, embed_reply, ((NpdEmbedJob *)p->op)->n);
 }

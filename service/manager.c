@@ -8,6 +8,7 @@
 
 #include "call-fds.h"
 #include "embed-call.h"
+#include "rerank-call.h"
 #include "manager-call.h"
 #include "model-install.h"
 #include "request-methods.h"
@@ -155,6 +156,7 @@ static const NpdManagerMethod manager_methods[] = {
     {"AddModel", NPD_ACTION_MANAGE, npd_model_add_prepare, npd_model_add_run, NULL, FALSE},
     {"RemoveModel", NPD_ACTION_MANAGE, npd_model_remove_prepare, npd_model_remove_run, NULL, FALSE},
     {"Embed", NPD_ACTION_EMBED, npd_embed_prepare, npd_embed_run, NULL, TRUE},
+    {"Rerank", NPD_ACTION_EMBED, npd_rerank_prepare, npd_rerank_run, NULL, TRUE},
 };
 
 /* ---- the property table: property -> getter -> emits-changed ------------ */

@@ -219,6 +219,7 @@ static void add_entry(Scan *s, const char *name, const char *origin, const char 
     e->supported = p->readable && p->facts.supported;
     e->reason = g_utf8_make_valid(p->readable ? p->facts.reason : p->error, -1);
     e->embedding = e->supported && p->facts.embedding;
+    e->rerank = e->embedding && p->facts.rerank;
     e->file_size = p->size;
     e->root = s->root;
     e->administrators = only_administrators_change(origin) && only_administrators_change(path);
@@ -405,7 +406,7 @@ static gboolean entries_equal(GPtrArray *a, GPtrArray *b)
         const NpdModelEntry *x = a->pdata[i], *y = b->pdata[i];
         if (strcmp(x->name, y->name) != 0 || strcmp(x->path, y->path) != 0 ||
             g_strcmp0(x->projector, y->projector) != 0 || x->supported != y->supported ||
-            x->embedding != y->embedding || x->file_size != y->file_size)
+            x->embedding != y->embedding || x->rerank != y->rerank || x->file_size != y->file_size)
             return FALSE;
     }
     return TRUE;
@@ -477,12 +478,12 @@ static gboolean better_default(const NpdModelEntry *a, const NpdModelEntry *b)
     return a->root < b->root;
 }
 
-static const NpdModelEntry *pick_best(GPtrArray *entries, gboolean embedding)
+static const NpdModelEntry *pick_best(GPtrArray *entries, gboolean embedding, gboolean rerank)
 {
     const NpdModelEntry *best = NULL;
     for (guint i = 0; i < entries->len; i++) {
         const NpdModelEntry *e = entries->pdata[i];
-        if (e->supported && e->embedding == embedding && better_default(e, best))
+        if (e->supported && e->embedding == embedding && e->rerank == rerank && better_default(e, best))
             best = e;
     }
     return best;
@@ -491,12 +492,18 @@ static const NpdModelEntry *pick_best(GPtrArray *entries, gboolean embedding)
 const NpdModelEntry *npd_model_catalog_default_embedding(NpdModelCatalog *cat)
 {
     scan(cat);
-    return pick_best(cat->entries, TRUE);
+    return pick_best(cat->entries, TRUE, FALSE);
+}
+
+const NpdModelEntry *npd_model_catalog_default_reranker(NpdModelCatalog *cat)
+{
+    scan(cat);
+    return pick_best(cat->entries, TRUE, TRUE);
 }
 
 const NpdModelEntry *npd_model_catalog_pick_default(GPtrArray *entries, const char **because)
 {
-    const NpdModelEntry *best = pick_best(entries, FALSE);
+    const NpdModelEntry *best = pick_best(entries, FALSE, FALSE);
     if (because != NULL)
         *because = best == NULL ? ""
                    : best->administrators

@@ -42,6 +42,7 @@ typedef struct {
     gboolean supported;  /* this engine can run it */
     gchar *reason;       /* why not, "" when supported */
     gboolean embedding;  /* supported, and makes embeddings (Embed), not text */
+    gboolean rerank;     /* an embedding model that is a reranker (Rerank, not Embed) */
     guint64 file_size;
     guint root;              /* index of its root in the configured list */
     gboolean administrators; /* only root or the daemon's user can change it */
@@ -85,6 +86,8 @@ const NpdModelEntry *npd_model_catalog_pick_default(GPtrArray *entries, const ch
 /* The default for Embed: the supported embedding model that sorts first
  * by the same rule, or NULL. */
 const NpdModelEntry *npd_model_catalog_default_embedding(NpdModelCatalog *cat);
+/* The same for Rerank: the first reranker, or NULL. */
+const NpdModelEntry *npd_model_catalog_default_reranker(NpdModelCatalog *cat);
 
 /* The entry for name, or NULL with NPD_ERROR_NO_SUCH_MODEL, or with
  * NPD_ERROR_NOT_SUPPORTED and the reason when the engine cannot run it. */

@@ -21,6 +21,8 @@ static const char *call_name(NpdCallKind kind)
         return "Complete";
     case NPD_CALL_EMBED:
         return "Embed";
+    case NPD_CALL_RERANK:
+        return "Rerank";
     }
     return "?";
 }
@@ -260,11 +262,13 @@ static const struct {
     [NPP_OPT_DIMENSIONS] = {set_uint, offsetof(NpdRequestOptions, dimensions)},
     [NPP_OPT_TRUNCATE] = {set_boolean, offsetof(NpdRequestOptions, truncate)},
     [NPP_OPT_PARALLEL_TOOL_CALLS] = {set_boolean, offsetof(NpdRequestOptions, parallel_tool_calls)},
+    [NPP_OPT_TOP_N] = {set_uint, offsetof(NpdRequestOptions, top_n)},
 };
 
 G_STATIC_ASSERT((int)NPD_CALL_GENERATE == (int)NPP_CALL_GENERATE && (int)NPD_CALL_CHAT == (int)NPP_CALL_CHAT &&
                 (int)NPD_CALL_DESCRIBE_IMAGE == (int)NPP_CALL_DESCRIBE_IMAGE &&
-                (int)NPD_CALL_COMPLETE == (int)NPP_CALL_COMPLETE && (int)NPD_CALL_EMBED == (int)NPP_CALL_EMBED);
+                (int)NPD_CALL_COMPLETE == (int)NPP_CALL_COMPLETE && (int)NPD_CALL_EMBED == (int)NPP_CALL_EMBED &&
+                (int)NPD_CALL_RERANK == (int)NPP_CALL_RERANK);
 
 static gboolean parse_one(const char *key, GVariant *value, NpdCallKind kind, const NpdConfig *cfg,
                           NpdRequestOptions *out, GError **error)

@@ -24,6 +24,7 @@ typedef enum {
     NPD_CALL_DESCRIBE_IMAGE,
     NPD_CALL_COMPLETE,
     NPD_CALL_EMBED,
+    NPD_CALL_RERANK,
 } NpdCallKind;
 
 #define NPD_MAX_STOP_STRINGS NPP_MAX_STOP_STRINGS
@@ -47,8 +48,9 @@ typedef struct {
     NpdTools *tools;      /* NULL: none offered */
     gchar *tool_choice;   /* auto, none, required or a tool's name; NULL: auto */
     guint32 dimensions;   /* Embed: 0 all */
-    gboolean truncate;    /* Embed: cut over-long texts (default TRUE) */
+    gboolean truncate;    /* Embed, Rerank: cut over-long texts (default TRUE) */
     gboolean parallel_tool_calls; /* FALSE: a forced tool_choice makes one call */
+    guint32 top_n;        /* Rerank: 0 all */
 } NpdRequestOptions;
 
 gboolean npd_request_options_parse(GVariant *options, NpdCallKind kind, const NpdConfig *cfg,

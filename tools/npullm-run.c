@@ -23,6 +23,7 @@
 #include "run-messages.h"
 #include "unicode_utf8.h"
 #include "run-embed.h"
+#include "run-rerank.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
@@ -34,6 +35,7 @@ static const char usage_text[] =
     "       npullm-run MODEL.gguf --tokenize TEXT\n"
     "       npullm-run MODEL.gguf --info [--json]\n"
     "       npullm-run MODEL.gguf --embed TEXT [--embed TEXT ...] [--json]\n"
+    "       npullm-run MODEL.gguf --rerank QUERY --document TEXT [--document TEXT ...] [--json]\n"
     "\n"
     "Generation:\n"
     "  --prompt TEXT         the user message (or the whole prompt with --raw)\n"
@@ -69,6 +71,11 @@ static const char usage_text[] =
     "                        prints one line of values per text (--json: one object)\n"
     "  --dimensions N        keep the first N values (Matryoshka), then normalize\n"
     "  --no-truncate         a text longer than the context is an error, not cut\n"
+    "\n"
+    "Reranking (a reranker, pooling rank; docs/embeddings.md):\n"
+    "  --rerank QUERY        score each --document against QUERY; prints one score\n"
+    "                        per document in their order (--json: one object)\n"
+    "  --document TEXT       a document to score (repeatable)\n"
     "  --help                this text\n";
 
 typedef struct options {
@@ -96,6 +103,9 @@ typedef struct options {
     const char *weight_cache; /* --weight-cache DIR, or NULL */
     const char **embed;       /* --embed texts */
     size_t n_embed;
+    const char *rerank;       /* --rerank query */
+    const char **docs;        /* --document texts */
+    size_t n_docs;
     npl_embed_options embed_opts;
 } options;
 
@@ -264,7 +274,8 @@ static int parse_args(int argc, char **argv, options *o)
     npl_embed_options_default(&o->embed_opts);
     o->stops = calloc((size_t)argc, sizeof *o->stops);
     o->embed = calloc((size_t)argc, sizeof *o->embed);
-    if (!o->stops || !o->embed)
+    o->docs = calloc((size_t)argc, sizeof *o->docs);
+    if (!o->stops || !o->embed || !o->docs)
         return fail(EXIT_RUNTIME, "out of memory");
 
     for (int i = 1; i < argc; i++) {
@@ -307,6 +318,12 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (!strcmp(a, "--embed")) {
             TAKE_VALUE();
             o->embed[o->n_embed++] = val;
+        } else if (!strcmp(a, "--rerank")) {
+            NEED_VALUE();
+            o->rerank = val;
+        } else if (!strcmp(a, "--document")) {
+            NEED_VALUE();
+            o->docs[o->n_docs++] = val;
         } else if (!strcmp(a, "--dimensions")) {
             TAKE_VALUE();
             if (!parse_u32(val, &o->embed_opts.dimensions) || o->embed_opts.dimensions == 0)
@@ -350,11 +367,15 @@ static int parse_args(int argc, char **argv, options *o)
 
     if (!o->model)
         return fail(EXIT_USAGE, "no model file given (see --help)");
-    int modes = (o->prompt != NULL) + (o->messages != NULL) + (o->tokenize != NULL) + o->info + (o->n_embed > 0);
+    int modes = (o->prompt != NULL) + (o->messages != NULL) + (o->tokenize != NULL) + o->info + (o->n_embed > 0) +
+                (o->rerank != NULL);
     if (modes == 0)
-        return fail(EXIT_USAGE, "nothing to do: give --prompt, --messages, --tokenize, --embed or --info (see --help)");
+        return fail(EXIT_USAGE,
+                    "nothing to do: give --prompt, --messages, --tokenize, --embed, --rerank or --info (see --help)");
     if (modes > 1)
-        return fail(EXIT_USAGE, "--prompt, --messages, --tokenize, --embed and --info exclude each other");
+        return fail(EXIT_USAGE, "--prompt, --messages, --tokenize, --embed, --rerank and --info exclude each other");
+    if ((o->rerank != NULL) != (o->n_docs > 0))
+        return fail(EXIT_USAGE, "--rerank QUERY and --document TEXT go together");
     if (o->messages && (o->system || o->raw))
         return fail(EXIT_USAGE, "--messages holds the whole conversation: drop --system/--raw");
     if (o->print_prompt && o->raw)
@@ -851,12 +872,14 @@ int main(int argc, char **argv)
     if (rc != 0) {
         free(o.stops);
         free(o.embed);
+        free(o.docs);
         return rc < 0 ? 0 : rc;
     }
     if (o.tokenize) {
         rc = run_tokenize(&o);
         free(o.stops);
         free(o.embed);
+        free(o.docs);
         return rc;
     }
 
@@ -877,6 +900,7 @@ int main(int argc, char **argv)
         rc = fail(exit_code_for(err.code), "%s", err.message);
         free(o.stops);
         free(o.embed);
+        free(o.docs);
         return rc;
     }
     if (o.weight_cache) {
@@ -889,6 +913,10 @@ int main(int argc, char **argv)
         rc = run_info(&o, m);
     else if (o.n_embed)
         rc = run_embed(m, o.embed, o.n_embed, &o.embed_opts, o.json);
+    else if (o.rerank)
+        rc = run_rerank(m, o.rerank, o.docs, o.n_docs, o.embed_opts.truncate, o.json);
+    else if (npl_model_is_reranker(m))
+        rc = fail(EXIT_USAGE, "%s is a reranker: it scores documents, not text (use --rerank)", o.model);
     else if (npl_model_is_embedding(m))
         rc = fail(EXIT_USAGE, "%s is an embedding model: it makes vectors, not text (use --embed)", o.model);
     else
@@ -901,5 +929,6 @@ int main(int argc, char **argv)
     npl_model_free(m);
     free(o.stops);
     free(o.embed);
+    free(o.docs);
     return rc;
 }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void print_json_string(const char *s)
+void run_print_json_string(const char *s)
 {
     putchar('"');
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -41,7 +41,7 @@ int run_embed(npl_model *m, const char *const *texts, size_t n, const npl_embed_
     }
     if (json) {
         printf("{\"model\":");
-        print_json_string(npl_model_get_info(m)->name);
+        run_print_json_string(npl_model_get_info(m)->name);
         printf(",\"dimensions\":%u,\"pooling\":\"%s\",\"tokens\":%zu,\"truncated\":%zu,\"embeddings\":[", dim,
                npl_model_pooling_name(m), info.n_tokens, info.n_truncated);
     }

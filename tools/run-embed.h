@@ -15,4 +15,7 @@
  * (0, 1 runtime failure, 2 bad input); errors are one line on stderr. */
 int run_embed(npl_model *m, const char *const *texts, size_t n, const npl_embed_options *opts, bool json);
 
+/* s as a JSON string on stdout. */
+void run_print_json_string(const char *s);
+
 #endif

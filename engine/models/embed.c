@@ -55,6 +55,8 @@ const char *npl_model_pooling_name(const npl_model *m)
         return "cls";
     case NPL_POOLING_LAST:
         return "last";
+    case NPL_POOLING_RANK:
+        return "rank";
     default:
         return "mean";
     }
@@ -267,35 +269,36 @@ static void finish_vector(float *out, uint32_t dim, bool normalize)
         out[j] *= inv;
 }
 
-/* Text s's vector from its rows: pooled, cut, normalised. */
-static void pool_text(const pass *p, size_t s, const npl_embed_options *o, uint32_t dim, float *out)
+/* Text s's full vector from its rows, pooled (rank: the first row, for
+ * the classification head). */
+static void pool_text(const pass *p, size_t s, float *out)
 {
     const npl_model *m = p->m;
     size_t e = m->hp.n_embd, a = p->start[s], len = p->start[s + 1] - a;
     if (m->enc.pooling == NPL_POOLING_MEAN) {
-        for (size_t j = 0; j < dim; j++) {
+        for (size_t j = 0; j < e; j++) {
             double sum = 0.0;
             for (size_t r = a; r < a + len; r++)
                 sum += p->x[r * e + j];
             out[j] = (float)(sum / (double)len);
         }
     } else {
-        size_t r = m->enc.pooling == NPL_POOLING_CLS ? a : a + len - 1;
-        memcpy(out, p->x + r * e, dim * sizeof *out);
+        size_t r = m->enc.pooling == NPL_POOLING_LAST ? a + len - 1 : a;
+        memcpy(out, p->x + r * e, e * sizeof *out);
     }
-    finish_vector(out, dim, o->normalize);
 }
 
-/* Decoder embedders: pooled full vectors, then each cut and normalised. */
-static npl_status embed_decoder(npl_model *m, const npl_tokens *all, const size_t *starts, size_t n,
-                                const npl_embed_options *o, uint32_t dim, float *out, npl_embed_info *info,
-                                npl_error *err)
+/* Pooled full vectors (encoder or decoder), then each cut and normalised. */
+static npl_status embed_pooled(npl_model *m, const npl_tokens *all, const size_t *starts, size_t n,
+                               const npl_embed_options *o, uint32_t dim, float *out, npl_embed_info *info,
+                               npl_error *err)
 {
     size_t e = m->hp.n_embd;
     float *pooled = malloc(n * e * sizeof *pooled);
     if (!pooled)
         return npl_error_set(err, NPL_ERR_NOMEM, "embed: out of memory for %zu vectors", n);
-    npl_status st = npl_embed_decoder(m, all->ids, starts, n, pooled, &info->n_passes, err);
+    npl_status st = m->enc.decoder ? npl_embed_decoder(m, all->ids, starts, n, pooled, &info->n_passes, err)
+                                   : npl_encoder_pool(m, all->ids, starts, n, pooled, &info->n_passes, err);
     for (size_t i = 0; !st && i < n; i++) {
         memcpy(out + i * dim, pooled + i * e, dim * sizeof *out);
         finish_vector(out + i * dim, dim, o->normalize);
@@ -349,6 +352,10 @@ static npl_status check_args(const npl_model *m, const char *const *texts, size_
         return npl_error_set(err, NPL_ERR_UNSUPPORTED,
                              "%s is not an embedding model (architecture %s generates text)", m->name,
                              m->architecture);
+    if (npl_model_is_reranker(m))
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED,
+                             "%s is a reranker (pooling rank): it scores query and document pairs, it does not embed",
+                             m->name);
     if (n == 0 || n > NPL_EMBED_MAX_TEXTS)
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "embed: %zu texts (from 1 to %u)", n, NPL_EMBED_MAX_TEXTS);
     if (o->dimensions > m->hp.n_embd)
@@ -388,6 +395,47 @@ static void pass_free(pass *p)
     free((void *)p->row_seq);
 }
 
+npl_status npl_encoder_pool(npl_model *m, const int32_t *ids, const size_t *starts, size_t n, float *pooled,
+                            size_t *n_passes, npl_error *err)
+{
+    size_t max_len = 0, n_rows = starts[n] - starts[0];
+    for (size_t i = 0; i < n; i++)
+        if (starts[i + 1] - starts[i] > max_len)
+            max_len = starts[i + 1] - starts[i];
+    size_t cap = max_len > PASS_TOKENS ? max_len : PASS_TOKENS;
+    if (cap > n_rows)
+        cap = n_rows;
+    pass p = {.m = m};
+    size_t *rel = malloc((n + 1) * sizeof *rel);
+    npl_status st = rel ? pass_alloc(&p, cap, max_len, err)
+                        : npl_error_set(err, NPL_ERR_NOMEM, "embed: out of memory for %zu texts", n);
+    /* Whole texts into each pass, in order, up to cap rows. */
+    for (size_t first = 0; !st && first < n;) {
+        size_t last = first + 1;
+        while (last < n && starts[last + 1] - starts[first] <= cap)
+            last++;
+        uint32_t *row_seq = (uint32_t *)p.row_seq;
+        for (size_t s = first; s < last; s++)
+            for (size_t r = starts[s]; r < starts[s + 1]; r++)
+                row_seq[r - starts[first]] = (uint32_t)(s - first);
+        for (size_t s = first; s <= last; s++)
+            rel[s - first] = starts[s] - starts[first];
+        p.tokens = ids + starts[first];
+        p.start = rel;
+        p.n_seqs = last - first;
+        p.n_rows = rel[p.n_seqs];
+        p.max_len = max_len;
+        run_pass(&p);
+        for (size_t s = 0; s < p.n_seqs; s++)
+            pool_text(&p, s, pooled + (first + s) * m->hp.n_embd);
+        (*n_passes)++;
+        first = last;
+    }
+    pass_free(&p);
+    free(rel);
+    return st;
+}
+
 npl_status npl_embed(npl_model *m, const char *const *texts, const size_t *lens, size_t n,
                      const npl_embed_options *opts, float *out, npl_embed_info *info, npl_error *err)
 {
@@ -409,56 +457,10 @@ npl_status npl_embed(npl_model *m, const char *const *texts, const size_t *lens,
     size_t *starts = malloc((n + 1) * sizeof *starts);
     if (!starts)
         return npl_error_set(err, NPL_ERR_NOMEM, "embed: out of memory for %zu texts", n);
-    pass p = {.m = m};
-    if ((st = tokenize_all(m, texts, lens, n, opts, &all, starts, info, err)))
-        goto done;
-    if (m->enc.decoder) {
+    if (!(st = tokenize_all(m, texts, lens, n, opts, &all, starts, info, err))) {
         info->n_tokens = all.n;
-        st = embed_decoder(m, &all, starts, n, opts, dim, out, info, err);
-        goto done;
+        st = embed_pooled(m, &all, starts, n, opts, dim, out, info, err);
     }
-    size_t max_len = 0;
-    for (size_t i = 0; i < n; i++)
-        if (starts[i + 1] - starts[i] > max_len)
-            max_len = starts[i + 1] - starts[i];
-    size_t cap = max_len > PASS_TOKENS ? max_len : PASS_TOKENS;
-    if (cap > all.n)
-        cap = all.n;
-    if ((st = pass_alloc(&p, cap, max_len, err)))
-        goto done;
-    info->n_tokens = all.n;
-
-    /* Whole texts into each pass, in order, up to cap rows. */
-    for (size_t first = 0; first < n;) {
-        size_t last = first + 1;
-        while (last < n && starts[last + 1] - starts[first] <= cap)
-            last++;
-        uint32_t *row_seq = (uint32_t *)p.row_seq;
-        for (size_t s = first; s < last; s++)
-            for (size_t r = starts[s]; r < starts[s + 1]; r++)
-                row_seq[r - starts[first]] = (uint32_t)(s - first);
-        size_t *rel = malloc((last - first + 1) * sizeof *rel);
-        if (!rel) {
-            st = npl_error_set(err, NPL_ERR_NOMEM, "embed: out of memory");
-            goto done;
-        }
-        for (size_t s = first; s <= last; s++)
-            rel[s - first] = starts[s] - starts[first];
-        p.tokens = all.ids + starts[first];
-        p.start = rel;
-        p.n_seqs = last - first;
-        p.n_rows = rel[p.n_seqs];
-        p.max_len = max_len;
-        run_pass(&p);
-        for (size_t s = 0; s < p.n_seqs; s++)
-            pool_text(&p, s, opts, dim, out + (first + s) * dim);
-        free(rel);
-        info->n_passes++;
-        first = last;
-    }
-
-done:
-    pass_free(&p);
     free(starts);
     npl_tokens_free(&all);
     return st;

@@ -15,4 +15,10 @@
 npl_status npl_embed_decoder(npl_model *m, const int32_t *ids, const size_t *starts, size_t n, float *pooled,
                              size_t *n_steps, npl_error *err);
 
+/* The same for an encoder m (bert, nomic-bert): texts packed into shared
+ * passes, each vector pooled (rank: the first row) into pooled;
+ * *n_passes counts the passes. */
+npl_status npl_encoder_pool(npl_model *m, const int32_t *ids, const size_t *starts, size_t n, float *pooled,
+                            size_t *n_passes, npl_error *err);
+
 #endif

@@ -129,6 +129,8 @@ npl_status npl_mistral3_read_extra(npl_binder *b);
 /* engine/models/model_bert.c */
 /* <arch>.pooling_type (mean when absent) into enc; none and rank refused. */
 npl_status npl_read_pooling(npl_binder *b, npl_encoder *enc);
+/* The same, rank accepted when rank_ok (encoders with a classification head). */
+npl_status npl_read_pooling_rank(npl_binder *b, npl_encoder *enc, bool rank_ok);
 npl_status npl_bert_prepare(npl_binder *b);
 npl_status npl_bert_read_extra(npl_binder *b);
 npl_status npl_nomic_bert_prepare(npl_binder *b);

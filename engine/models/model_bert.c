@@ -17,6 +17,11 @@ npl_status npl_bert_prepare(npl_binder *b)
 
 npl_status npl_read_pooling(npl_binder *b, npl_encoder *enc)
 {
+    return npl_read_pooling_rank(b, enc, false);
+}
+
+npl_status npl_read_pooling_rank(npl_binder *b, npl_encoder *enc, bool rank_ok)
+{
     uint32_t pooling;
     npl_status st = npl_bind_u32(b, "pooling_type", false, NPL_POOLING_MEAN, 0, UINT32_MAX, &pooling);
     if (st)
@@ -31,13 +36,40 @@ npl_status npl_read_pooling(npl_binder *b, npl_encoder *enc)
         return npl_error_set(b->err, NPL_ERR_UNSUPPORTED,
                              "%s: %s.pooling_type is none (per-token vectors), which is not supported", b->path,
                              b->arch);
-    case 4:
+    case NPL_POOLING_RANK:
+        if (rank_ok) {
+            enc->pooling = NPL_POOLING_RANK;
+            return NPL_OK;
+        }
         return npl_error_set(b->err, NPL_ERR_UNSUPPORTED,
                              "%s: %s.pooling_type is rank (a reranker), which is not supported", b->path, b->arch);
     default:
         return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: %s.pooling_type = %u is not known", b->path, b->arch,
                              pooling);
     }
+}
+
+/* A reranker's classification head (llama.cpp's names): cls.weight and
+ * cls.bias (dense + tanh, optional), then cls.output.weight and its bias
+ * to the scores, of which the first is the relevance. */
+static npl_status read_rank_head(npl_binder *b, npl_encoder *enc)
+{
+    uint64_t e = b->m->hp.n_embd;
+    npl_status st;
+    const npl_gguf_tensor *out = npl_gguf_find_tensor(b->m->gguf, "cls.output.weight");
+    if (!out || out->n_dims != 2 || out->ne[1] < 1 || out->ne[1] > 16)
+        return npl_error_set(b->err, NPL_ERR_UNSUPPORTED,
+                             "%s: a rank-pooling %s has no classification output 'cls.output.weight' of 1 to 16 rows",
+                             b->path, b->arch);
+    if (npl_gguf_find_tensor(b->m->gguf, "cls.weight") &&
+        ((st = npl_bind_matrix(b, "cls.weight", e, e, "n_embd, n_embd", &enc->cls)) ||
+         (st = npl_bind_vector(b, "cls.bias", e, "n_embd", &enc->cls_b))))
+        return st;
+    if ((st = npl_bind_matrix(b, "cls.output.weight", e, out->ne[1], "n_embd, classes", &enc->cls_out)))
+        return st;
+    if (npl_gguf_find_tensor(b->m->gguf, "cls.output.bias"))
+        return npl_bind_vector(b, "cls.output.bias", out->ne[1], "classes", &enc->cls_out_b);
+    return NPL_OK;
 }
 
 /* What bert and nomic-bert share: no causal mask, plain heads, the
@@ -63,7 +95,7 @@ static npl_status read_encoder(npl_binder *b)
     if (!(enc->norm_eps > 0.0f && enc->norm_eps < 1.0f))
         return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: %s.attention.layer_norm_epsilon = %g is out of range",
                              b->path, b->arch, (double)enc->norm_eps);
-    if ((st = npl_read_pooling(b, enc)))
+    if ((st = npl_read_pooling_rank(b, enc, true)))
         return st;
 
     const npl_gguf_tensor *types = npl_gguf_find_tensor(m->gguf, "token_types.weight");
@@ -74,7 +106,7 @@ static npl_status read_encoder(npl_binder *b)
         (st = npl_bind_vector(b, "token_embd_norm.weight", hp->n_embd, "n_embd", &enc->embd_norm)) ||
         (st = npl_bind_vector(b, "token_embd_norm.bias", hp->n_embd, "n_embd", &enc->embd_norm_b)))
         return st;
-    return NPL_OK;
+    return enc->pooling == NPL_POOLING_RANK ? read_rank_head(b, enc) : NPL_OK;
 }
 
 npl_status npl_bert_read_extra(npl_binder *b)

@@ -93,6 +93,7 @@ typedef enum npl_pooling {
     NPL_POOLING_MEAN = 1,
     NPL_POOLING_CLS = 2,
     NPL_POOLING_LAST = 3,
+    NPL_POOLING_RANK = 4, /* a reranker: the first row through the classification head */
 } npl_pooling;
 
 /* An encoder's weights beyond the layers (engine/models/model_bert.c). */
@@ -104,6 +105,10 @@ typedef struct npl_encoder {
     npl_pooling pooling;
     bool decoder;         /* a causal text model pooled into a vector (Qwen3-Embedding): embed_decoder.c */
     bool rope;            /* nomic-bert: NEOX RoPE on Q and K instead of pos_embd */
+    /* Rank pooling (rerank.c): score = cls_out tanh(cls x + cls_b) + cls_out_b,
+     * cls optional (absent: cls_out x + cls_out_b); the first of its outputs. */
+    npl_matrix cls, cls_out;
+    const float *cls_b, *cls_out_b;
 } npl_encoder;
 
 /* Scratch for one forward step of up to `rows` tokens; one set per model

@@ -7,8 +7,12 @@
  *              on and off, invalid UTF-8 and empty texts
  *   errors     bad arguments, a chat model, generation on an embedding model
  *   probe      npl_model_probe says embedding for bert, not for a chat model
+ *   rerank     npl_rerank: pairs scored together give the same bits as each
+ *              alone, truncation on and off, errors (an embedding model, a
+ *              chat model, npl_embed on a reranker), the probe's flag
  *
- *   test-embed CASE BERT.gguf CHAT.gguf */
+ *   test-embed CASE BERT.gguf CHAT.gguf
+ *   test-embed rerank RERANKER.gguf BERT.gguf CHAT.gguf */
 #include <math.h>
 
 #include "model_probe.h"
@@ -168,4 +172,60 @@ static void test_probe(void)
     CHECK(f.supported && !f.embedding);
 }
 
-NT_MAIN({"packing", test_packing}, {"options", test_options}, {"errors", test_errors}, {"probe", test_probe})
+/* Scores of docs alone and together, truncation, refusals. */
+static void test_rerank(void)
+{
+    npl_model *m = load(nt_arg(0));
+    REQUIRE(m);
+    static const char *const docs[] = {"the quick brown fox", "", "café au lait", "\xff\xfe broken", "你好世界"};
+    size_t n = sizeof docs / sizeof docs[0];
+    float all[8], one, v[4096];
+    npl_error err;
+    npl_embed_info info;
+    CHECK(npl_model_is_reranker(m) && npl_model_is_embedding(m) && !strcmp(npl_model_pooling_name(m), "rank"));
+    CHECK_OK(npl_rerank(m, "what is a fox", docs, n, all, NULL, &info, &err), &err);
+    CHECK(info.n_passes == 1 && info.n_truncated == 0);
+    for (size_t i = 0; i < n; i++) {
+        CHECK_OK(npl_rerank(m, "what is a fox", docs + i, 1, &one, NULL, NULL, &err), &err);
+        CHECKF(memcmp(&one, &all[i], sizeof one) == 0 && isfinite(one), "doc %zu: %g alone, %g together", i,
+               (double)one, (double)all[i]);
+    }
+    /* a document longer than the context: cut (keeping [SEP]) or refused */
+    char *long_doc = malloc(20001);
+    REQUIRE(long_doc);
+    for (size_t i = 0; i < 20000; i++)
+        long_doc[i] = i % 2 ? ' ' : 'a';
+    long_doc[20000] = '\0';
+    const char *two[] = {long_doc, docs[0]};
+    CHECK_OK(npl_rerank(m, "fox", two, 2, all, NULL, &info, &err), &err);
+    CHECK(info.n_truncated == 1 && isfinite(all[0]));
+    npl_rerank_options o;
+    npl_rerank_options_default(&o);
+    o.truncate = false;
+    CHECK_FAILS(npl_rerank(m, "fox", two, 2, all, &o, NULL, &err), NPL_ERR_CONTEXT_OVERFLOW, &err, "document 0");
+    CHECK_FAILS(npl_rerank(m, long_doc, docs, 1, all, NULL, NULL, &err), NPL_ERR_INVALID_ARG, &err, "the query is");
+    free(long_doc);
+    CHECK_FAILS(npl_rerank(m, "q", docs, 0, all, NULL, NULL, &err), NPL_ERR_INVALID_ARG, &err, "0 documents");
+    CHECK_FAILS(npl_rerank(m, NULL, docs, 1, all, NULL, NULL, &err), NPL_ERR_INVALID_ARG, &err, "NULL");
+    const char *null_doc = NULL;
+    CHECK_FAILS(npl_rerank(m, "q", &null_doc, 1, all, NULL, NULL, &err), NPL_ERR_INVALID_ARG, &err,
+                "document 0 is NULL");
+    CHECK_FAILS(npl_embed(m, docs, NULL, 1, NULL, v, NULL, &err), NPL_ERR_UNSUPPORTED, &err, "is a reranker");
+    npl_model_free(m);
+
+    for (int i = 1; i <= 2; i++) {
+        npl_model *other = load(nt_arg(i));
+        REQUIRE(other);
+        CHECK(!npl_model_is_reranker(other));
+        CHECK_FAILS(npl_rerank(other, "q", docs, 1, all, NULL, NULL, &err), NPL_ERR_UNSUPPORTED, &err,
+                    "not a reranker");
+        npl_model_free(other);
+    }
+    npl_model_facts f;
+    CHECK_OK(npl_model_probe(nt_arg(0), &f, &err), &err);
+    CHECK(f.supported && f.embedding && f.rerank);
+    CHECK_OK(npl_model_probe(nt_arg(1), &f, &err), &err);
+    CHECK(f.supported && f.embedding && !f.rerank);
+}
+
+NT_MAIN({"rerank", test_rerank}, {"packing", test_packing}, {"options", test_options}, {"errors", test_errors}, {"probe", test_probe})

@@ -6,6 +6,7 @@
 //   node oracle.mjs info     MODEL [REQUEST.json]
 //   node oracle.mjs complete-image MODEL [REQUEST.json]
 //   node oracle.mjs embed    MODEL [REQUEST.json]
+//   node oracle.mjs rerank   MODEL [REQUEST.json]
 //
 // The request is JSON read from the file, or from stdin when no file is
 // given; the answer is one JSON object on stdout. One model load serves all
@@ -26,10 +27,10 @@ import { fileURLToPath } from 'node:url'
 import { readGGUFMetadata, writeDerivedGGUF, stringArrayRecord, int32ArrayRecord, boolRecord, Vocab, TOKEN_TYPE } from './gguf-vocab.mjs'
 
 const HERE = path.dirname(fileURLToPath(import.meta.url))
-const COMMANDS = ['tokenize', 'complete', 'info', 'complete-image', 'embed']
+const COMMANDS = ['tokenize', 'complete', 'info', 'complete-image', 'embed', 'rerank']
 
 function usage () {
-  process.stderr.write('usage: oracle.mjs tokenize|complete|info|complete-image|embed MODEL [REQUEST.json]\n')
+  process.stderr.write('usage: oracle.mjs tokenize|complete|info|complete-image|embed|rerank MODEL [REQUEST.json]\n')
   process.exit(2)
 }
 
@@ -477,6 +478,27 @@ async function cmdEmbed (lib, model, req) {
   return { embeddings }
 }
 
+// Reranker: {query, documents, sep} -> {scores, rerank}. scores[i]: the
+// model's score of the pair "[CLS] query [SEP] document [SEP]", through
+// embedding() of query + sep + document (the first value of a rank-pooled
+// result); rerank: llama.node's own rerank() scores in the documents'
+// order (its pairs start with a second [CLS], so they differ a little).
+async function cmdRerank (lib, model, req) {
+  const nCtx = req.n_ctx ?? 512
+  const opts = { ...loadOptions(model, { ...req, n_ctx: nCtx }), n_batch: nCtx, n_ubatch: nCtx, embedding: true, embd_normalize: -1 }
+  const scores = []
+  for (const d of req.documents ?? []) {
+    const ctx = await lib.loadModel(opts)
+    const r = await ctx.embedding(req.query + (req.sep ?? '[SEP]') + d, { embd_normalize: -1 })
+    scores.push(r.embedding[0])
+  }
+  const ctx = await lib.loadModel(opts)
+  const ranked = await ctx.rerank(req.query, req.documents ?? [], {})
+  const rerank = new Array(ranked.length)
+  for (const r of ranked) rerank[r.index] = r.score
+  return { scores, rerank }
+}
+
 async function child (argv) {
   const [cmd, model, scratch] = argv
   const lib = require('@fugood/llama.node')
@@ -484,7 +506,7 @@ async function child (argv) {
   const req = raw ? JSON.parse(raw) : {}
   const meta = readGGUFMetadata(model)
   const vocab = new Vocab(meta)
-  const handlers = { tokenize: cmdTokenize, complete: cmdComplete, info: cmdInfo, 'complete-image': cmdCompleteImage, embed: cmdEmbed }
+  const handlers = { tokenize: cmdTokenize, complete: cmdComplete, info: cmdInfo, 'complete-image': cmdCompleteImage, embed: cmdEmbed, rerank: cmdRerank }
   const out = await handlers[cmd](lib, model, req, vocab, meta, scratch)
   fs.writeSync(3, JSON.stringify(out) + '\n')
   // Contexts are not released: llama.node has been seen to crash while
