@@ -266,6 +266,28 @@ static int parse_engine_option(const char *a, const char *val, options *o)
     return 0;
 }
 
+/* Embedding and reranking: the texts, the query and the documents. */
+static int parse_embed_option(const char *a, const char *val, options *o)
+{
+    if (!strcmp(a, "--embed")) {
+        NEED_VALUE();
+        o->embed[o->n_embed++] = val;
+    } else if (!strcmp(a, "--rerank")) {
+        NEED_VALUE();
+        o->rerank = val;
+    } else if (!strcmp(a, "--document")) {
+        NEED_VALUE();
+        o->docs[o->n_docs++] = val;
+    } else if (!strcmp(a, "--dimensions")) {
+        NEED_VALUE();
+        if (!parse_u32(val, &o->embed_opts.dimensions) || o->embed_opts.dimensions == 0)
+            return BAD_VALUE("a positive number");
+    } else {
+        return NOT_MINE;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
@@ -290,6 +312,8 @@ static int parse_args(int argc, char **argv, options *o)
         int taken = parse_sampling_option(a, val, o);
         if (taken == NOT_MINE)
             taken = parse_engine_option(a, val, o);
+        if (taken == NOT_MINE)
+            taken = parse_embed_option(a, val, o);
         if (taken != NOT_MINE) {
             if (taken)
                 return taken;
@@ -315,19 +339,6 @@ static int parse_args(int argc, char **argv, options *o)
             o->tokenize = val;
         } else if (!strcmp(a, "--raw")) {
             o->raw = true;
-        } else if (!strcmp(a, "--embed")) {
-            TAKE_VALUE();
-            o->embed[o->n_embed++] = val;
-        } else if (!strcmp(a, "--rerank")) {
-            NEED_VALUE();
-            o->rerank = val;
-        } else if (!strcmp(a, "--document")) {
-            NEED_VALUE();
-            o->docs[o->n_docs++] = val;
-        } else if (!strcmp(a, "--dimensions")) {
-            TAKE_VALUE();
-            if (!parse_u32(val, &o->embed_opts.dimensions) || o->embed_opts.dimensions == 0)
-                return BAD_VALUE("a positive number");
         } else if (!strcmp(a, "--no-truncate")) {
             o->embed_opts.truncate = false;
         } else if (!strcmp(a, "--info")) {
