@@ -271,9 +271,8 @@ static void decode_iq4_xs(const void *block, float *y)
     }
 }
 
-/* 2^(e - 128): half the E8M0 value, because the level table is doubled.
- * ggml gives e = 255 no NaN meaning, and neither do we. */
-static float e8m0_half(uint8_t e)
+/* ggml gives e = 255 no NaN meaning, and neither do we. */
+float npl_e8m0_to_fp32_half(uint8_t e)
 {
     uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
     float f;
@@ -286,7 +285,7 @@ static const int8_t mxfp4_levels_x2[16] = NPL_MXFP4_LEVELS_X2;
 static void decode_mxfp4(const void *block, float *y)
 {
     const npl_block_mxfp4 *b = block;
-    const float d = e8m0_half(b->e);
+    const float d = npl_e8m0_to_fp32_half(b->e);
     for (int j = 0; j < NPL_QK_MXFP4 / 2; j++) {
         y[j] = (float)mxfp4_levels_x2[b->qs[j] & 0x0f] * d;
         y[j + NPL_QK_MXFP4 / 2] = (float)mxfp4_levels_x2[b->qs[j] >> 4] * d;

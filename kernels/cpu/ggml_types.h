@@ -79,6 +79,10 @@ uint16_t npl_fp32_to_fp16(float f);
 float npl_bf16_to_fp32(uint16_t h);
 uint16_t npl_fp32_to_bf16(float f);
 
+/* 2^(e - 128): half the value of an E8M0 exponent byte, the scale of
+ * mxfp4's doubled levels (NPL_MXFP4_LEVELS_X2); exact for every e. */
+float npl_e8m0_to_fp32_half(uint8_t e);
+
 #ifdef __cplusplus
 }
 #endif

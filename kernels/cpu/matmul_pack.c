@@ -18,6 +18,7 @@ bool npl_pack_type_supported(uint32_t type)
     case NPL_TYPE_Q4_K:
     case NPL_TYPE_Q5_K:
     case NPL_TYPE_Q6_K:
+    case NPL_TYPE_MXFP4:
         return true;
     default:
         return false;
@@ -47,6 +48,7 @@ static size_t pack_block_bytes(uint32_t type)
     case NPL_TYPE_Q4_K: return NPL_PK_Q4_K_BYTES;
     case NPL_TYPE_Q5_K: return NPL_PK_Q5_K_BYTES;
     case NPL_TYPE_Q6_K: return NPL_PK_Q6_K_BYTES;
+    case NPL_TYPE_MXFP4: return NPL_PK_MXFP4_BYTES;
     default: return 0;
     }
 }
@@ -130,6 +132,17 @@ void npl_block_to_ints(uint32_t type, const uint8_t *blk, npl_block_ints *o)
         for (int j = 0; j < 32; j++)
             o->q[j] = (uint8_t)(blk[offsetof(npl_block_q8_0, qs) + j] ^ 0x80u);
         break;
+    case NPL_TYPE_MXFP4: {
+        static const int8_t lv[16] = NPL_MXFP4_LEVELS_X2;
+        const uint8_t *qs = blk + offsetof(npl_block_mxfp4, qs);
+        o->d = blk[offsetof(npl_block_mxfp4, e)];
+        o->m = 0;
+        for (int j = 0; j < 16; j++) {
+            o->q[j] = (uint8_t)(lv[qs[j] & 0x0f] + 12);
+            o->q[j + 16] = (uint8_t)(lv[qs[j] >> 4] + 12);
+        }
+        break;
+    }
     case NPL_TYPE_Q4_K:
     case NPL_TYPE_Q5_K: {
         bool five = type == NPL_TYPE_Q5_K;
@@ -240,6 +253,10 @@ static void row_parts_of(uint32_t type, const uint8_t *blk, row_parts *o)
         for (int j = 0; j < 32; j++)
             o->q8[j] = (uint8_t)(blk[offsetof(npl_block_q8_0, qs) + j] ^ 0x80u);
         break;
+    case NPL_TYPE_MXFP4: /* d: the exponent byte; the codes stay codes */
+        o->d = blk[offsetof(npl_block_mxfp4, e)];
+        nibble_pairs(blk + offsetof(npl_block_mxfp4, qs), o->nib[0]);
+        break;
     case NPL_TYPE_Q4_K:
     case NPL_TYPE_Q5_K: {
         bool five = type == NPL_TYPE_Q5_K;
@@ -323,11 +340,18 @@ static void put_chunk(const row_parts *rows, int c, uint8_t *qs, uint8_t *masks,
 
 static void pack_block(uint32_t type, const row_parts *rows, uint8_t *out)
 {
-    for (int r = 0; r < NPL_PACK_ROWS; r++)
-        wr16(out + 2 * r, rows[r].d);
+    for (int r = 0; r < NPL_PACK_ROWS; r++) {
+        if (type == NPL_TYPE_MXFP4)
+            out[r] = (uint8_t)rows[r].d;
+        else
+            wr16(out + 2 * r, rows[r].d);
+    }
     switch (type) {
     case NPL_TYPE_Q4_0:
         put_chunk(rows, 0, out + NPL_PK_Q4_0_QS, NULL, 0);
+        break;
+    case NPL_TYPE_MXFP4:
+        put_chunk(rows, 0, out + NPL_PK_MXFP4_QS, NULL, 0);
         break;
     case NPL_TYPE_Q4_1:
         for (int r = 0; r < NPL_PACK_ROWS; r++)

@@ -55,6 +55,11 @@
 #define NPL_PK_Q5_1_BYTES 384
 #define NPL_PK_Q8_0_QS 32 /* 8 units, quants + 128 */
 #define NPL_PK_Q8_0_BYTES 544
+/* MXFP4: e[16] exponent bytes, then the 4-bit codes as Q4_0's nibbles;
+ * the kernels map codes to doubled E2M1 levels + 12 (0..24, zero point
+ * 12) with a byte shuffle, so the copy is as small as the file. */
+#define NPL_PK_MXFP4_QS 16
+#define NPL_PK_MXFP4_BYTES 272
 
 /* K-quant super-blocks: 8 chunks of 32. */
 #define NPL_PK_K_DMIN 32   /* Q4_K/Q5_K: dmin[16] halves after d[16] */
@@ -80,7 +85,8 @@ typedef struct npl_packed_matrix {
     uint8_t *data;      /* n_groups * group_bytes, 64-byte aligned */
 } npl_packed_matrix;
 
-/* Types with a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K). */
+/* Types with a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K,
+ * MXFP4). */
 bool npl_pack_type_supported(uint32_t type);
 
 /* Fills the geometry of p for w (data left NULL); false when w's type has
@@ -92,7 +98,8 @@ void npl_pack_groups(const npl_matrix *w, const npl_packed_matrix *p, int64_t g0
 
 /* Integer values of one native block, in element order, as the packed
  * layout stores them (Q4_*: 0..15, Q5_*: 0..31, Q8_0: quant + 128,
- * Q4_K/Q5_K: 0..15/0..31, Q6_K: 0..63), with the block's scales. The
+ * Q4_K/Q5_K: 0..15/0..31, Q6_K: 0..63, MXFP4: doubled level + 12), with
+ * the block's scales (MXFP4: d holds the exponent byte). The
  * scalar reference kernels read the native rows through this too. */
 typedef struct npl_block_ints {
     uint8_t q[256];

@@ -28,7 +28,20 @@
  * Q8_0 and by 20% for Q4_K. */
 #define PREFETCH_BYTES 2048
 
-enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
+enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_MXFP4 };
+
+/* MXFP4 codes -> doubled E2M1 levels + 12 (NPL_MXFP4_LEVELS_X2). */
+static const int8_t mxfp4_biased[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+
+/* 16 rows' 2^(e - 128) from their exponent bytes, exact for every e:
+ * 2^(floor(e/2) - 64) * 2^(ceil(e/2) - 64), both factors normal floats. */
+NPL_V_AI vf e8m0_half_rows(const uint8_t *e)
+{
+    vi x = vi_load_u8(e), bias = vi_set1(63);
+    vi lo = vi_slli(vi_add(vi_srli(x, 1), bias), 23);
+    vi hi = vi_slli(vi_add(vi_srli(vi_add(x, vi_set1(1)), 1), bias), 23);
+    return vf_mul(vf_from_bits(lo), vf_from_bits(hi));
+}
 
 /* Unit u of a 4-bit chunk: w[u] low nibbles (elements 4u..), w[4 + u]
  * high nibbles (16 + 4u..), plus the fifth/sixth bits from the masks. */
@@ -90,6 +103,7 @@ NPL_V_AI void legacy_tile(int kind, int G, const uint8_t *gb, size_t gstride, si
     case K_Q5_1:
         bb = NPL_PK_Q5_1_BYTES; qs_off = NPL_PK_Q5_1_QS; mask_off = NPL_PK_Q5_1_MASK; m_off = NPL_PK_Q5_1_M; bits = 5;
         break;
+    case K_MXFP4: bb = NPL_PK_MXFP4_BYTES; qs_off = NPL_PK_MXFP4_QS; bits = 5; break;
     default: bb = NPL_PK_Q8_0_BYTES; qs_off = NPL_PK_Q8_0_QS; bits = 8; break;
     }
 #pragma GCC unroll 2
@@ -105,16 +119,17 @@ NPL_V_AI void legacy_tile(int kind, int G, const uint8_t *gb, size_t gstride, si
         for (int g = 0; g < G; g++) {
             blk[g] = gb + (size_t)g * gstride + b * bb;
             npl_v_prefetch(blk[g], PREFETCH_BYTES, bb);
-            dw[g] = vf_load_f16(blk[g]);
+            dw[g] = kind == K_MXFP4 ? e8m0_half_rows(blk[g]) : vf_load_f16(blk[g]);
             mw[g] = m_off >= 0 ? vf_load_f16(blk[g] + m_off) : vf_zero();
         }
         /* the zero point's term starts each sum: -zp * sum(q_a) */
 #pragma GCC unroll 8
         for (int v = 0; v < V; v++) {
             const npl_act_q8 *ab = a + (size_t)v * a_stride + b;
-            vi init = kind == K_Q8_0 ? vi_q8_init(ab->nsum8)
-                      : zp_shift >= 0 ? vi_set1(ab->nsum8 * (1 << zp_shift))
-                                      : vi_set1(0);
+            vi init = kind == K_Q8_0    ? vi_q8_init(ab->nsum8)
+                      : kind == K_MXFP4 ? vi_set1(-12 * ab->sum)
+                      : zp_shift >= 0   ? vi_set1(ab->nsum8 * (1 << zp_shift))
+                                        : vi_set1(0);
 #pragma GCC unroll 2
             for (int g = 0; g < G; g++)
                 s[g][v] = init;
@@ -143,6 +158,10 @@ NPL_V_AI void legacy_tile(int kind, int G, const uint8_t *gb, size_t gstride, si
                     }
                     lo[g] = vu_lo_nibbles(raw);
                     hi[g] = vu_hi_nibbles(raw);
+                    if (kind == K_MXFP4) {
+                        lo[g] = vu_lookup16(lo[g], mxfp4_biased);
+                        hi[g] = vu_lookup16(hi[g], mxfp4_biased);
+                    }
                     if (mask_off >= 0) {
                         lo[g] = vu_add_bit(lo[g], blk[g] + mask_off + 16 * u, 16);
                         hi[g] = vu_add_bit(hi[g], blk[g] + mask_off + 16 * u + 8, 16);
@@ -374,6 +393,7 @@ void NPL_ISA_FN(npl_packed_matmul)(const npl_packed_matrix *p, int64_t g0, int64
     case NPL_TYPE_Q5_0: legacy_matmul(K_Q5_0, p, g0, g1, act, n_vec, y); break;
     case NPL_TYPE_Q5_1: legacy_matmul(K_Q5_1, p, g0, g1, act, n_vec, y); break;
     case NPL_TYPE_Q8_0: legacy_matmul(K_Q8_0, p, g0, g1, act, n_vec, y); break;
+    case NPL_TYPE_MXFP4: legacy_matmul(K_MXFP4, p, g0, g1, act, n_vec, y); break;
     case NPL_TYPE_Q4_K: k_matmul(NPL_TYPE_Q4_K, p, g0, g1, act, n_vec, y); break;
     case NPL_TYPE_Q5_K: k_matmul(NPL_TYPE_Q5_K, p, g0, g1, act, n_vec, y); break;
     case NPL_TYPE_Q6_K: k_matmul(NPL_TYPE_Q6_K, p, g0, g1, act, n_vec, y); break;

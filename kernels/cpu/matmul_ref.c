@@ -20,6 +20,7 @@ static int zero_point(uint32_t type)
     case NPL_TYPE_Q4_0: return 8;
     case NPL_TYPE_Q5_0: return 16;
     case NPL_TYPE_Q8_0: return 128;
+    case NPL_TYPE_MXFP4: return 12;
     default: return 0;
     }
 }
@@ -35,7 +36,8 @@ static float dot_legacy(uint32_t type, const uint8_t *row, size_t block_bytes, s
         int32_t isum = 0;
         for (int j = 0; j < 32; j++)
             isum += ((int32_t)bi.q[j] - zp) * a[b].q[j];
-        acc = fmaf(npl_fp16_to_fp32(bi.d) * a[b].d, (float)isum, acc);
+        float dw = type == NPL_TYPE_MXFP4 ? npl_e8m0_to_fp32_half((uint8_t)bi.d) : npl_fp16_to_fp32(bi.d);
+        acc = fmaf(dw * a[b].d, (float)isum, acc);
         if (has_min)
             acc = fmaf(npl_fp16_to_fp32(bi.m), a[b].s, acc);
     }

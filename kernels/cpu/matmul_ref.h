@@ -8,6 +8,7 @@
  *     isum = sum_j (q_j - zero_point) * a_j          exact int32
  *     acc  = fmaf(d_w * d_a, (float)isum, acc)
  *     acc  = fmaf(m_w, s_a, acc)                      Q4_1, Q5_1 only
+ *   MXFP4: q = doubled E2M1 level + 12, zero point 12, d_w = 2^(e - 128)
  *   Q4_K, Q5_K (act npl_act_q8k, one float scale per 256):
  *     S = sum_c sc_c * isum_c,  M = sum_c m_c * bsum32_c   exact int32
  *     acc = fmaf(d * d_a, S, acc); acc = fmaf(-(dmin * d_a), M, acc)

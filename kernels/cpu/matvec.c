@@ -72,8 +72,7 @@ bool npl_matmul_type_supported(uint32_t type)
     case NPL_TYPE_Q2_K:
     case NPL_TYPE_Q3_K:
     case NPL_TYPE_IQ4_NL:
-    case NPL_TYPE_IQ4_XS:
-    case NPL_TYPE_MXFP4: {
+    case NPL_TYPE_IQ4_XS: {
         /* converted to floats by the reference dequantizer, a row at a time */
         const npl_type_traits *tr = npl_type_traits_get(type);
         return tr && tr->can_dequantize;

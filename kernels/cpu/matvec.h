@@ -9,8 +9,9 @@
  * the result for a vector does not depend on the other vectors in the
  * batch, on the thread count, on timing or on the SIMD level.
  *
- * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K rows are dotted with
- * the activations quantized to 8 bits (integer dots); with AVX2 or
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, Q4_K, Q5_K and Q6_K rows are
+ * dotted with the activations quantized to 8 bits (integer dots; MXFP4
+ * against Q8_0-style blocks of 32, as llama.cpp does); with AVX2 or
  * AVX-512 they are first repacked into an interleaved layout
  * (matmul_packed.h) owned by the workspace. BF16 rows are dotted with the
  * activations rounded to BF16 (VDPBF16PS where the CPU has it); F32/F16

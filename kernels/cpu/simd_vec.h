@@ -205,6 +205,12 @@ typedef __m512i vu;
 NPL_V_AI vu vu_load(const void *p) { return _mm512_loadu_si512(p); }
 NPL_V_AI vu vu_lo_nibbles(vu raw) { return _mm512_and_si512(raw, _mm512_set1_epi8(0x0f)); }
 NPL_V_AI vu vu_hi_nibbles(vu raw) { return _mm512_and_si512(_mm512_srli_epi16(raw, 4), _mm512_set1_epi8(0x0f)); }
+/* Each byte (0..15) replaced by tbl[byte] (VPSHUFB on 16 entries). */
+NPL_V_AI vu vu_lookup16(vu idx, const int8_t tbl[16])
+{
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)tbl)), idx);
+}
+NPL_V_AI vf vf_from_bits(vi a) { return _mm512_castsi512_ps(a); }
 /* bit added to the bytes whose bit is set in the 64-bit mask at m */
 NPL_V_AI vu vu_add_bit(vu w, const uint8_t *m, int bit)
 {
@@ -509,6 +515,12 @@ NPL_V_AI vu vu_hi_nibbles(vu raw)
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     return (vu){_mm256_and_si256(_mm256_srli_epi16(raw.lo, 4), m4), _mm256_and_si256(_mm256_srli_epi16(raw.hi, 4), m4)};
 }
+NPL_V_AI vu vu_lookup16(vu idx, const int8_t tbl[16])
+{
+    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)tbl));
+    return (vu){_mm256_shuffle_epi8(t, idx.lo), _mm256_shuffle_epi8(t, idx.hi)};
+}
+NPL_V_AI vf vf_from_bits(vi a) { return NPL_V_F2(_mm256_castsi256_ps(a.lo), _mm256_castsi256_ps(a.hi)); }
 /* The 32 mask bits at m as 0xff / 0x00 bytes. */
 NPL_V_AI __m256i npl_v_mask_bytes(const uint8_t *m)
 {

@@ -406,6 +406,7 @@ static void test_block_ints(void)
                 case NPL_TYPE_Q4_0: got[i] = (float)(q - 8) * d; break;
                 case NPL_TYPE_Q5_0: got[i] = (float)(q - 16) * d; break;
                 case NPL_TYPE_Q8_0: got[i] = (float)(q - 128) * d; break;
+                case NPL_TYPE_MXFP4: got[i] = (float)(q - 12) * npl_e8m0_to_fp32_half((uint8_t)bi.d); break;
                 case NPL_TYPE_Q4_1:
                 case NPL_TYPE_Q5_1: got[i] = (float)q * d + m; break;
                 case NPL_TYPE_Q6_K: got[i] = d * (float)bi.sc[i / 16] * (float)(q - 32); break;
