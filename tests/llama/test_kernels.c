@@ -108,7 +108,7 @@ static const type_case type_cases[] = {
     {NPL_TYPE_Q6_K, offsetof(npl_block_q6_K, d), -1, -1, true},
     {NPL_TYPE_IQ4_NL, offsetof(npl_block_iq4_nl, d), -1, -1, false},
     {NPL_TYPE_IQ4_XS, offsetof(npl_block_iq4_xs, d), -1, -1, false},
-    {NPL_TYPE_MXFP4, -1, -1, offsetof(npl_block_mxfp4, e), false},
+    {NPL_TYPE_MXFP4, -1, -1, offsetof(npl_block_mxfp4, e), true}, /* dotted against q8_0 activations, as llama.cpp */
 };
 
 static void put_f16(uint8_t *p, float v)
