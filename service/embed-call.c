@@ -128,7 +128,7 @@ static GVariant *embed_reply(NpdRequest *r, const NpdEvent *ev)
     g_variant_builder_add(&info, "{sv}", "truncated", g_variant_new_uint32((guint32)j->steps.n_truncated));
     g_variant_builder_add(&info, "{sv}", "passes", g_variant_new_uint32((guint32)j->steps.n_passes));
     g_variant_builder_add(&info, "{sv}", "total_time_ms", g_variant_new_double(ev->stats.total_time_ms));
-    g_variant_builder_add(&info, "{sv}", "device", g_variant_new_string(r->daemon->device));
+    g_variant_builder_add(&info, "{sv}", "device", g_variant_new_string(r->daemon->device->device));
     return g_variant_new("(aada{sv})", &vecs, &info);
 }
 
@@ -155,7 +155,6 @@ gboolean npd_job_call_run(NpdPendingCall *p, const NpdJobKind *kind,
     r->reply = reply;
     g_debug("%s request %" G_GUINT64_FORMAT " from %s: model %s, %u texts", kind->name, r->id, p->client->name,
             p->model_name, n);
-    npd_manager_announce(d->manager);
     return FALSE;
 }
 

@@ -87,7 +87,7 @@ static GVariant *rerank_reply(NpdRequest *r, const NpdEvent *ev)
     g_variant_builder_add(&info, "{sv}", "truncated", g_variant_new_uint32((guint32)j->steps.n_truncated));
     g_variant_builder_add(&info, "{sv}", "passes", g_variant_new_uint32((guint32)j->steps.n_passes));
     g_variant_builder_add(&info, "{sv}", "total_time_ms", g_variant_new_double(ev->stats.total_time_ms));
-    g_variant_builder_add(&info, "{sv}", "device", g_variant_new_string(r->daemon->device));
+    g_variant_builder_add(&info, "{sv}", "device", g_variant_new_string(r->daemon->device->device));
     return g_variant_new("(a(ud)a{sv})", &res, &info);
 }
 
