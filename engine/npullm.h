@@ -13,20 +13,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Public headers only: base/'s, the model probe beside this one, and the
- * tokenizer's and the grammar's APIs. The GGUF reader is the engine's own
- * (engine/gguf/gguf.h): a model's file appears here as an opaque handle. */
-#include "grammar.h"
+/* Public headers only: base/'s and the model probe beside this one. The
+ * tokenizer (engine/tokenizer/tokenizer.h), the grammar
+ * (engine/chat/grammar.h) and the GGUF reader (engine/gguf/gguf.h) appear
+ * here as opaque handles; a program that calls their own functions
+ * includes their headers itself. */
 #include "model_probe.h"
 #include "npl_buf.h"
 #include "npl_error.h"
-#include "tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct npl_gguf npl_gguf;
+typedef struct npl_tokenizer npl_tokenizer;           /* tokenizer.h */
+typedef struct npl_tokens npl_tokens;                 /* tokenizer.h: token ids and their count */
+typedef struct npl_grammar_matcher npl_grammar_matcher; /* grammar.h */
 
 /* ---- model ------------------------------------------------------------ */
 

@@ -10,6 +10,7 @@
 #include "authorization.h"
 #include "client-tracker.h"
 #include "daemon-config.h"
+#include "device-plan.h"
 #include "engine-worker.h"
 #include "idle.h"
 #include "image-budget.h"
@@ -28,25 +29,9 @@ typedef struct NpdManager NpdManager;
 
 struct NpdDaemon {
     NpdConfig *cfg;
-    /* What --device resolved to at startup (npl_device_resolve): the
-     * Device and DeviceStatus properties, and what models load on. */
-    gchar *device;
-    gchar *device_status;
-    const char *device_load_as;
-    /* Where an NPU device (and, with [Engine] WeightCache, the CPU) keeps
-     * its repacked weights between loads: systemd's CacheDirectory=
-     * ($CACHE_DIRECTORY), else "" (none; the daemon never writes beside
-     * the models). Never from a client. */
-    gchar *npu_cache_dir;
-    GMainLoop *loop;
+    NpdDevicePlan *device; /* what --device resolved to at startup */
     GDBusConnection *bus;
-    GDBusNodeInfo *introspection;
-    GDBusInterfaceInfo *manager_info;
-    GDBusInterfaceInfo *request_info;
-    guint request_subtree_id;
-    guint own_name_id;
-    gboolean name_acquired;
-    int exit_status;
+    GDBusNodeInfo *introspection; /* the interfaces, looked up by their owners */
 
     NpdModelCatalog *catalog;
     NpdWorker *worker;
@@ -57,13 +42,13 @@ struct NpdDaemon {
     NpdAdmission *admission;
 
     NpdClients *clients;
-    gchar **loaded_models;
-    guint models_idle_token;   /* held while a model is loaded */
     NpdManager *manager;
 };
 
 /* ---- request objects (request-objects.c) ---- */
-gboolean npd_request_objects_register(NpdDaemon *d, GError **error);
+/* The subtree's registration id (for g_dbus_connection_unregister_subtree),
+ * 0 with error when it cannot. */
+guint npd_request_objects_register(NpdDaemon *d, GError **error);
 void npd_request_objects_handle_event(NpdDaemon *d, const NpdEvent *ev);
 
 /* ---- manager (manager.c) ---- */
@@ -76,5 +61,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdManager, npd_manager_free)
 void npd_manager_handle_command_done(const NpdEvent *ev);
 /* Emits PropertiesChanged for what changed since the last call. */
 void npd_manager_announce(NpdManager *m);
+/* LoadedModels, as the worker reported them (and announced). */
+void npd_manager_set_loaded_models(NpdManager *m, gchar **names);
+/* NULL-terminated, NULL when none (or m is NULL); owned by m. */
+gchar **npd_manager_loaded_models(NpdManager *m);
+gboolean npd_manager_model_is_loaded(NpdManager *m, const char *name);
 
 #endif

@@ -115,7 +115,7 @@ static GVariant *embed_reply(NpdRequest *r, const NpdEvent *ev)
     GVariantBuilder vecs, info;
     g_variant_builder_init(&vecs, G_VARIANT_TYPE("aad"));
     g_autofree double *row = g_new(double, j->dim);
-    for (guint i = 0; i < j->n; i++) {
+    for (guint i = 0; i < j->steps.n; i++) {
         for (guint32 k = 0; k < j->dim; k++)
             row[k] = j->vectors[(gsize)i * j->dim + k];
         g_variant_builder_add_value(&vecs, g_variant_new_fixed_array(G_VARIANT_TYPE_DOUBLE, row, j->dim, sizeof *row));
@@ -125,10 +125,10 @@ static GVariant *embed_reply(NpdRequest *r, const NpdEvent *ev)
     g_variant_builder_add(&info, "{sv}", "dimensions", g_variant_new_uint32(j->dim));
     g_variant_builder_add(&info, "{sv}", "pooling", g_variant_new_string(j->pooling != NULL ? j->pooling : ""));
     g_variant_builder_add(&info, "{sv}", "prompt_tokens", g_variant_new_uint32(ev->stats.prompt_tokens));
-    g_variant_builder_add(&info, "{sv}", "truncated", g_variant_new_uint32((guint32)j->n_truncated));
-    g_variant_builder_add(&info, "{sv}", "passes", g_variant_new_uint32((guint32)j->n_passes));
+    g_variant_builder_add(&info, "{sv}", "truncated", g_variant_new_uint32((guint32)j->steps.n_truncated));
+    g_variant_builder_add(&info, "{sv}", "passes", g_variant_new_uint32((guint32)j->steps.n_passes));
     g_variant_builder_add(&info, "{sv}", "total_time_ms", g_variant_new_double(ev->stats.total_time_ms));
-    g_variant_builder_add(&info, "{sv}", "device", g_variant_new_string(r->daemon->device));
+    g_variant_builder_add(&info, "{sv}", "device", g_variant_new_string(r->daemon->device->device));
     return g_variant_new("(aada{sv})", &vecs, &info);
 }
 
@@ -155,11 +155,10 @@ gboolean npd_job_call_run(NpdPendingCall *p, const NpdJobKind *kind,
     r->reply = reply;
     g_debug("%s request %" G_GUINT64_FORMAT " from %s: model %s, %u texts", kind->name, r->id, p->client->name,
             p->model_name, n);
-    npd_manager_announce(d->manager);
     return FALSE;
 }
 
 gboolean npd_embed_run(NpdPendingCall *p)
 {
-    return npd_job_call_run(p, &npd_embed_job_kind, embed_reply, ((NpdEmbedJob *)p->op)->n);
+    return npd_job_call_run(p, &npd_embed_job_kind, embed_reply, ((NpdEmbedJob *)p->op)->steps.n);
 }

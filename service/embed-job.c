@@ -17,10 +17,7 @@ NpdEmbedJob *npd_embed_job_new(gchar **texts, guint n, guint32 dimensions, gbool
 {
     NpdEmbedJob *j = g_new0(NpdEmbedJob, 1);
     j->texts = texts;
-    j->n = n;
-    j->lens = g_new(gsize, n);
-    for (guint i = 0; i < n; i++)
-        j->lens[i] = strlen(texts[i]);
+    npd_text_steps_init(&j->steps, (const char *const *)texts, n, 0);
     npl_embed_options_default(&j->opts);
     j->opts.dimensions = dimensions;
     j->opts.truncate = truncate;
@@ -32,7 +29,7 @@ void npd_embed_job_free(NpdEmbedJob *j)
     if (j == NULL)
         return;
     g_strfreev(j->texts);
-    g_free(j->lens);
+    npd_text_steps_clear(&j->steps);
     g_free(j->vectors);
     g_free(j);
 }
@@ -53,52 +50,36 @@ static gboolean embed_check_model(gpointer state, npl_model *m, GError **error)
         return FALSE;
     }
     j->dim = j->opts.dimensions != 0 ? j->opts.dimensions : dim;
-    if ((gsize)j->n * j->dim > MAX_REPLY_VALUES) {
+    if ((gsize)j->steps.n * j->dim > MAX_REPLY_VALUES) {
         g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                    "texts: %u vectors of %u values exceed the reply limit of %zu values (send fewer texts)", j->n,
+                    "texts: %u vectors of %u values exceed the reply limit of %zu values (send fewer texts)", j->steps.n,
                     j->dim, MAX_REPLY_VALUES);
         return FALSE;
     }
     j->pooling = npl_model_pooling_name(m);
-    j->vectors = g_try_new(float, (gsize)j->n * j->dim);
+    j->vectors = g_try_new(float, (gsize)j->steps.n * j->dim);
     if (j->vectors == NULL) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_BUSY, "no memory for %u vectors of %u values", j->n, j->dim);
+        g_set_error(error, NPD_ERROR, NPD_ERROR_BUSY, "no memory for %u vectors of %u values", j->steps.n, j->dim);
         return FALSE;
     }
     return TRUE;
 }
 
-/* The next texts, up to the step's caps (at least one). The engine's
- * vectors do not depend on how texts are grouped into calls. */
+/* The next texts, up to the step's caps. The engine's vectors do not
+ * depend on how texts are grouped into calls. */
 static npl_status embed_step(gpointer state, npl_model *m, gboolean *done, npl_error *err)
 {
     NpdEmbedJob *j = state;
-    guint first = j->done, end = first;
-    gsize bytes = 0;
-    while (end < j->n && end - first < NPP_EMBED_STEP_TEXTS && (end == first || bytes + j->lens[end] <= EMBED_STEP_BYTES))
-        bytes += j->lens[end++];
+    guint first = j->steps.done, end = npd_text_steps_next(&j->steps, EMBED_STEP_BYTES);
     npl_embed_info info;
-    npl_status st = npl_embed(m, (const char *const *)j->texts + first, j->lens + first, end - first, &j->opts,
+    npl_status st = npl_embed(m, (const char *const *)j->texts + first, j->steps.lens + first, end - first, &j->opts,
                               j->vectors + (gsize)first * j->dim, &info, err);
-    if (st != NPL_OK) {
-        /* its text numbers count from this step's first text */
-        const char *msg = g_str_has_prefix(err->message, "embed: ") ? err->message + 7 : err->message;
-        g_autofree gchar *where = g_strdup_printf("in texts[%u..%u]: %s", first, end - 1, msg);
-        npl_error_set(err, st, "%s", where);
-        return st;
-    }
-    j->n_tokens += info.n_tokens;
-    j->n_truncated += info.n_truncated;
-    j->n_passes += info.n_passes;
-    j->done = end;
-    *done = j->done == j->n;
-    return NPL_OK;
+    return npd_text_steps_finish(&j->steps, end, st, &info, "texts", "embed: ", done, err);
 }
 
 static void embed_stats(gconstpointer state, NpdJobStats *stats)
 {
-    const NpdEmbedJob *j = state;
-    stats->prompt_tokens = (guint32)MIN(j->n_tokens, G_MAXUINT32);
+    npd_text_steps_stats(&((const NpdEmbedJob *)state)->steps, stats);
 }
 
 const NpdJobKind npd_embed_job_kind = {

@@ -8,17 +8,15 @@
 #include <glib.h>
 
 #include "job-kind.h"
+#include "text-steps.h"
 
 typedef struct {
-    gchar **texts; /* n, owned */
-    gsize *lens;
-    guint n;
+    gchar **texts; /* steps.n, owned */
     npl_embed_options opts;
     /* advanced by the steps on the engine thread */
-    guint done;     /* texts embedded */
+    NpdTextSteps steps; /* lens: the texts' bytes */
     guint32 dim;    /* values per vector (set by check_model) */
-    float *vectors; /* n * dim */
-    gsize n_tokens, n_truncated, n_passes;
+    float *vectors; /* steps.n * dim */
     const char *pooling; /* the model's (a static string) */
 } NpdEmbedJob;
 

@@ -26,6 +26,7 @@ static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv, const 
 {
     PendingCall *p = g_new0(PendingCall, 1);
     p->daemon = d;
+    p->invocation = inv;
     p->method = method;
     p->client = npd_client_ref(npd_clients_get(d->clients, g_dbus_method_invocation_get_sender(inv)));
     p->client->pending_calls++;
@@ -80,17 +81,26 @@ static void authorized_cb(GError *error, gpointer data)
     npd_pending_call_free(p);
 }
 
-/* Takes ownership of the invocation and of p on every path. */
-static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p)
+static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data);
+
+/* The call's way after prepare (and its schemas): the filesystems of the
+ * descriptors it took, checked off the main thread (coming back here once
+ * fds_checked took them), then admission, then polkit. Takes p on every
+ * path. */
+static void call_continue(PendingCall *p)
 {
-    p->invocation = inv;
+    if (p->fds_checked != NULL) {
+        npd_fd_filesystem_check_async((int *)(gpointer)p->unchecked_fds->data, p->unchecked_fds->len,
+                                      p->client->uid, fds_checked_cb, p);
+        return;
+    }
     g_autoptr(GError) error = NULL;
-    if (!npd_admission_admit_call(d->admission, p->client, p->method->makes_request, &error)) {
-        g_dbus_method_invocation_return_gerror(inv, error);
+    if (!npd_admission_admit_call(p->daemon->admission, p->client, p->method->makes_request, &error)) {
+        g_dbus_method_invocation_return_gerror(p->invocation, error);
         npd_pending_call_free(p);
         return;
     }
-    npd_authorizer_check(d->authorizer, inv, p->method->action, authorized_cb, p);
+    npd_authorizer_check(p->daemon->authorizer, p->invocation, p->method->action, authorized_cb, p);
 }
 
 static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data)
@@ -100,24 +110,13 @@ static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data)
     g_autofree int *fds = npd_fd_filesystem_check_finish(res, &error);
     if (fds != NULL)
         memcpy(p->unchecked_fds->data, fds, p->unchecked_fds->len * sizeof(int));
-    if (fds == NULL || !p->fds_checked(p, &error)) {
+    NpdMethodFdsChecked fds_checked = g_steal_pointer(&p->fds_checked);
+    if (fds == NULL || !fds_checked(p, &error)) {
         g_dbus_method_invocation_return_gerror(p->invocation, error);
         npd_pending_call_free(p);
         return;
     }
-    authorize_then(p->daemon, p->invocation, p);
-}
-
-/* After prepare and its schemas: the descriptors' filesystems, then polkit. */
-static void check_fds_then_authorize(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall *p)
-{
-    if (p->unchecked_fds != NULL) {
-        p->invocation = inv;
-        npd_fd_filesystem_check_async((int *)(gpointer)p->unchecked_fds->data, p->unchecked_fds->len,
-                                      p->client->uid, fds_checked_cb, p);
-        return;
-    }
-    authorize_then(d, inv, p);
+    call_continue(p);
 }
 
 static void schemas_compiled_cb(GObject *source, GAsyncResult *res, gpointer data)
@@ -130,7 +129,7 @@ static void schemas_compiled_cb(GObject *source, GAsyncResult *res, gpointer dat
         npd_pending_call_free(p);
         return;
     }
-    check_fds_then_authorize(p->daemon, p->invocation, p);
+    call_continue(p);
 }
 
 /* Validates (prepare), compiles the options' schemas on a thread and
@@ -151,10 +150,8 @@ void npd_manager_call_dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const N
         npd_pending_call_free(p);
         return;
     }
-    if (npd_schemas_pending(&p->opts)) {
-        p->invocation = inv;
+    if (npd_schemas_pending(&p->opts))
         npd_schemas_compile_async(&p->opts, schemas_compiled_cb, p);
-        return;
-    }
-    check_fds_then_authorize(d, inv, p);
+    else
+        call_continue(p);
 }

@@ -25,14 +25,21 @@ struct NpdManager {
     NpdDaemon *daemon;
     guint reg_id;
     guint idle_timeout; /* IdleTimeout, told to the worker */
+    gchar **loaded_models;   /* LoadedModels, as the worker reported */
+    guint models_idle_token; /* held while a model is loaded */
     /* last values announced through PropertiesChanged, per row of the
      * property table */
     GVariant *announced[MANAGER_MAX_PROPERTIES];
 };
 
-static gboolean model_is_loaded(NpdDaemon *d, const char *name)
+gboolean npd_manager_model_is_loaded(NpdManager *m, const char *name)
 {
-    return d->loaded_models != NULL && g_strv_contains((const gchar *const *)d->loaded_models, name);
+    return m != NULL && m->loaded_models != NULL && g_strv_contains((const gchar *const *)m->loaded_models, name);
+}
+
+gchar **npd_manager_loaded_models(NpdManager *m)
+{
+    return m != NULL ? m->loaded_models : NULL;
 }
 
 /* LoadModel, UnloadModel: answered from npd_manager_handle_command_done. */
@@ -92,7 +99,7 @@ static GVariant *list_models(NpdDaemon *d)
         g_variant_builder_add(&b, "{sv}", "quantization", g_variant_new_string(quant));
         g_variant_builder_add(&b, "{sv}", "context_length", g_variant_new_uint32(e->context_length));
         g_variant_builder_add(&b, "{sv}", "vision", g_variant_new_boolean(e->vision));
-        g_variant_builder_add(&b, "{sv}", "loaded", g_variant_new_boolean(model_is_loaded(d, e->name)));
+        g_variant_builder_add(&b, "{sv}", "loaded", g_variant_new_boolean(npd_manager_model_is_loaded(d->manager, e->name)));
         g_variant_builder_add(&b, "{sv}", "file_size", g_variant_new_uint64(e->file_size));
         g_variant_builder_add(&b, "{sv}", "supported", g_variant_new_boolean(e->supported));
         g_variant_builder_add(&b, "{sv}", "reason", g_variant_new_string(e->reason));
@@ -115,7 +122,7 @@ static gboolean prepare_model_op(NpdDaemon *d, PendingCall *p, GVariant *params,
         return FALSE;
     }
     const NpdModelEntry *e = npd_model_catalog_lookup(d->catalog, name, error);
-    if (e == NULL && !(unload && model_is_loaded(d, name)))
+    if (e == NULL && !(unload && npd_manager_model_is_loaded(d->manager, name)))
         return FALSE;
     g_clear_error(error);
     p->model_name = g_strdup(name);
@@ -169,13 +176,13 @@ static GVariant *get_version(NpdManager *m)
 static GVariant *get_device(NpdManager *m)
 {
     NpdDaemon *d = m->daemon;
-    return g_variant_new_string(d->device);
+    return g_variant_new_string(d->device->device);
 }
 
 static GVariant *get_device_status(NpdManager *m)
 {
     NpdDaemon *d = m->daemon;
-    return g_variant_new_string(d->device_status);
+    return g_variant_new_string(d->device->status);
 }
 
 static GVariant *get_default_model(NpdManager *m)
@@ -187,9 +194,8 @@ static GVariant *get_default_model(NpdManager *m)
 
 static GVariant *get_loaded_models(NpdManager *m)
 {
-    NpdDaemon *d = m->daemon;
     const gchar *const empty[] = {NULL};
-    return g_variant_new_strv(d->loaded_models ? (const gchar *const *)d->loaded_models : empty, -1);
+    return g_variant_new_strv(m->loaded_models ? (const gchar *const *)m->loaded_models : empty, -1);
 }
 
 static GVariant *get_active_requests(NpdManager *m)
@@ -328,6 +334,23 @@ void npd_manager_handle_command_done(const NpdEvent *ev)
         g_dbus_method_invocation_return_value(inv, NULL);
 }
 
+/* A loaded model keeps the daemon from idling (it unloads after its own
+ * IdleTimeout). */
+void npd_manager_set_loaded_models(NpdManager *m, gchar **names)
+{
+    NpdDaemon *d = m->daemon;
+    g_strfreev(m->loaded_models);
+    m->loaded_models = g_strdupv(names);
+    gboolean any = m->loaded_models != NULL && m->loaded_models[0] != NULL;
+    if (any && m->models_idle_token == 0)
+        m->models_idle_token = npd_idle_inhibit(d->idle, "a loaded model");
+    else if (!any && m->models_idle_token != 0) {
+        npd_idle_uninhibit(d->idle, m->models_idle_token);
+        m->models_idle_token = 0;
+    }
+    npd_manager_announce(m);
+}
+
 void npd_manager_announce(NpdManager *m)
 {
     if (m == NULL)
@@ -367,8 +390,8 @@ NpdManager *npd_manager_new(NpdDaemon *d, GError **error)
     for (guint i = 0; i < G_N_ELEMENTS(manager_properties); i++)
         if (manager_properties[i].emits_changed)
             m->announced[i] = g_variant_ref_sink(manager_properties[i].get(m));
-    m->reg_id = g_dbus_connection_register_object(d->bus, NPD_MANAGER_PATH, d->manager_info, &manager_vtable, d,
-                                                  NULL, error);
+    GDBusInterfaceInfo *info = g_dbus_node_info_lookup_interface(d->introspection, NPD_MANAGER_IFACE);
+    m->reg_id = g_dbus_connection_register_object(d->bus, NPD_MANAGER_PATH, info, &manager_vtable, d, NULL, error);
     return m->reg_id != 0 ? g_steal_pointer(&m) : NULL;
 }
 
@@ -380,5 +403,7 @@ void npd_manager_free(NpdManager *m)
         g_dbus_connection_unregister_object(m->daemon->bus, m->reg_id);
     for (guint i = 0; i < G_N_ELEMENTS(m->announced); i++)
         g_clear_pointer(&m->announced[i], g_variant_unref);
+    npd_idle_uninhibit(m->daemon->idle, m->models_idle_token);
+    g_strfreev(m->loaded_models);
     g_free(m);
 }

@@ -555,7 +555,7 @@ gboolean npd_model_remove_prepare(NpdDaemon *d, GDBusMethodInvocation *inv, NpdP
                     dir);
         return FALSE;
     }
-    if (d->loaded_models != NULL && g_strv_contains((const gchar *const *)d->loaded_models, name)) {
+    if (npd_manager_model_is_loaded(d->manager, name)) {
         g_set_error(error, NPD_ERROR, NPD_ERROR_BUSY, "model '%s' is loaded: unload it first", name);
         return FALSE;
     }

@@ -57,13 +57,28 @@ static NpdJob *job_from_call(PendingCall *p)
     return job;
 }
 
-static void submit_request(PendingCall *p)
+static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data);
+
+/* Once authorized: reads, decodes and preprocesses the images one after
+ * another off the main loop and the engine thread (coming back here after
+ * each: the call holds one image slot, whatever its number of images; the
+ * reads stop when the caller leaves), then submits the request. */
+gboolean npd_request_method_run(NpdPendingCall *p)
 {
     NpdDaemon *d = p->daemon;
+    guint n_read = p->images != NULL ? p->images->len : 0;
+    if (p->image_src != NULL && n_read < p->image_src->len) {
+        if (p->images == NULL)
+            p->images = g_ptr_array_new_with_free_func((GDestroyNotify)npd_image_pixels_free);
+        NpdImageSource *src = g_steal_pointer(&p->image_src->pdata[n_read]);
+        npd_image_input_read_async(src, p->mmproj_path, d->image_budget, IMAGE_READ_TIMEOUT_S,
+                                   p->client->cancellable, image_read_cb, p);
+        return TRUE;
+    }
     g_autoptr(GError) error = NULL;
     if (!npd_admission_admit_request(d->admission, p->client, &error)) {
         g_dbus_method_invocation_return_gerror(p->invocation, error);
-        return;
+        return FALSE;
     }
     g_autofree gchar *node = NULL;
     if (p->opts.handle_token != NULL) {
@@ -71,17 +86,15 @@ static void submit_request(PendingCall *p)
         if (npd_requests_lookup_node(d->requests, node) != NULL) {
             g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
                                                           "handle_token: already in use by another request");
-            return;
+            return FALSE;
         }
     }
     NpdRequest *r = npd_requests_submit(d->requests, p->client, node, p->complete ? p->invocation : NULL,
                                         job_from_call(p));
     if (!p->complete)
         g_dbus_method_invocation_return_value(p->invocation, g_variant_new("(o)", r->path));
-    npd_manager_announce(d->manager);
+    return FALSE;
 }
-
-static void read_next_image(PendingCall *p);
 
 static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
 {
@@ -100,36 +113,10 @@ static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
     } else if (p->client->gone) {
         g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
                                                       "caller disconnected");
-    } else if (p->images->len < p->image_src->len) {
-        read_next_image(p);
+    } else if (npd_request_method_run(p)) {
         return; /* kept */
-    } else {
-        submit_request(p);
     }
     npd_pending_call_free(p);
-}
-
-/* The next image of the call (the pixels of those before are kept: the
- * call holds one image slot, whatever its number of images). */
-static void read_next_image(PendingCall *p)
-{
-    NpdImageSource *src = g_steal_pointer(&p->image_src->pdata[p->images->len]);
-    npd_image_input_read_async(src, p->mmproj_path, p->daemon->image_budget, IMAGE_READ_TIMEOUT_S,
-                               p->client->cancellable, image_read_cb, p);
-}
-
-/* Once authorized: reads, decodes and preprocesses the images off the main
- * loop and the engine thread, then submits (answered from image_read_cb);
- * the reads stop when the caller leaves. Without images, submits now. */
-gboolean npd_request_method_run(NpdPendingCall *p)
-{
-    if (p->image_src == NULL || p->image_src->len == 0) {
-        submit_request(p);
-        return FALSE;
-    }
-    p->images = g_ptr_array_new_with_free_func((GDestroyNotify)npd_image_pixels_free);
-    read_next_image(p);
-    return TRUE;
 }
 
 /* Resolves the model (option or default) and checks max_tokens against

@@ -55,7 +55,7 @@ static GVariant *stats_variant(const NpdRequest *r, const NpdEvent *ev)
                           g_variant_new_double(ev->stats.time_to_first_token_ms));
     g_variant_builder_add(&b, "{sv}", "tokens_per_second", g_variant_new_double(ev->stats.tokens_per_second));
     g_variant_builder_add(&b, "{sv}", "total_time_ms", g_variant_new_double(ev->stats.total_time_ms));
-    g_variant_builder_add(&b, "{sv}", "device", g_variant_new_string(r->daemon->device));
+    g_variant_builder_add(&b, "{sv}", "device", g_variant_new_string(r->daemon->device->device));
     g_variant_builder_add(&b, "{sv}", "model", g_variant_new_string(r->model));
     g_variant_builder_add(&b, "{sv}", "seed", g_variant_new_uint64(ev->stats.seed));
     if (ev->error != NULL) {
@@ -196,7 +196,8 @@ static GDBusInterfaceInfo **subtree_introspect(GDBusConnection *bus, const char 
     if (request_for(d, sender, node) == NULL)
         return NULL;
     GPtrArray *infos = g_ptr_array_new();
-    g_ptr_array_add(infos, g_dbus_interface_info_ref(d->request_info));
+    g_ptr_array_add(infos,
+                    g_dbus_interface_info_ref(g_dbus_node_info_lookup_interface(d->introspection, NPD_REQUEST_IFACE)));
     g_ptr_array_add(infos, NULL);
     return (GDBusInterfaceInfo **)g_ptr_array_free(infos, FALSE);
 }
@@ -268,9 +269,8 @@ static const GDBusSubtreeVTable subtree_vtable = {
     .dispatch = subtree_dispatch,
 };
 
-gboolean npd_request_objects_register(NpdDaemon *d, GError **error)
+guint npd_request_objects_register(NpdDaemon *d, GError **error)
 {
-    d->request_subtree_id = g_dbus_connection_register_subtree(d->bus, NPD_REQUEST_ROOT, &subtree_vtable,
-                                                               G_DBUS_SUBTREE_FLAGS_NONE, d, NULL, error);
-    return d->request_subtree_id != 0;
+    return g_dbus_connection_register_subtree(d->bus, NPD_REQUEST_ROOT, &subtree_vtable, G_DBUS_SUBTREE_FLAGS_NONE,
+                                              d, NULL, error);
 }

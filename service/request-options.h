@@ -7,6 +7,7 @@
 #include <glib.h>
 
 #include "daemon-config.h"
+#include "grammar.h"
 #include "npullm.h"
 #include "npullm-protocol.h"
 #include "tool-options.h"

@@ -13,6 +13,8 @@ struct NpdRequests {
     guint64 next_id;
     guint active; /* loading or running */
     guint queued;
+    void (*changed)(gpointer data);
+    gpointer changed_data;
 };
 
 NpdRequests *npd_requests_new(NpdDaemon *d, NpdWorker *worker, NpdIdle *idle)
@@ -26,10 +28,17 @@ NpdRequests *npd_requests_new(NpdDaemon *d, NpdWorker *worker, NpdIdle *idle)
     return reqs;
 }
 
+void npd_requests_set_changed_func(NpdRequests *reqs, void (*func)(gpointer data), gpointer data)
+{
+    reqs->changed = func;
+    reqs->changed_data = data;
+}
+
 void npd_requests_free(NpdRequests *reqs)
 {
     if (reqs == NULL)
         return;
+    reqs->changed = NULL; /* shutting down: nothing to announce */
     g_autoptr(GList) all = g_hash_table_get_values(reqs->by_id);
     for (GList *l = all; l != NULL; l = l->next)
         npd_request_destroy(l->data);
@@ -45,6 +54,12 @@ static void count_state(NpdRequests *reqs, NpdJobState state, gint delta)
         reqs->queued += delta;
     else if (state == NPD_JOB_LOADING || state == NPD_JOB_RUNNING)
         reqs->active += delta;
+}
+
+static void counts_changed(NpdRequests *reqs)
+{
+    if (reqs->changed != NULL)
+        reqs->changed(reqs->changed_data);
 }
 
 static void request_free(NpdRequest *r)
@@ -90,6 +105,7 @@ NpdRequest *npd_requests_submit(NpdRequests *reqs, NpdClient *client, const char
     g_debug("request %" G_GUINT64_FORMAT " from %s: model %s, %s", r->id, client->name, r->model,
             r->path ? r->path : "Complete");
     npd_worker_submit(reqs->worker, job);
+    counts_changed(reqs);
     return r;
 }
 
@@ -120,6 +136,7 @@ void npd_request_set_state(NpdRequest *r, NpdJobState state, guint queue_positio
     r->state = state;
     r->queue_position = queue_position;
     count_state(reqs, r->state, 1);
+    counts_changed(reqs);
 }
 
 gboolean npd_request_is_finished(const NpdRequest *r)

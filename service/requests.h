@@ -39,6 +39,9 @@ typedef struct NpdRequest {
 } NpdRequest;
 
 NpdRequests *npd_requests_new(NpdDaemon *d, NpdWorker *worker, NpdIdle *idle);
+/* func runs whenever the numbers of active or queued requests changed
+ * (the Manager announces them); not while the registry is freed. */
+void npd_requests_set_changed_func(NpdRequests *reqs, void (*func)(gpointer data), gpointer data);
 /* Destroys every request first. */
 void npd_requests_free(NpdRequests *reqs);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdRequests, npd_requests_free)

@@ -71,27 +71,27 @@ static gint by_score(gconstpointer a, gconstpointer b)
 static GVariant *rerank_reply(NpdRequest *r, const NpdEvent *ev)
 {
     const NpdRerankJob *j = ev->result;
-    g_autofree Ranked *ranked = g_new(Ranked, j->n);
-    for (guint i = 0; i < j->n; i++)
+    g_autofree Ranked *ranked = g_new(Ranked, j->steps.n);
+    for (guint i = 0; i < j->steps.n; i++)
         ranked[i] = (Ranked){i, j->scores[i]};
-    qsort(ranked, j->n, sizeof *ranked, by_score);
-    guint top = j->top_n != 0 && j->top_n < j->n ? j->top_n : j->n;
+    qsort(ranked, j->steps.n, sizeof *ranked, by_score);
+    guint top = j->top_n != 0 && j->top_n < j->steps.n ? j->top_n : j->steps.n;
     GVariantBuilder res, info;
     g_variant_builder_init(&res, G_VARIANT_TYPE("a(ud)"));
     for (guint i = 0; i < top; i++)
         g_variant_builder_add(&res, "(ud)", ranked[i].index, ranked[i].score);
     g_variant_builder_init(&info, G_VARIANT_TYPE_VARDICT);
     g_variant_builder_add(&info, "{sv}", "model", g_variant_new_string(r->model));
-    g_variant_builder_add(&info, "{sv}", "documents", g_variant_new_uint32(j->n));
+    g_variant_builder_add(&info, "{sv}", "documents", g_variant_new_uint32(j->steps.n));
     g_variant_builder_add(&info, "{sv}", "prompt_tokens", g_variant_new_uint32(ev->stats.prompt_tokens));
-    g_variant_builder_add(&info, "{sv}", "truncated", g_variant_new_uint32((guint32)j->n_truncated));
-    g_variant_builder_add(&info, "{sv}", "passes", g_variant_new_uint32((guint32)j->n_passes));
+    g_variant_builder_add(&info, "{sv}", "truncated", g_variant_new_uint32((guint32)j->steps.n_truncated));
+    g_variant_builder_add(&info, "{sv}", "passes", g_variant_new_uint32((guint32)j->steps.n_passes));
     g_variant_builder_add(&info, "{sv}", "total_time_ms", g_variant_new_double(ev->stats.total_time_ms));
-    g_variant_builder_add(&info, "{sv}", "device", g_variant_new_string(r->daemon->device));
+    g_variant_builder_add(&info, "{sv}", "device", g_variant_new_string(r->daemon->device->device));
     return g_variant_new("(a(ud)a{sv})", &res, &info);
 }
 
 gboolean npd_rerank_run(NpdPendingCall *p)
 {
-    return npd_job_call_run(p, &npd_rerank_job_kind, rerank_reply, ((NpdRerankJob *)p->op)->n);
+    return npd_job_call_run(p, &npd_rerank_job_kind, rerank_reply, ((NpdRerankJob *)p->op)->steps.n);
 }

@@ -15,7 +15,7 @@ NpdRerankJob *npd_rerank_job_new(gchar *query, gchar **docs, guint n, gboolean t
     NpdRerankJob *j = g_new0(NpdRerankJob, 1);
     j->query = query;
     j->docs = docs;
-    j->n = n;
+    npd_text_steps_init(&j->steps, (const char *const *)docs, n, strlen(query));
     npl_rerank_options_default(&j->opts);
     j->opts.truncate = truncate;
     return j;
@@ -27,6 +27,7 @@ void npd_rerank_job_free(NpdRerankJob *j)
         return;
     g_free(j->query);
     g_strfreev(j->docs);
+    npd_text_steps_clear(&j->steps);
     g_free(j->scores);
     g_free(j);
 }
@@ -40,45 +41,29 @@ static gboolean rerank_check_model(gpointer state, npl_model *m, GError **error)
                             "the model is not a reranker (no rank pooling with a classification head)");
         return FALSE;
     }
-    j->scores = g_try_new(float, j->n);
+    j->scores = g_try_new(float, j->steps.n);
     if (j->scores == NULL) {
-        g_set_error(error, NPD_ERROR, NPD_ERROR_BUSY, "no memory for %u scores", j->n);
+        g_set_error(error, NPD_ERROR, NPD_ERROR_BUSY, "no memory for %u scores", j->steps.n);
         return FALSE;
     }
     return TRUE;
 }
 
-/* The next documents, up to the step's caps (at least one). A document's
- * score does not depend on how documents are grouped into calls. */
+/* The next documents, up to the step's caps. A document's score does not
+ * depend on how documents are grouped into calls. */
 static npl_status rerank_step(gpointer state, npl_model *m, gboolean *done, npl_error *err)
 {
     NpdRerankJob *j = state;
-    guint first = j->done, end = first;
-    gsize bytes = 0, qlen = strlen(j->query);
-    while (end < j->n && end - first < NPP_EMBED_STEP_TEXTS &&
-           (end == first || bytes + qlen + strlen(j->docs[end]) <= RERANK_STEP_BYTES))
-        bytes += qlen + strlen(j->docs[end++]);
+    guint first = j->steps.done, end = npd_text_steps_next(&j->steps, RERANK_STEP_BYTES);
     npl_embed_info info;
     npl_status st = npl_rerank(m, j->query, (const char *const *)j->docs + first, end - first, j->scores + first,
                                &j->opts, &info, err);
-    if (st != NPL_OK) {
-        const char *msg = g_str_has_prefix(err->message, "rerank: ") ? err->message + 8 : err->message;
-        g_autofree gchar *where = g_strdup_printf("in documents[%u..%u]: %s", first, end - 1, msg);
-        npl_error_set(err, st, "%s", where);
-        return st;
-    }
-    j->n_tokens += info.n_tokens;
-    j->n_truncated += info.n_truncated;
-    j->n_passes += info.n_passes;
-    j->done = end;
-    *done = j->done == j->n;
-    return NPL_OK;
+    return npd_text_steps_finish(&j->steps, end, st, &info, "documents", "rerank: ", done, err);
 }
 
 static void rerank_stats(gconstpointer state, NpdJobStats *stats)
 {
-    const NpdRerankJob *j = state;
-    stats->prompt_tokens = (guint32)MIN(j->n_tokens, G_MAXUINT32);
+    npd_text_steps_stats(&((const NpdRerankJob *)state)->steps, stats);
 }
 
 const NpdJobKind npd_rerank_job_kind = {

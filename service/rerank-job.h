@@ -8,17 +8,16 @@
 #include <glib.h>
 
 #include "job-kind.h"
+#include "text-steps.h"
 
 typedef struct {
     gchar *query;
-    gchar **docs; /* n, owned */
-    guint n;
+    gchar **docs; /* steps.n, owned */
     npl_rerank_options opts;
     guint top_n; /* the reply's: 0 all (the job scores every document) */
     /* advanced by the steps on the engine thread */
-    guint done;    /* documents scored */
-    float *scores; /* n, in the documents' order */
-    gsize n_tokens, n_truncated, n_passes;
+    NpdTextSteps steps; /* each document with the query */
+    float *scores; /* steps.n, in the documents' order */
 } NpdRerankJob;
 
 extern const NpdJobKind npd_rerank_job_kind;

@@ -15,7 +15,9 @@
 #include "bench_grammar.h"
 #include "bench_common.h"
 #include "gguf.h"
+#include "grammar.h"
 #include "npullm.h"
+#include "tokenizer.h"
 
 #define MASK_OUTPUTS 12
 

@@ -18,7 +18,9 @@
 
 #include "ggml_types.h"
 #include "gguf.h"
+#include "grammar.h"
 #include "npullm.h"
+#include "tokenizer.h"
 #include "chat_prompt.h"
 #include "run-messages.h"
 #include "unicode_utf8.h"

@@ -29,11 +29,19 @@
  * to keep the scratch (about 12 n_embd floats per row) modest. */
 #define PASS_TOKENS 2048u
 
+static const npl_embed_options default_options = {.dimensions = 0, .truncate = true, .normalize = true};
+
 void npl_embed_options_default(npl_embed_options *o)
 {
-    o->dimensions = 0;
-    o->truncate = true;
-    o->normalize = true;
+    *o = default_options;
+}
+
+npl_embed_info *npl_embed_info_start(npl_embed_info *info, npl_embed_info *local)
+{
+    if (!info)
+        info = local;
+    memset(info, 0, sizeof *info);
+    return info;
 }
 
 bool npl_model_is_embedding(const npl_model *m)
@@ -439,15 +447,10 @@ npl_status npl_encoder_pool(npl_model *m, const int32_t *ids, const size_t *star
 npl_status npl_embed(npl_model *m, const char *const *texts, const size_t *lens, size_t n,
                      const npl_embed_options *opts, float *out, npl_embed_info *info, npl_error *err)
 {
-    npl_embed_options defaults;
-    if (!opts) {
-        npl_embed_options_default(&defaults);
-        opts = &defaults;
-    }
+    if (!opts)
+        opts = &default_options;
     npl_embed_info local;
-    if (!info)
-        info = &local;
-    memset(info, 0, sizeof *info);
+    info = npl_embed_info_start(info, &local);
     npl_status st = check_args(m, texts, n, opts, out, err);
     if (st)
         return st;

@@ -1,5 +1,6 @@
 /* Inside of npl_embed (engine/models/embed.c): the decoder embedders'
- * path (engine/models/embed_decoder.c). */
+ * path (engine/models/embed_decoder.c), and what npl_rerank
+ * (engine/models/rerank.c) shares with it. */
 #ifndef NPL_EMBED_INTERNAL_H
 #define NPL_EMBED_INTERNAL_H
 
@@ -7,6 +8,7 @@
 #include <stdint.h>
 
 #include "npullm.h"
+#include "tokenizer.h"
 
 /* Texts i in [0, n), tokens ids[starts[i] .. starts[i + 1]) (at least one,
  * at most the context), through a decoder embedder m: each text's vector,
@@ -20,5 +22,9 @@ npl_status npl_embed_decoder(npl_model *m, const int32_t *ids, const size_t *sta
  * *n_passes counts the passes. */
 npl_status npl_encoder_pool(npl_model *m, const int32_t *ids, const size_t *starts, size_t n, float *pooled,
                             size_t *n_passes, npl_error *err);
+
+/* The info an npl_embed or npl_rerank call fills: the caller's, or local
+ * when it passed none; zeroed. */
+npl_embed_info *npl_embed_info_start(npl_embed_info *info, npl_embed_info *local);
 
 #endif

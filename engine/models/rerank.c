@@ -14,9 +14,11 @@
 #include "embed_internal.h"
 #include "model_internal.h"
 
+static const npl_rerank_options default_options = {.truncate = true};
+
 void npl_rerank_options_default(npl_rerank_options *o)
 {
-    o->truncate = true;
+    *o = default_options;
 }
 
 bool npl_model_is_reranker(const npl_model *m)
@@ -124,15 +126,10 @@ static npl_status score_pairs(npl_model *m, const npl_tokens *all, const size_t 
 npl_status npl_rerank(npl_model *m, const char *query, const char *const *documents, size_t n, float *scores,
                       const npl_rerank_options *opts, npl_embed_info *info, npl_error *err)
 {
-    npl_rerank_options defaults;
-    if (!opts) {
-        npl_rerank_options_default(&defaults);
-        opts = &defaults;
-    }
+    if (!opts)
+        opts = &default_options;
     npl_embed_info local;
-    if (!info)
-        info = &local;
-    memset(info, 0, sizeof *info);
+    info = npl_embed_info_start(info, &local);
     npl_status st = check_args(m, query, documents, n, scores, err);
     if (st)
         return st;

@@ -24,6 +24,7 @@
 
 #include "npl_error.h"
 #include "npullm.h"
+#include "tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {

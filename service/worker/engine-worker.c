@@ -4,6 +4,13 @@
  * (who waits in which order), models.c, job.c and steps.c. */
 #include "worker-private.h"
 
+static Command *command_new(CommandKind kind)
+{
+    Command *cmd = g_new0(Command, 1);
+    cmd->kind = kind;
+    return cmd;
+}
+
 static void command_free(Command *cmd)
 {
     if (cmd->rendered != NULL)
@@ -128,15 +135,6 @@ static void admit_jobs(NpdWorker *w)
 
 /* ---- commands ---------------------------------------------------------- */
 
-static void enqueue(NpdWorker *w, NpdJob *job, gint64 t_submit)
-{
-    QueuedJob *qj = g_new0(QueuedJob, 1);
-    qj->job = job;
-    qj->t_submit = t_submit;
-    npd_fair_queue_push(w->queue, qj, job->uid,
-                        job->priority == NPD_PRIORITY_BACKGROUND ? NPD_FAIR_BACKGROUND : NPD_FAIR_INTERACTIVE);
-}
-
 static gboolean has_id(gconstpointer item, gconstpointer id)
 {
     return ((const QueuedJob *)item)->job->id == *(const guint64 *)id;
@@ -162,10 +160,15 @@ static gboolean handle_command(NpdWorker *w, Command *cmd)
     GError *error = NULL;
     gboolean go_on = TRUE;
     switch (cmd->kind) {
-    case CMD_SUBMIT:
-        enqueue(w, g_steal_pointer(&cmd->job), cmd->t_submit);
+    case CMD_SUBMIT: {
+        QueuedJob *qj = g_new0(QueuedJob, 1);
+        qj->job = g_steal_pointer(&cmd->job);
+        qj->t_submit = cmd->t_submit;
+        npd_fair_queue_push(w->queue, qj, qj->job->uid,
+                            qj->job->priority == NPD_PRIORITY_BACKGROUND ? NPD_FAIR_BACKGROUND : NPD_FAIR_INTERACTIVE);
         post_queue_positions(w);
         break;
+    }
     case CMD_RENDERED:
         npd_worker_job_rendered(w, cmd->rendered);
         break;
@@ -277,18 +280,12 @@ NpdWorker *npd_worker_new(const NpdWorkerConfig *cfg, GMainContext *main_context
     return w;
 }
 
-static void send_command(NpdWorker *w, Command *cmd)
-{
-    g_async_queue_push(w->commands, cmd);
-}
-
 void npd_worker_free(NpdWorker *w)
 {
     if (w == NULL)
         return;
-    Command *cmd = g_new0(Command, 1);
-    cmd->kind = CMD_QUIT;
-    send_command(w, cmd);
+    Command *cmd = command_new(CMD_QUIT);
+    g_async_queue_push(w->commands, cmd);
     g_thread_join(w->thread);
     while ((cmd = g_async_queue_try_pop(w->commands)) != NULL)
         command_free(cmd);
@@ -304,54 +301,48 @@ void npd_worker_free(NpdWorker *w)
 
 void npd_worker_submit(NpdWorker *w, NpdJob *job)
 {
-    Command *cmd = g_new0(Command, 1);
-    cmd->kind = CMD_SUBMIT;
+    Command *cmd = command_new(CMD_SUBMIT);
     cmd->job = job;
     cmd->t_submit = g_get_monotonic_time();
-    send_command(w, cmd);
+    g_async_queue_push(w->commands, cmd);
 }
 
 void npd_worker_cancel(NpdWorker *w, guint64 job_id)
 {
-    Command *cmd = g_new0(Command, 1);
-    cmd->kind = CMD_CANCEL;
+    Command *cmd = command_new(CMD_CANCEL);
     cmd->job_id = job_id;
-    send_command(w, cmd);
+    g_async_queue_push(w->commands, cmd);
 }
 
 void npd_worker_load(NpdWorker *w, const char *name, const char *path, const char *projector, gpointer tag)
 {
-    Command *cmd = g_new0(Command, 1);
-    cmd->kind = CMD_LOAD;
+    Command *cmd = command_new(CMD_LOAD);
     cmd->name = g_strdup(name);
     cmd->path = g_strdup(path);
     cmd->projector = g_strdup(projector);
     cmd->tag = tag;
-    send_command(w, cmd);
+    g_async_queue_push(w->commands, cmd);
 }
 
 void npd_worker_unload(NpdWorker *w, const char *name, gpointer tag)
 {
-    Command *cmd = g_new0(Command, 1);
-    cmd->kind = CMD_UNLOAD;
+    Command *cmd = command_new(CMD_UNLOAD);
     cmd->name = g_strdup(name);
     cmd->tag = tag;
-    send_command(w, cmd);
+    g_async_queue_push(w->commands, cmd);
 }
 
 void npd_worker_set_idle_timeout(NpdWorker *w, guint seconds)
 {
-    Command *cmd = g_new0(Command, 1);
-    cmd->kind = CMD_SET_IDLE;
+    Command *cmd = command_new(CMD_SET_IDLE);
     cmd->seconds = seconds;
-    send_command(w, cmd);
+    g_async_queue_push(w->commands, cmd);
 }
 
 void npd_worker_forget_cache(NpdWorker *w, guint32 uid, gpointer tag)
 {
-    Command *cmd = g_new0(Command, 1);
-    cmd->kind = CMD_FORGET_CACHE;
+    Command *cmd = command_new(CMD_FORGET_CACHE);
     cmd->uid = uid;
     cmd->tag = tag;
-    send_command(w, cmd);
+    g_async_queue_push(w->commands, cmd);
 }

@@ -8,7 +8,9 @@
 #include "engine-worker.h"
 #include "events.h"
 #include "fair-queue.h"
+#include "grammar.h"
 #include "think_split.h"
+#include "tokenizer.h"
 #include "vision.h"
 
 typedef struct {

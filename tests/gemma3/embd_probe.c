@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "npullm.h"
+#include "tokenizer.h"
 
 static int die(const char *msg, const char *detail)
 {

@@ -15,6 +15,7 @@
 #include "npl_test_model.h"
 #include "model_internal.h"
 #include "npullm.h"
+#include "tokenizer.h"
 
 static npl_model *load(int threads, uint32_t chunk)
 {

@@ -19,6 +19,7 @@
 
 #include "gguf.h"
 #include "npullm.h"
+#include "tokenizer.h"
 
 typedef struct request {
     npl_tokens prompt;

@@ -28,6 +28,7 @@
 #include "npu_engine_test.h"
 #include "npullm.h"
 #include "q4nx.h"
+#include "tokenizer.h"
 
 enum { NPU_CHUNK = 16, STEPS = 12, TOP = 5, N_CTX = 512 };
 
