@@ -509,9 +509,13 @@ static bool disjoint(gbinding *b, uint32_t cls, uint32_t s)
 }
 
 /* Slot s's repetition is the only stack of st that can take a character
- * of its class, now and (for a bounded one) once it has taken its last:
- * then a token of that class's characters is allowed exactly when it fits
- * the characters the repetition has left. */
+ * of its class, and what follows it (its last character, for a bounded
+ * one) cannot take them either. Then each character of the class leaves
+ * the repetition plus what follows it, at most 1 + after.n stacks: a
+ * pure subtree's tokens are allowed exactly when they fit the characters
+ * the repetition has left, and taking them never reaches a stack limit.
+ * Otherwise other stacks may multiply with each character (an ambiguous
+ * grammar) until a limit refuses the token, which only the walk sees. */
 static bool exclusive(gbinding *b, const gstate *st, uint32_t s)
 {
     const npl_grammar *g = b->g;
@@ -529,11 +533,11 @@ static bool exclusive(gbinding *b, const gstate *st, uint32_t s)
             return false;
         }
     }
-    if (!rep || g->elems[rep->pos].kind != G_REPC)
-        return rep != NULL;
+    if (!rep)
+        return false;
     garena_mark mark = garena_get_mark(&b->walk);
     gstate after = {.tops = b->tmp[0]};
-    bool ok = gstate_after(g, &b->walk, rep, &after) == GSTEP_OK;
+    bool ok = gstate_after(g, &b->walk, rep, &after) == GSTEP_OK && after.n < NPL_GRAMMAR_MAX_STACKS;
     for (uint32_t i = 0; i < after.n && ok; i++)
         ok = !after.tops[i] || disjoint(b, g->elems[after.tops[i]->pos].arg, s);
     garena_release(&b->walk, mark);
@@ -552,7 +556,8 @@ typedef struct level {
 } level;
 
 /* Takes subtree i at once when its tokens are all characters of a class
- * the parent level repeats; false when it has to be walked. */
+ * the parent level repeats, and that repetition is exclusive(); false
+ * when it has to be walked. */
 static bool take_pure(gbinding *b, level *p, uint32_t i, uint32_t *mask, size_t *allowed)
 {
     const npl_vocab_index *vi = b->vi;
@@ -563,26 +568,26 @@ static bool take_pure(gbinding *b, level *p, uint32_t i, uint32_t *mask, size_t 
         uint32_t s = (uint32_t)__builtin_ctz(slots), bit = 1u << s;
         if (!subtree_pure(b, s, i))
             continue;
-        if (need <= p->rem[s]) {
-            set_range(vi, n->tok_lo, tnode_tok_hi(vi, i), mask, allowed);
-            return true;
-        }
         if (!(p->excl_known & bit)) {
             p->excl_known |= bit;
             if (exclusive(b, &p->st, s))
                 p->excl |= bit;
         }
-        if (p->excl & bit) {
-            uint32_t most = pc + p->rem[s];
-            for (uint32_t k = n->tok_lo, hi = tnode_tok_hi(vi, i); k < hi; k++) {
-                if (vi->tok_chars[k] <= most) {
-                    uint32_t id = vi->order[k];
-                    mask[id >> 5] |= 1u << (id & 31);
-                    (*allowed)++;
-                }
-            }
+        if (!(p->excl & bit))
+            continue;
+        if (need <= p->rem[s]) {
+            set_range(vi, n->tok_lo, tnode_tok_hi(vi, i), mask, allowed);
             return true;
         }
+        uint32_t most = pc + p->rem[s];
+        for (uint32_t k = n->tok_lo, hi = tnode_tok_hi(vi, i); k < hi; k++) {
+            if (vi->tok_chars[k] <= most) {
+                uint32_t id = vi->order[k];
+                mask[id >> 5] |= 1u << (id & 31);
+                (*allowed)++;
+            }
+        }
+        return true;
     }
     return false;
 }
