@@ -36,7 +36,7 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
     opts->top_k = -1;
     opts->temperature = opts->top_p = opts->min_p = opts->repeat_penalty = NAN;
     gint max_tokens = -1, top_k = -1;
-    gboolean think = FALSE, no_think = FALSE;
+    gboolean think = FALSE, no_think = FALSE, parallel = FALSE, no_parallel = FALSE;
     g_autofree gchar *format = NULL, *tools = NULL;
     GOptionEntry entries[] = {
         {"session", 0, 0, G_OPTION_ARG_NONE, &opts->session_bus, "Talk to npullmd on the session bus", NULL},
@@ -62,6 +62,10 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
         {"tools", 0, 0, G_OPTION_ARG_FILENAME, &tools, "chat: offer the tools of this JSON file (an array)", "FILE"},
         {"tool-choice", 0, 0, G_OPTION_ARG_STRING, &opts->tool_choice, "chat: auto, none, required or a tool's name",
          "CHOICE"},
+        {"parallel-tool-calls", 0, 0, G_OPTION_ARG_NONE, &parallel,
+         "chat: a required or named tool choice may make several calls (the default)", NULL},
+        {"no-parallel-tool-calls", 0, 0, G_OPTION_ARG_NONE, &no_parallel,
+         "chat: a required or named tool choice makes exactly one call", NULL},
         {"name", 0, 0, G_OPTION_ARG_STRING, &opts->name, "add, import-ollama: name of the installed model", "NAME"},
         {"image", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opts->images,
          "chat: show this image with the first user turn (repeatable)", "FILE"},
@@ -101,6 +105,12 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
         return FALSE;
     }
     opts->think = think ? 1 : no_think ? 0 : -1;
+    if (parallel && no_parallel) {
+        g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                            "--parallel-tool-calls and --no-parallel-tool-calls exclude each other");
+        return FALSE;
+    }
+    opts->parallel_tool_calls = parallel ? 1 : no_parallel ? 0 : -1;
     if (tools != NULL && !read_option_file("--tools", tools, &opts->tools, error))
         return FALSE;
     if (format != NULL && strcmp(format, "json") == 0) {
@@ -171,6 +181,8 @@ NpullmOptions *npc_options_to_npullm(const NpcOptions *opts)
         g_object_set(o, "tools", opts->tools, NULL);
     if (opts->tool_choice != NULL)
         g_object_set(o, "tool-choice", opts->tool_choice, NULL);
+    if (opts->parallel_tool_calls >= 0)
+        g_object_set(o, "parallel-tool-calls", (gboolean)opts->parallel_tool_calls, NULL);
     if (opts->dimensions != 0) /* a negative one is sent as a huge one: the service names it */
         g_object_set(o, "dimensions", (guint)opts->dimensions, NULL);
     if (opts->no_truncate)

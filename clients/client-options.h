@@ -29,6 +29,7 @@ typedef struct {
     gchar *format;       /* --format: "json" or the JSON Schema file's text */
     gchar *tools;        /* --tools: the file's text (a JSON array) */
     gchar *tool_choice;  /* --tool-choice */
+    gint parallel_tool_calls; /* -1: unset, 0: --no-parallel-tool-calls, 1: --parallel-tool-calls */
     gchar *name;         /* add, import-ollama: the installed model's name */
     gchar **images;      /* chat: image files shown with the first user turn */
     gint dimensions;     /* embed: 0 unset */

@@ -509,9 +509,13 @@ static bool disjoint(gbinding *b, uint32_t cls, uint32_t s)
 }
 
 /* Slot s's repetition is the only stack of st that can take a character
- * of its class, now and (for a bounded one) once it has taken its last:
- * then a token of that class's characters is allowed exactly when it fits
- * the characters the repetition has left. */
+ * of its class, and what follows it (its last character, for a bounded
+ * one) cannot take them either. Then each character of the class leaves
+ * the repetition plus what follows it, at most 1 + after.n stacks: a
+ * pure subtree's tokens are allowed exactly when they fit the characters
+ * the repetition has left, and taking them never reaches a stack limit.
+ * Otherwise other stacks may multiply with each character (an ambiguous
+ * grammar) until a limit refuses the token, which only the walk sees. */
 static bool exclusive(gbinding *b, const gstate *st, uint32_t s)
 {
     const npl_grammar *g = b->g;
@@ -529,30 +533,46 @@ static bool exclusive(gbinding *b, const gstate *st, uint32_t s)
             return false;
         }
     }
-    if (!rep || g->elems[rep->pos].kind != G_REPC)
-        return rep != NULL;
+    if (!rep)
+        return false;
     garena_mark mark = garena_get_mark(&b->walk);
     gstate after = {.tops = b->tmp[0]};
-    bool ok = gstate_after(g, &b->walk, rep, &after) == GSTEP_OK;
+    bool ok = gstate_after(g, &b->walk, rep, &after) == GSTEP_OK && after.n < NPL_GRAMMAR_MAX_STACKS;
     for (uint32_t i = 0; i < after.n && ok; i++)
         ok = !after.tops[i] || disjoint(b, g->elems[after.tops[i]->pos].arg, s);
     garena_release(&b->walk, mark);
     return ok;
 }
 
-/* One trie depth of the walk: its state (tops at off in lvl_tops), the
- * arena mark after it, the repeated classes it is inside. */
+/* One trie depth of the walk: its state (tops at off in lvl_tops; a
+ * level that reuses an ancestor's state points at that one's tops), where
+ * the next depth's tops may go, the arena mark after it, the repeated
+ * classes it is inside. */
 typedef struct level {
-    size_t off;
+    size_t off, next;
     gstate st;
     garena_mark mark;
     uint32_t slots;
     uint32_t excl_known, excl; /* exclusive() per slot, found on first use */
+    uint32_t fixed; /* slots whose characters leave this state as it is */
+    uint32_t cbase; /* the depth where the character being read began */
     uint16_t rem[MAX_STAR_SLOTS];
 } level;
 
+static bool level_exclusive(gbinding *b, level *l, uint32_t s)
+{
+    uint32_t bit = 1u << s;
+    if (!(l->excl_known & bit)) {
+        l->excl_known |= bit;
+        if (exclusive(b, &l->st, s))
+            l->excl |= bit;
+    }
+    return l->excl & bit;
+}
+
 /* Takes subtree i at once when its tokens are all characters of a class
- * the parent level repeats; false when it has to be walked. */
+ * the parent level repeats, and that repetition is exclusive(); false
+ * when it has to be walked. */
 static bool take_pure(gbinding *b, level *p, uint32_t i, uint32_t *mask, size_t *allowed)
 {
     const npl_vocab_index *vi = b->vi;
@@ -560,29 +580,22 @@ static bool take_pure(gbinding *b, level *p, uint32_t i, uint32_t *mask, size_t 
     /* characters on the path above the subtree, and the most it adds */
     uint32_t pc = n->chars - (n->cp_state == TN_BOUNDARY), need = (uint32_t)n->maxc - pc;
     for (uint32_t slots = p->slots; slots; slots &= slots - 1) {
-        uint32_t s = (uint32_t)__builtin_ctz(slots), bit = 1u << s;
-        if (!subtree_pure(b, s, i))
+        uint32_t s = (uint32_t)__builtin_ctz(slots);
+        if (!subtree_pure(b, s, i) || !level_exclusive(b, p, s))
             continue;
         if (need <= p->rem[s]) {
             set_range(vi, n->tok_lo, tnode_tok_hi(vi, i), mask, allowed);
             return true;
         }
-        if (!(p->excl_known & bit)) {
-            p->excl_known |= bit;
-            if (exclusive(b, &p->st, s))
-                p->excl |= bit;
-        }
-        if (p->excl & bit) {
-            uint32_t most = pc + p->rem[s];
-            for (uint32_t k = n->tok_lo, hi = tnode_tok_hi(vi, i); k < hi; k++) {
-                if (vi->tok_chars[k] <= most) {
-                    uint32_t id = vi->order[k];
-                    mask[id >> 5] |= 1u << (id & 31);
-                    (*allowed)++;
-                }
+        uint32_t most = pc + p->rem[s];
+        for (uint32_t k = n->tok_lo, hi = tnode_tok_hi(vi, i); k < hi; k++) {
+            if (vi->tok_chars[k] <= most) {
+                uint32_t id = vi->order[k];
+                mask[id >> 5] |= 1u << (id & 31);
+                (*allowed)++;
             }
-            return true;
         }
+        return true;
     }
     return false;
 }
@@ -591,7 +604,34 @@ static void level_set(gbinding *b, level *l, size_t off)
 {
     l->off = off;
     l->st.tops = b->lvl_tops + off;
-    l->excl_known = l->excl = 0;
+    l->excl_known = l->excl = l->fixed = 0;
+}
+
+/* The slot of an unbounded repetition that is exclusive() at l and takes
+ * cp, as a bit (0: none). Taking cp leaves that repetition plus what
+ * follows it, and so does every further character of its class: the
+ * state reached is a fixed point for them. */
+static uint32_t star_taking(gbinding *b, level *l, uint32_t cp)
+{
+    for (uint32_t slots = l->slots; slots; slots &= slots - 1) {
+        uint32_t s = (uint32_t)__builtin_ctz(slots);
+        if (l->rem[s] == UINT16_MAX && gclass_has(b->g, &b->g->classes[b->star_class[s]], cp) &&
+            level_exclusive(b, l, s))
+            return 1u << s;
+    }
+    return 0;
+}
+
+/* Node n completes a character that q (the level where the character
+ * began) takes, and q is a fixed point for it: q, or NULL. */
+static const level *same_state(gbinding *b, const level *q, const tnode *n)
+{
+    if (n->cp_state != TN_BOUNDARY)
+        return NULL;
+    for (uint32_t f = q->fixed; f; f &= f - 1)
+        if (gclass_has(b->g, &b->g->classes[b->star_class[__builtin_ctz(f)]], n->cp))
+            return q;
+    return NULL;
 }
 
 static size_t walk(gbinding *b, const gstate *start, uint32_t *mask)
@@ -606,18 +646,20 @@ static size_t walk(gbinding *b, const gstate *start, uint32_t *mask)
     memcpy(b->lvl_tops, start->tops, start->n * sizeof *start->tops);
     lv[0].st = *start;
     level_set(b, &lv[0], 0);
+    lv[0].next = start->n;
+    lv[0].cbase = 0;
     lv[0].mark = garena_get_mark(&b->walk);
     lv[0].slots = star_slots(b, start, lv[0].rem);
     bool use_pure = start->n_pend == 0;
     for (uint32_t i = 1; i < vi->n_nodes;) {
         const tnode *n = &vi->nodes[i];
-        level *p = &lv[n->depth - 1];
-        if (use_pure && p->slots && take_pure(b, p, i, mask, &allowed)) {
+        level *p = &lv[n->depth - 1], *q = &lv[p->cbase]; /* q: where n's character began */
+        if (use_pure && q->slots && take_pure(b, q, i, mask, &allowed)) {
             i = n->end;
             continue;
         }
         /* room for this level's tops after the parent's */
-        size_t off = p->off + p->st.n;
+        size_t off = p->next;
         if (off + NPL_GRAMMAR_MAX_STACKS > b->lvl_cap) {
             size_t cap = b->lvl_cap * 2;
             while (cap < off + NPL_GRAMMAR_MAX_STACKS)
@@ -632,13 +674,25 @@ static size_t walk(gbinding *b, const gstate *start, uint32_t *mask)
         }
         garena_release(&b->walk, p->mark);
         level *c = &lv[n->depth];
-        level_set(b, c, off);
-        if (gstate_advance_byte(g, &b->walk, &p->st, n->byte, &c->st) != GSTEP_OK) {
-            i = n->end;
-            continue;
+        const level *same = use_pure ? same_state(b, q, n) : NULL;
+        if (same) {
+            *c = *same; /* skips advancing: most nodes inside a string */
+            c->next = off;
+            c->mark = p->mark;
+            c->cbase = n->depth;
+        } else {
+            level_set(b, c, off);
+            if (gstate_advance_byte(g, &b->walk, &p->st, n->byte, &c->st) != GSTEP_OK) {
+                i = n->end;
+                continue;
+            }
+            c->next = off + c->st.n;
+            c->mark = garena_get_mark(&b->walk);
+            c->slots = star_slots(b, &c->st, c->rem);
+            c->cbase = n->cp_state == TN_MID ? p->cbase : n->depth;
+            if (use_pure && n->cp_state == TN_BOUNDARY)
+                c->fixed = star_taking(b, q, n->cp);
         }
-        c->mark = garena_get_mark(&b->walk);
-        c->slots = star_slots(b, &c->st, c->rem);
         if (n->own_end > n->tok_lo)
             set_range(vi, n->tok_lo, n->own_end, mask, &allowed);
         i++;

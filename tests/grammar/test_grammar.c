@@ -16,6 +16,8 @@ static npl_vocab_index *ascii_vocab(void)
     static const char *const pieces[] = {
         "{\"", "\":", "\",", "\"}", "true", "false", "null", "ab", "abc", "\"a", "12", "-1", ".5", "é", "\xc3", "\xa9",
         "日本", "  ", "\\n", "\\u00e9", "\"]", "[{", "}]", "},{", "2024", "-01-", "T12:", "00:00Z", "\"\"", "e+1",
+        /* characters of a string, then its end or an escape; tokens ending inside a character after whole ones */
+        "ab\"", "abc\",", "日本\"", "é\"}", "ab\\n", "日\xe6", "日\xe6\x9d", "\xe6\x97",
     };
     size_t n_ascii = 126 - 32 + 1, n = n_ascii + sizeof pieces / sizeof pieces[0] + 1;
     const char **texts = calloc(n, sizeof *texts);
@@ -289,32 +291,43 @@ static void test_schema_errors(void)
     expect_schema_error(deep, "nested deeper than 32 (the limit)");
 }
 
+/* A matcher of g on vocab() and a mask buffer for it. */
+static npl_grammar_matcher *mask_matcher(const npl_grammar *g, uint32_t **mask)
+{
+    npl_error err = {0};
+    *mask = calloc((npl_vocab_index_n_vocab(vocab()) + 31) / 32, sizeof **mask);
+    return npl_grammar_matcher_create(g, vocab(), &err);
+}
+
+/* The mask at m's state equals, token by token, what accept_token
+ * allows; returns the number allowed. */
+static size_t check_mask_here(npl_grammar_matcher *m, uint32_t *mask, size_t step)
+{
+    uint32_t n = npl_vocab_index_n_vocab(vocab());
+    size_t allowed = npl_grammar_matcher_mask(m, mask), count = 0;
+    for (uint32_t id = 0; id < n && !nt_failures(); id++) {
+        npl_grammar_matcher *c = npl_grammar_matcher_clone(m, NULL);
+        bool ok = npl_grammar_matcher_accept_token(c, (int32_t)id);
+        bool bit = (mask[id >> 5] >> (id & 31)) & 1;
+        CHECKF(ok == bit, "step %zu token %u: mask %d, accept %d", step, id, bit, ok);
+        count += bit;
+        npl_grammar_matcher_free(c);
+    }
+    CHECK(nt_failures() || count == allowed);
+    return allowed;
+}
+
 /* The mask equals, token by token, what accept_token allows, along a
  * pseudo-random path of allowed tokens. */
 static void check_mask_walk(const npl_grammar *g, uint64_t seed, int steps)
 {
-    npl_vocab_index *vi = vocab();
-    uint32_t n = npl_vocab_index_n_vocab(vi);
-    uint32_t *mask = calloc((n + 31) / 32, sizeof *mask);
-    npl_error err = {0};
-    npl_grammar_matcher *m = npl_grammar_matcher_create(g, vi, &err);
+    uint32_t n = npl_vocab_index_n_vocab(vocab()), *mask;
+    npl_grammar_matcher *m = mask_matcher(g, &mask);
     REQUIRE(m && mask);
     nt_rng rng = {seed};
     for (int s = 0; s < steps && !nt_failures(); s++) {
-        size_t allowed = npl_grammar_matcher_mask(m, mask);
-        size_t count = 0;
-        for (uint32_t id = 0; id < n; id++) {
-            npl_grammar_matcher *c = npl_grammar_matcher_clone(m, &err);
-            bool ok = npl_grammar_matcher_accept_token(c, (int32_t)id);
-            bool bit = (mask[id >> 5] >> (id & 31)) & 1;
-            CHECKF(ok == bit, "step %d token %u: mask %d, accept %d", s, id, bit, ok);
-            count += bit;
-            npl_grammar_matcher_free(c);
-            if (nt_failures())
-                break;
-        }
-        CHECK(count == allowed);
-        if (!allowed)
+        size_t allowed = check_mask_here(m, mask, (size_t)s);
+        if (!allowed || nt_failures())
             break;
         uint64_t pick = nt_rng_next(&rng) % allowed;
         for (uint32_t id = 0; id < n; id++) {
@@ -367,6 +380,38 @@ static void test_mask_bounded(void)
                             "\"e\":{\"type\":\"string\",\"pattern\":\"^[a-z]+@[a-z]{2,4}$\"}},"
                             "\"required\":[\"s\",\"u\",\"e\"]}"),
                      4, 40);
+}
+
+/* The mask equals accepting each token on its own at every prefix of
+ * out (fed byte by byte, up to the first refused byte). */
+static void check_mask_along(const npl_grammar *g, const char *out)
+{
+    uint32_t *mask;
+    npl_grammar_matcher *m = mask_matcher(g, &mask);
+    REQUIRE(m && mask);
+    for (size_t at = 0; !nt_failures(); at++) {
+        check_mask_here(m, mask, at);
+        if (!out[at] || !npl_grammar_matcher_accept_bytes(m, out + at, 1))
+            break;
+    }
+    npl_grammar_matcher_free(m);
+    free(mask);
+}
+
+/* An ambiguous grammar whose parse stacks multiply with each character
+ * until a limit refuses the output: a string's characters cannot be
+ * taken wholesale by a repetition while other stacks take them too (the
+ * libFuzzer input of tests/fuzz/corpus-grammar/crash-stack-growth). */
+static void test_mask_limits(void)
+{
+    npl_grammar *g = text("root ::= item (\",\" item)*\nitem ::= [\"in amimmu\"-z]+ root |");
+    REQUIRE(g);
+    check_mask_along(g, "ite");
+    npl_grammar_free(g);
+    g = text("root ::= item (\",\" item)*\nitem ::= [a-z]+ root |");
+    REQUIRE(g);
+    check_mask_along(g, "abc,d");
+    npl_grammar_free(g);
 }
 
 static void test_end_token(void)
@@ -557,6 +602,7 @@ static void test_end_token_c(void) { test_end_token(); cleanup(); }
 static void test_sampler_c(void) { test_sampler_grammar(); cleanup(); }
 static void test_sampler_greedy_c(void) { test_sampler_greedy_repeats(); cleanup(); }
 static void test_mask_bounded_c(void) { test_mask_bounded(); cleanup(); }
+static void test_mask_limits_c(void) { test_mask_limits(); cleanup(); }
 static void test_sampler_greedy_mask_c(void) { test_sampler_greedy_mask(); cleanup(); }
 
 NT_MAIN({"text_format", test_text_format_c}, {"text_errors", test_text_errors}, {"json_any", test_json_any_c},
@@ -564,4 +610,5 @@ NT_MAIN({"text_format", test_text_format_c}, {"text_errors", test_text_errors}, 
         {"schema_strings", test_schema_strings_c}, {"schema_refs", test_schema_refs_c},
         {"schema_errors", test_schema_errors}, {"mask_matches_accept", test_mask_c},
         {"end_token", test_end_token_c}, {"sampler", test_sampler_c}, {"sampler_greedy_repeats", test_sampler_greedy_c},
-        {"mask_bounded", test_mask_bounded_c}, {"sampler_greedy_mask", test_sampler_greedy_mask_c})
+        {"mask_bounded", test_mask_bounded_c}, {"sampler_greedy_mask", test_sampler_greedy_mask_c},
+        {"mask_limits", test_mask_limits_c})

@@ -127,6 +127,15 @@ class ToolsTest(ServiceTestCase):
             check_arguments(self, "add", json.loads(call["arguments"]))
         out = self.run_client("chat", "--tools", os.path.join(self.workdir, "missing.json"), input=b"x\n")
         self.assertEqual(out.returncode, 2, out.stderr)
+        # --no-parallel-tool-calls sends parallel_tool_calls false: exactly one call
+        out = self.run_client("--json", "chat", "--temperature", "0", "-n", "400", "--tools", tools_file,
+                              "--tool-choice", "required", "--no-parallel-tool-calls", input=b"Weather in Oslo?\n")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        events = [json.loads(line) for line in out.stdout.decode().splitlines() if line.startswith("{")]
+        self.assertEqual(len([e for e in events if e.get("event") == "tool_call"]), 1, events)
+        out = self.run_client("chat", "--parallel-tool-calls", "--no-parallel-tool-calls", input=b"x\n")
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertIn(b"exclude each other", out.stderr)
 
     def test_invalid_tools(self):
         c = self.client()
