@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app-identity.h"
 #include "fd-filesystem.h"
 #include "schema-compile.h"
 
@@ -90,7 +91,7 @@ static void authorize_then(NpdDaemon *d, GDBusMethodInvocation *inv, PendingCall
         npd_pending_call_free(p);
         return;
     }
-    npd_authorizer_check(d->authorizer, inv, p->method->action, authorized_cb, p);
+    npd_authorizer_check_app(d->authorizer, inv, p->method->action, p->client->app->id, authorized_cb, p);
 }
 
 static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data)

@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "app-list.h"
 #include "call-fds.h"
 #include "embed-call.h"
 #include "rerank-call.h"
@@ -157,6 +158,7 @@ static const NpdManagerMethod manager_methods[] = {
     {"RemoveModel", NPD_ACTION_MANAGE, npd_model_remove_prepare, npd_model_remove_run, NULL, FALSE},
     {"Embed", NPD_ACTION_EMBED, npd_embed_prepare, npd_embed_run, NULL, TRUE},
     {"Rerank", NPD_ACTION_EMBED, npd_rerank_prepare, npd_rerank_run, NULL, TRUE},
+    {"ListApplications", NPD_ACTION_GENERATE, npd_list_applications_prepare, npd_list_applications_run, NULL, FALSE},
 };
 
 /* ---- the property table: property -> getter -> emits-changed ------------ */

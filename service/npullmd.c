@@ -9,6 +9,7 @@
 #include "daemon.h"
 #include "model-install.h"
 #include "systemd-notify.h"
+#include "usage-journal.h"
 
 #define NPD_INTERFACE_RESOURCE "/org/npullm/dbus/org.npullm.xml"
 
@@ -69,6 +70,8 @@ static void on_worker_event(const NpdEvent *ev, gpointer data)
     case NPD_EVENT_THINKING:
     case NPD_EVENT_TOOL_CALL:
     case NPD_EVENT_FINISHED:
+        if (ev->kind == NPD_EVENT_FINISHED)
+            npd_usage_journal_record_event(d->requests, ev);
         npd_request_objects_handle_event(d, ev);
         if (ev->kind == NPD_EVENT_TEXT || ev->kind == NPD_EVENT_THINKING || ev->kind == NPD_EVENT_TOOL_CALL)
             return;

@@ -1,0 +1,293 @@
+#!/usr/bin/python3
+"""npullmd as a desktop citizen (docs/desktop.md): which application is
+asking (a process launched in a desktop app's scope, a fake Flatpak
+sandbox reached through the peer's pidfd, a plain process), ListApplications,
+the polkit detail app_id with the real polkitd."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import npullm_testbus as tb  # noqa: E402
+import test_polkit  # noqa: E402
+from npullm_testbus import GLib, Gio, ServiceTestCase, run_tap, variant_dict  # noqa: E402
+
+CGROUP_ROOT = "/sys/fs/cgroup/unified"
+HERE = os.path.abspath(__file__)
+
+
+# ---- the "application": this file run with --app -----------------------------
+
+def app_main(n_requests, max_tokens):
+    """Submits n long requests, asks ListApplications, prints its answer as
+    JSON, then waits for stdin to close (its requests go with it)."""
+    conn = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+    models = conn.call_sync(tb.BUS_NAME, tb.MANAGER_PATH, tb.MANAGER_IFACE, "ListModels", None,
+                            GLib.VariantType("(aa{sv})"), Gio.DBusCallFlags.NONE, 30000, None).unpack()[0]
+    ctx = [m["context_length"] for m in models if m["name"] == "tiny"][0]
+    opts = variant_dict({"temperature": ("d", 0.0), "max_tokens": ("u", min(max_tokens, ctx - 32))})
+    for i in range(n_requests):
+        conn.call_sync(tb.BUS_NAME, tb.MANAGER_PATH, tb.MANAGER_IFACE, "Generate",
+                       GLib.Variant("(sa{sv})", ("story %d" % i, opts)), None, Gio.DBusCallFlags.NONE, 30000, None)
+    print(json.dumps(list_applications(conn)))
+    sys.stdout.flush()
+    sys.stdin.read()
+
+
+def list_applications(conn=None):
+    conn = conn or Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+    return conn.call_sync(tb.BUS_NAME, tb.MANAGER_PATH, tb.MANAGER_IFACE, "ListApplications", None,
+                          GLib.VariantType("(aa{sv})"), Gio.DBusCallFlags.NONE, 30000, None).unpack()[0]
+
+
+def in_cgroup(unit):
+    """preexec_fn: moves the child into a cgroup named like a unit."""
+    path = os.path.join(CGROUP_ROOT, "npullm-test.slice", unit)
+
+    def move():
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    return move, path
+
+
+# A fake Flatpak sandbox: a private mount namespace whose root is a tmpfs
+# holding the host's folders (bind mounts) and /.flatpak-info.
+FAKE_SANDBOX = r"""
+set -e
+R=$1; APP=$2; shift 2
+mount -t tmpfs none "$R"
+for e in /*; do
+  n=$(basename "$e")
+  if [ -L "$e" ]; then ln -s "$(readlink "$e")" "$R/$n"
+  elif [ -d "$e" ]; then mkdir "$R/$n"; mount --rbind "$e" "$R/$n"
+  fi
+done
+printf '[Application]\nname=%s\nruntime=runtime/org.example.Platform/x86_64/1\n' "$APP" > "$R/.flatpak-info"
+cd /
+exec chroot "$R" "$@"
+"""
+
+
+def require_root(what):
+    if os.getuid() != 0:
+        raise unittest.SkipTest("%s needs root" % what)
+
+
+class AppIdentityTest(ServiceTestCase):
+    # one request runs, the others wait: ListApplications sees both kinds
+    CONFIG = {"Limits": {"MaxRunning": "1", "MaxQueued": "16", "MaxPerClient": "8"}}
+
+    def launch(self, argv_prefix=(), preexec_fn=None, n=2, max_tokens=3000):
+        proc = subprocess.Popen(list(argv_prefix) + [sys.executable, HERE, "--app", str(n), str(max_tokens)],
+                                env=self.bus.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, preexec_fn=preexec_fn, text=True)
+        self.addCleanup(self.stop_app, proc)
+        line = proc.stdout.readline()
+        self.assertTrue(line, proc.stderr.read() if proc.poll() is not None else "no answer")
+        return json.loads(line)
+
+    def stop_app(self, proc):
+        proc.stdin.close()
+        proc.wait(30)
+        proc.stdout.close()
+        proc.stderr.close()
+        self.wait_idle(self.client())
+
+    def only(self, apps):
+        self.assertEqual(len(apps), 1, apps)
+        app = apps[0]
+        self.assertEqual(app["running"] + app["queued"], 2, app)
+        self.assertGreaterEqual(app["queued"], 1 if app["running"] else 2, app)
+        return app
+
+    def test_plain_process_is_its_executable(self):
+        app = self.only(self.launch())
+        self.assertEqual(app["source"], "exe")
+        self.assertEqual(app["app_id"], os.path.basename(os.path.realpath(sys.executable)))
+
+    def test_desktop_scope(self):
+        require_root("moving a process into a cgroup")
+        if not os.path.isdir(CGROUP_ROOT):
+            self.skipTest("no cgroup2 hierarchy at " + CGROUP_ROOT)
+        move, path = in_cgroup("app-gnome-org.example.Text\\x2dEditor-4242.scope")
+        self.addCleanup(lambda: os.path.isdir(path) and os.rmdir(path))
+        app = self.only(self.launch(preexec_fn=move))
+        self.assertEqual((app["source"], app["app_id"]), ("systemd", "org.example.Text-Editor"))
+
+    def test_flatpak_info_through_the_pidfd(self):
+        require_root("a private mount namespace")
+        if shutil.which("unshare") is None:
+            self.skipTest("unshare is not installed")
+        root = os.path.join(self.workdir, "sandbox-root")
+        os.makedirs(root, exist_ok=True)
+        app = self.only(self.launch(["unshare", "--mount", "--propagation", "private", "sh", "-c", FAKE_SANDBOX,
+                                     "sandbox", root, "org.example.Sandboxed"]))
+        self.assertEqual((app["source"], app["app_id"]), ("flatpak", "org.example.Sandboxed"))
+        # the file is the sandbox's, not the host's
+        self.assertFalse(os.path.exists("/.flatpak-info"))
+
+    def test_only_the_callers_user(self):
+        require_root("another user")
+        c = self.client()
+        proc = subprocess.Popen([sys.executable, HERE, "--app", "1", "3000"], env=self.bus.env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(self.stop_app, proc)
+        self.assertTrue(proc.stdout.readline())
+        # root's application, asked by nobody: not listed
+        os.chmod(self.workdir, 0o755)
+        out = subprocess.run([sys.executable, HERE, "--list"], env=self.bus.env, capture_output=True, text=True,
+                             timeout=60, user="nobody", cwd="/")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(json.loads(out.stdout), [])
+        self.assertEqual(len(c.call("ListApplications", reply="(aa{sv})")[0]), 1)
+
+
+# npullmd in a private mount namespace whose /run/systemd/journal is the
+# test's folder: its sd_journal_send() datagrams reach the test's socket
+# (whether or not the machine runs journald).
+JOURNAL_WRAPPER = r"""#!/bin/sh
+exec unshare --mount --propagation private sh -c '
+set -e
+if [ -d /run/systemd ]; then mount -t tmpfs none /run/systemd; else mount -t tmpfs none /run; fi
+mkdir -p /run/systemd/journal
+mount --bind "$0" /run/systemd/journal
+exec "$@"' "%s" "%s" "$@"
+"""
+
+
+def journal_fields(datagram):
+    """The fields of one native-protocol journal entry."""
+    fields = {}
+    rest = datagram
+    while rest:
+        line, sep, after = rest.partition(b"\n")
+        if b"=" in line:
+            key, _, value = line.partition(b"=")
+            rest = after
+        else:  # KEY\n, a little-endian 64-bit length, the value, \n
+            key = line
+            n = int.from_bytes(after[:8], "little")
+            value = after[8:8 + n]
+            rest = after[8 + n + 1:]
+        fields[key.decode()] = value.decode()
+    return fields
+
+
+class UsageJournalTest(ServiceTestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_root("a private mount namespace")
+        import socket
+        import tempfile
+        cls.sink_dir = tempfile.mkdtemp(prefix="npullm-journal-")
+        cls.sink = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        cls.sink.bind(os.path.join(cls.sink_dir, "socket"))
+        cls.sink.settimeout(20)
+        wrapper = os.path.join(cls.sink_dir, "npullmd")
+        with open(wrapper, "w") as f:
+            f.write(JOURNAL_WRAPPER % (cls.sink_dir, tb.env_path("NPULLMD")))
+        os.chmod(wrapper, 0o755)
+        real = os.environ["NPULLMD"]
+        os.environ["NPULLMD"] = wrapper
+        try:
+            super().setUpClass()
+        finally:
+            os.environ["NPULLMD"] = real
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.sink.close()
+        shutil.rmtree(cls.sink_dir, ignore_errors=True)
+
+    def next_record(self):
+        while True:
+            f = journal_fields(self.sink.recv(65536))
+            if "NPULLM_METHOD" in f:
+                return f
+
+    def test_record_per_request(self):
+        c = self.client()
+        prompt = "the secret prompt"
+        text, reason, stats = c.run(prompt, variant_dict({"temperature": ("d", 0.0), "max_tokens": ("u", 5)}))
+        rec = self.next_record()
+        want = {"NPULLM_UID": "0", "NPULLM_APP": os.path.basename(os.path.realpath(sys.executable)),
+                "NPULLM_APP_SOURCE": "exe", "NPULLM_METHOD": "Generate", "NPULLM_MODEL": "tiny",
+                "NPULLM_DEVICE": "cpu", "NPULLM_REASON": "length", "NPULLM_GENERATED_TOKENS": "5",
+                "NPULLM_PROMPT_TOKENS": str(stats["prompt_tokens"]), "PRIORITY": "6"}
+        self.assertEqual({k: rec.get(k) for k in want}, want)
+        self.assertGreater(float(rec["NPULLM_TOTAL_MS"]), 0)
+        self.assertIn("MESSAGE_ID", rec)
+        # never any content
+        for value in rec.values():
+            self.assertNotIn("secret", value)
+            if text.strip():
+                self.assertNotIn(text.strip(), value)
+        # a request its caller abandons is recorded too
+        c2 = self.client()
+        c2.generate("another secret", variant_dict({"max_tokens": ("u", 3000)}))
+        c2.close()
+        self.clients.remove(c2)
+        rec = self.next_record()
+        self.assertEqual(rec["NPULLM_REASON"], "cancelled")
+
+
+EXAMPLE_RULE = os.path.join(tb.SOURCE_ROOT, "docs", "examples", "50-npullm-per-app.rules")
+
+
+@unittest.skipUnless(os.path.isdir(CGROUP_ROOT), "no cgroup2 hierarchy")
+class PolkitAppRuleTest(test_polkit.RealPolkitTest):
+    """docs/examples/50-npullm-per-app.rules with the real polkitd (set up
+    as test_polkit's): an unprivileged user without a session may generate
+    from one application only."""
+    test_real_polkitd = None  # test_polkit's own test, not repeated here
+
+    def as_nobody_in(self, unit):
+        move, path = in_cgroup(unit)
+
+        def become_nobody():
+            move()
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+        try:
+            return subprocess.run([self.client_path, "--address", self.bus.address, "generate", "--temperature",
+                                   "0", "-n", "4", "hi"], env=self.bus.env, capture_output=True, text=True,
+                                  timeout=60, preexec_fn=become_nobody, cwd="/")
+        finally:
+            os.rmdir(path)
+
+    def test_rule_per_application(self):
+        os.chmod(self.workdir, 0o755)
+        with open(EXAMPLE_RULE) as f:
+            rule = f.read()
+        # the example names org.gnome.TextEditor; the test's user is nobody
+        with open(self.rule, "w") as f:
+            f.write(rule.replace('subject.active && subject.local', 'subject.user == "nobody"'))
+        allowed = "app-gnome-org.gnome.TextEditor-7.scope"
+        deadline = time.monotonic() + 10
+        while True:
+            out = self.as_nobody_in(allowed)
+            if out.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)  # polkitd reloads its rules on inotify
+        self.assertEqual(out.returncode, 0, out.stderr)
+        out = self.as_nobody_in("app-gnome-org.example.Other-7.scope")
+        self.assertEqual(out.returncode, 3, out.stderr)
+        self.assertIn("not authorized", out.stderr)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--app":
+        app_main(int(sys.argv[2]), int(sys.argv[3]))
+        sys.exit(0)
+    if len(sys.argv) > 1 and sys.argv[1] == "--list":
+        print(json.dumps(list_applications()))
+        sys.exit(0)
+    sys.exit(run_tap("test_desktop"))
