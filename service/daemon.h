@@ -17,6 +17,8 @@
 #include "request-options.h"
 #include "requests.h"
 #include "npullm-protocol.h"
+#include "power-policy.h"
+#include "sleep-inhibit.h"
 
 #define NPD_BUS_NAME NPP_BUS_NAME
 #define NPD_MANAGER_PATH NPP_MANAGER_PATH
@@ -60,6 +62,8 @@ struct NpdDaemon {
     gchar **loaded_models;
     guint models_idle_token;   /* held while a model is loaded */
     NpdManager *manager;
+    NpdPowerPolicy *power; /* power-policy.c */
+    NpdSleep *sleep;       /* sleep-inhibit.c */
 };
 
 /* ---- request objects (request-objects.c) ---- */

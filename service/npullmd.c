@@ -63,7 +63,8 @@ static void on_worker_event(const NpdEvent *ev, gpointer data)
         npd_manager_announce(d->manager);
         break;
     case NPD_EVENT_COMMAND_DONE:
-        npd_manager_handle_command_done(ev);
+        if (!npd_sleep_handle_done(d->sleep, ev->tag))
+            npd_manager_handle_command_done(ev);
         break;
     case NPD_EVENT_STATE:
     case NPD_EVENT_TEXT:
@@ -208,6 +209,8 @@ static int run(NpdDaemon *d)
     d->requests = npd_requests_new(d, d->worker, d->idle);
     d->admission = npd_admission_new(d->cfg, d->clients, d->requests, d->image_budget);
 
+    d->power = npd_power_policy_new(d);
+    d->sleep = npd_sleep_new(d);
     if (!npd_request_objects_register(d, &error) || (d->manager = npd_manager_new(d, &error)) == NULL) {
         g_printerr("npullmd: cannot export objects: %s\n", error->message);
         d->exit_status = 1;
@@ -237,6 +240,8 @@ static int run(NpdDaemon *d)
     g_clear_pointer(&d->manager, npd_manager_free);
     if (d->request_subtree_id != 0)
         g_dbus_connection_unregister_subtree(d->bus, d->request_subtree_id);
+    npd_sleep_free(d->sleep);
+    npd_power_policy_free(d->power);
     npd_worker_free(d->worker);
     npd_authorizer_free(d->authorizer);
     npd_image_budget_free(d->image_budget);

@@ -238,6 +238,157 @@ class UsageJournalTest(ServiceTestCase):
         self.assertEqual(rec["NPULLM_REASON"], "cancelled")
 
 
+class Mock:
+    """A python-dbusmock template on the private bus."""
+
+    def __init__(self, bus, template, name, path):
+        self.name, self.path = name, path
+        self.proc = subprocess.Popen([sys.executable, "-m", "dbusmock", "--system", "--template", template],
+                                     env=bus.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.conn = bus.connect()
+        if not tb.wait_for_name(self.conn, name):
+            raise RuntimeError("%s mock did not start" % template)
+
+    def call(self, iface, method, signature=None, args=None, reply=None):
+        params = GLib.Variant(signature, args) if signature else None
+        return self.conn.call_sync(self.name, self.path, iface, method, params,
+                                   GLib.VariantType(reply) if reply else None, Gio.DBusCallFlags.NONE, 5000,
+                                   None).unpack()
+
+    def set(self, iface, prop, value):
+        self.call("org.freedesktop.DBus.Properties", "Set", "(ssv)", (iface, prop, value))
+
+    def stop(self):
+        tb.stop_process(self.proc)
+        self.conn.close_sync(None)
+
+
+GREEDY = {"temperature": ("d", 0.0)}
+
+
+def request_state(client, path):
+    return client.call("Get", "(ss)", (tb.REQUEST_IFACE, "State"), "(v)", path=path,
+                       iface="org.freedesktop.DBus.Properties")[0]
+
+
+class PowerPolicyTest(ServiceTestCase):
+    """power-profiles-daemon (its legacy name) and UPower mocks: the
+    profile and the battery change the threads and hold background
+    requests between steps, without disturbing a running request."""
+    CONFIG = {"Engine": {"Threads": "2"}, "Limits": {"MaxRunning": "1"}}
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.ppd = Mock(cls.bus, "power_profiles_daemon", "net.hadess.PowerProfiles", "/net/hadess/PowerProfiles")
+        cls.upower = Mock(cls.bus, "upower", "org.freedesktop.UPower", "/org/freedesktop/UPower")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.ppd.stop()
+        cls.upower.stop()
+        super().tearDownClass()
+
+    def policy_becomes(self, c, start):
+        self.assertTrue(c.wait(lambda: c.prop("PowerPolicy").startswith(start), 10), c.prop("PowerPolicy"))
+        return c.prop("PowerPolicy")
+
+    def test_profile_and_battery(self):
+        c = self.client()
+        self.assertEqual(self.policy_becomes(c, "balanced, on mains"),
+                         "balanced, on mains: 2 of 2 threads, background requests run, "
+                         "idle models unload after 300 s")
+        self.assertIn("; power: balanced, on mains", c.prop("DeviceStatus"))
+        # the greedy output of a request that the profile switch meets
+        # halfway is the one it has alone
+        opts = variant_dict(dict(GREEDY, max_tokens=("u", 100)))
+        alone, reason, _ = c.run("a story", opts)
+        path = c.generate("a story", opts)
+        self.assertTrue(c.wait(lambda: len(c.tokens_of(path)) > 0, 30))
+        self.ppd.set("net.hadess.PowerProfiles", "ActiveProfile", GLib.Variant("s", "power-saver"))
+        self.assertEqual(self.policy_becomes(c, "power-saver"),
+                         "power-saver, on mains: 1 of 2 threads, background requests wait, "
+                         "idle models unload after 60 s")
+        self.assertTrue(c.wait(lambda: c.finished_of(path) is not None, 60))
+        self.assertEqual(("".join(c.tokens_of(path)), c.finished_of(path)[0]), (alone, reason))
+        # background requests wait while saving; interactive ones run
+        bg = c.generate("later", variant_dict(dict(GREEDY, max_tokens=("u", 4), priority=("s", "background"))))
+        text, reason, _ = c.run("now", variant_dict(dict(GREEDY, max_tokens=("u", 4))))
+        self.assertEqual(reason, "length")
+        c.pump(0.3)
+        self.assertIsNone(c.finished_of(bg))
+        self.assertEqual(request_state(c, bg), "queued")
+        # performance, but on battery: still saving
+        self.ppd.set("net.hadess.PowerProfiles", "ActiveProfile", GLib.Variant("s", "performance"))
+        self.upower.set("org.freedesktop.UPower", "OnBattery", GLib.Variant("b", True))
+        self.policy_becomes(c, "performance, on battery: 1 of 2 threads")
+        self.assertIsNone(c.finished_of(bg))
+        # back on mains: the background request starts
+        self.upower.set("org.freedesktop.UPower", "OnBattery", GLib.Variant("b", False))
+        self.policy_becomes(c, "performance, on mains: 2 of 2 threads, background requests run")
+        self.assertTrue(c.wait(lambda: c.finished_of(bg) is not None, 30))
+        self.assertEqual(c.finished_of(bg)[0], "length")
+        # the service gone: no profile, the configured threads
+        self.ppd.stop()
+        self.policy_becomes(c, "no profile, on mains: 2 of 2 threads")
+        self.__class__.ppd = Mock(self.bus, "power_profiles_daemon", "net.hadess.PowerProfiles",
+                                  "/net/hadess/PowerProfiles")
+        self.policy_becomes(c, "balanced, on mains")
+
+
+class SleepTest(ServiceTestCase):
+    """logind's mock: a delay inhibitor while awake, released once the
+    engine stopped after its step on PrepareForSleep(true); requests in
+    flight continue after PrepareForSleep(false)."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.logind = Mock(cls.bus, "logind", "org.freedesktop.login1", "/org/freedesktop/login1")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.logind.stop()
+        super().tearDownClass()
+
+    def inhibitors(self):
+        return [i for i in self.logind.call("org.freedesktop.login1.Manager", "ListInhibitors",
+                                            reply="(a(ssssuu))")[0] if i[1] == "npullm"]
+
+    def prepare_for_sleep(self, start):
+        self.logind.call("org.freedesktop.DBus.Mock", "EmitSignal", "(sssav)",
+                         ("org.freedesktop.login1.Manager", "PrepareForSleep", "b", [GLib.Variant("b", start)]))
+
+    def test_sleep_and_wake_with_a_request_in_flight(self):
+        c = self.client()
+        self.assertTrue(c.wait(lambda: len(self.inhibitors()) == 1, 10))
+        self.assertEqual(self.inhibitors()[0][:4], ("sleep", "npullm", self.inhibitors()[0][2], "delay"))
+        path = c.generate("a long story", variant_dict(dict(GREEDY, max_tokens=("u", 120))))
+        self.assertTrue(c.wait(lambda: len(c.tokens_of(path)) > 0, 30))
+        t0 = time.monotonic()
+        self.prepare_for_sleep(True)
+        self.assertTrue(c.wait(lambda: self.inhibitors() == [], 5))
+        released = time.monotonic() - t0
+        print("# inhibitor released %.3f s after PrepareForSleep(true)" % released)
+        self.assertLess(released, 3.0)
+        # asleep: no step runs
+        c.pump(0.2)
+        n = len(c.tokens_of(path))
+        c.pump(0.5)
+        self.assertEqual(len(c.tokens_of(path)), n)
+        self.assertIsNone(c.finished_of(path))
+        self.assertEqual(request_state(c, path), "running")
+        # a request made while asleep waits too
+        later = c.generate("hi", variant_dict(dict(GREEDY, max_tokens=("u", 3))))
+        c.pump(0.3)
+        self.assertIsNone(c.finished_of(later))
+        self.prepare_for_sleep(False)
+        self.assertTrue(c.wait(lambda: c.finished_of(path) is not None and c.finished_of(later) is not None, 120))
+        self.assertEqual(c.finished_of(path)[0], "length")
+        self.assertEqual(c.finished_of(later)[0], "length")
+        self.assertTrue(c.wait(lambda: len(self.inhibitors()) == 1, 10))
+
+
 EXAMPLE_RULE = os.path.join(tb.SOURCE_ROOT, "docs", "examples", "50-npullm-per-app.rules")
 
 
