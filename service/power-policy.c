@@ -60,8 +60,10 @@ static gboolean read_count(GKeyFile *kf, const char *key, guint max, guint *out,
     if (text == NULL)
         return TRUE;
     guint64 v = 0;
-    if (!g_ascii_string_to_unsigned(g_strstrip(text), 10, 0, max, &v, NULL))
-        return bad_value(error, key, text, "a whole number in range");
+    if (!g_ascii_string_to_unsigned(g_strstrip(text), 10, 0, max, &v, NULL)) {
+        g_autofree gchar *range = g_strdup_printf("a whole number from 0 to %u", max);
+        return bad_value(error, key, text, range);
+    }
     *out = (guint)v;
     return TRUE;
 }

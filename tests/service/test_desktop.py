@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -184,7 +185,6 @@ class UsageJournalTest(ServiceTestCase):
     def setUpClass(cls):
         require_root("a private mount namespace")
         import socket
-        import tempfile
         cls.sink_dir = tempfile.mkdtemp(prefix="npullm-journal-")
         cls.sink = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         cls.sink.bind(os.path.join(cls.sink_dir, "socket"))
@@ -387,6 +387,27 @@ class SleepTest(ServiceTestCase):
         self.assertEqual(c.finished_of(path)[0], "length")
         self.assertEqual(c.finished_of(later)[0], "length")
         self.assertTrue(c.wait(lambda: len(self.inhibitors()) == 1, 10))
+
+
+class PowerConfigTest(unittest.TestCase):
+    def test_bad_values_stop_the_start(self):
+        npullmd = tb.env_path("NPULLMD")
+        workdir = tempfile.mkdtemp(prefix="npullm-power-conf-")
+        self.addCleanup(shutil.rmtree, workdir, True)
+        for key, value, expected in (("SaverBackground", "sometimes", "pause or run"),
+                                     ("SaverThreads", "-1", "a whole number from 0 to 1024"), ("Follow", "yes", "true or false")):
+            conf = os.path.join(workdir, "npullm.conf")
+            with open(conf, "w") as f:
+                f.write("[Power]\n%s=%s\n" % (key, value))
+            out = subprocess.run([npullmd, "--config", conf], capture_output=True, text=True, timeout=30)
+            self.assertEqual(out.returncode, 2, out.stderr)
+            self.assertIn("[Power] %s=%s: expected %s" % (key, value, expected), out.stderr)
+        # the installed file's values are valid as they are
+        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS="unix:path=" + os.path.join(workdir, "no-bus"))
+        out = subprocess.run([npullmd, "--config", os.path.join(tb.SOURCE_ROOT, "data", "npullm.conf")], env=env,
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 1, out.stderr)
+        self.assertIn("cannot connect to the system bus", out.stderr)
 
 
 EXAMPLE_RULE = os.path.join(tb.SOURCE_ROOT, "docs", "examples", "50-npullm-per-app.rules")
