@@ -88,6 +88,10 @@ typedef struct npl_model_info {
 
 npl_model *npl_model_load(const char *path, const npl_model_params *params, npl_error *err);
 void npl_model_free(npl_model *m);
+/* How many of the model's n_threads compute from now on (1 to n_threads;
+ * <= 0: all of them); the others sleep. Output does not change. From the
+ * thread that runs the model, between calls. Returns the number set. */
+int npl_model_set_threads(npl_model *m, int n_threads);
 const npl_model_info *npl_model_get_info(const npl_model *m);
 const npl_tokenizer *npl_model_tokenizer(const npl_model *m);
 const npl_gguf *npl_model_gguf(const npl_model *m);

@@ -21,6 +21,7 @@ struct Check {
     NpdAuthorizer *auth;
     gchar *sender;
     gchar *action_id;
+    gchar *app_id; /* the detail app_id, NULL: none */
     gboolean interactive;
     NpdAuthorizedFunc func;
     gpointer user_data;
@@ -53,6 +54,7 @@ static void check_free(Check *c)
     g_clear_object(&c->cancellable);
     g_free(c->sender);
     g_free(c->action_id);
+    g_free(c->app_id);
     g_free(c);
 }
 
@@ -101,8 +103,13 @@ static void check_send(NpdAuthorizer *a, Check *c)
     g_autoptr(PolkitSubject) subject = polkit_system_bus_name_new(c->sender);
     PolkitCheckAuthorizationFlags flags = c->interactive ? POLKIT_CHECK_AUTHORIZATION_FLAGS_ALLOW_USER_INTERACTION
                                                          : POLKIT_CHECK_AUTHORIZATION_FLAGS_NONE;
+    g_autoptr(PolkitDetails) details = NULL;
+    if (c->app_id != NULL) {
+        details = polkit_details_new();
+        polkit_details_insert(details, "app_id", c->app_id);
+    }
     a->in_flight = g_list_prepend(a->in_flight, c);
-    polkit_authority_check_authorization(a->authority, subject, c->action_id, NULL, flags, c->cancellable,
+    polkit_authority_check_authorization(a->authority, subject, c->action_id, details, flags, c->cancellable,
                                          check_done_cb, c);
 }
 
@@ -167,6 +174,12 @@ void npd_authorizer_free(NpdAuthorizer *a)
 void npd_authorizer_check(NpdAuthorizer *a, GDBusMethodInvocation *invocation, const char *action_id,
                           NpdAuthorizedFunc func, gpointer user_data)
 {
+    npd_authorizer_check_app(a, invocation, action_id, NULL, func, user_data);
+}
+
+void npd_authorizer_check_app(NpdAuthorizer *a, GDBusMethodInvocation *invocation, const char *action_id,
+                              const char *app_id, NpdAuthorizedFunc func, gpointer user_data)
+{
     if (!a->use_polkit) {
         func(NULL, user_data);
         return;
@@ -175,6 +188,7 @@ void npd_authorizer_check(NpdAuthorizer *a, GDBusMethodInvocation *invocation, c
     c->auth = a;
     c->sender = g_strdup(g_dbus_method_invocation_get_sender(invocation));
     c->action_id = g_strdup(action_id);
+    c->app_id = app_id != NULL && app_id[0] != '\0' ? g_strdup(app_id) : NULL;
     GDBusMessage *msg = g_dbus_method_invocation_get_message(invocation);
     c->interactive = (g_dbus_message_get_flags(msg) & G_DBUS_MESSAGE_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION) != 0;
     c->func = func;

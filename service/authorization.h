@@ -26,5 +26,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdAuthorizer, npd_authorizer_free)
  * is allowed when the caller set ALLOW_INTERACTIVE_AUTHORIZATION. */
 void npd_authorizer_check(NpdAuthorizer *a, GDBusMethodInvocation *invocation, const char *action_id,
                           NpdAuthorizedFunc func, gpointer user_data);
+/* The same, telling polkit the caller's application (app-identity.h) as
+ * the detail "app_id" (rules read it with action.lookup("app_id")); NULL
+ * or "": no detail. */
+void npd_authorizer_check_app(NpdAuthorizer *a, GDBusMethodInvocation *invocation, const char *action_id,
+                              const char *app_id, NpdAuthorizedFunc func, gpointer user_data);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "app-identity.h"
 #include "requests.h"
 
 #include "log-limit.h"
@@ -28,6 +29,7 @@ void npd_client_unref(NpdClient *c)
         return;
     g_list_free(c->requests);
     g_clear_object(&c->cancellable);
+    npd_app_identity_free(c->app);
     g_free(c->name);
     g_free(c);
 }
@@ -59,6 +61,7 @@ NpdClient *npd_clients_get(NpdClients *clients, const char *name)
         c->owner = clients;
         c->name = g_strdup(name);
         c->uid = lookup_uid(clients, name);
+        c->app = npd_app_identity_lookup(clients->bus, name, c->uid);
         c->cancellable = g_cancellable_new();
         g_hash_table_insert(clients->by_name, c->name, c);
     }

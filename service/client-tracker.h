@@ -8,6 +8,7 @@
 #include <gio/gio.h>
 
 typedef struct NpdClients NpdClients;
+typedef struct NpdAppIdentity NpdAppIdentity;
 
 /* A bus peer that has called us; lives while it has requests or calls in
  * progress, or until its name vanishes. */
@@ -16,6 +17,7 @@ typedef struct NpdClient {
     NpdClients *owner;
     gchar *name;
     guint32 uid;         /* its Unix user (NPD_UID_UNKNOWN when the bus would not say) */
+    NpdAppIdentity *app; /* the application it is (app-identity.h) */
     gboolean gone;       /* its unique name vanished from the bus */
     guint outstanding;   /* requests not finished yet */
     guint pending_calls; /* calls waiting for polkit (or their image) */

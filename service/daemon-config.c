@@ -46,6 +46,7 @@ static void config_set_defaults(NpdConfig *cfg)
     cfg->max_image_memory = 512 * 1024 * 1024;
     cfg->auth_timeout = 30;
     cfg->kv_cache_mib = NPD_KV_CACHE_AUTO;
+    npd_power_config_defaults(&cfg->power);
 }
 
 static gboolean parse_device(const char *text, NpdDevice *out, GError **error)
@@ -138,6 +139,8 @@ static gboolean config_read_file(NpdConfig *cfg, const char *path, gboolean must
             return FALSE;
         }
     }
+    if (!npd_power_config_read(&cfg->power, kf, error))
+        return FALSE;
     READ_UINT(kf, "Limits", "MaxRunning", 1, 256, cfg->max_running);
     READ_UINT(kf, "Limits", "MaxQueued", 0, 65536, cfg->max_queued);
     READ_UINT(kf, "Limits", "MaxPerClient", 1, 65536, cfg->max_per_client);

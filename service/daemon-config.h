@@ -5,6 +5,8 @@
 
 #include <glib.h>
 
+#include "power-policy.h"
+
 typedef enum {
     NPD_DEVICE_AUTO,
     NPD_DEVICE_CPU,
@@ -46,6 +48,7 @@ typedef struct {
      * NPD_KV_CACHE_AUTO = sized from RAM, 0 = no reuse */
     guint kv_cache_mib;
     guint auth_timeout;      /* seconds */
+    NpdPowerConfig power;    /* [Power] */
 } NpdConfig;
 
 /* Parses argv (removing what it consumed) and the configuration file.

@@ -18,6 +18,8 @@
 #include "request-options.h"
 #include "requests.h"
 #include "npullm-protocol.h"
+#include "power-policy.h"
+#include "sleep-inhibit.h"
 
 #define NPD_BUS_NAME NPP_BUS_NAME
 #define NPD_MANAGER_PATH NPP_MANAGER_PATH
@@ -43,6 +45,8 @@ struct NpdDaemon {
 
     NpdClients *clients;
     NpdManager *manager;
+    NpdPowerPolicy *power; /* power-policy.c */
+    NpdSleep *sleep;       /* sleep-inhibit.c */
 };
 
 /* ---- request objects (request-objects.c) ---- */

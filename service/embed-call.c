@@ -153,6 +153,7 @@ gboolean npd_job_call_run(NpdPendingCall *p, const NpdJobKind *kind,
     NpdRequest *r = npd_requests_submit(d->requests, p->client, NULL, p->invocation, job);
     /* before any event: the worker's reach the main context later */
     r->reply = reply;
+    r->method = p->method->name;
     g_debug("%s request %" G_GUINT64_FORMAT " from %s: model %s, %u texts", kind->name, r->id, p->client->name,
             p->model_name, n);
     return FALSE;

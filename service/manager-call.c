@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app-identity.h"
 #include "fd-filesystem.h"
 #include "schema-compile.h"
 
@@ -100,7 +101,8 @@ static void call_continue(PendingCall *p)
         npd_pending_call_free(p);
         return;
     }
-    npd_authorizer_check(p->daemon->authorizer, p->invocation, p->method->action, authorized_cb, p);
+    npd_authorizer_check_app(p->daemon->authorizer, p->invocation, p->method->action, p->client->app->id,
+                             authorized_cb, p);
 }
 
 static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data)

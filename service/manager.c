@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "app-list.h"
 #include "call-fds.h"
 #include "embed-call.h"
 #include "rerank-call.h"
@@ -164,6 +165,7 @@ static const NpdManagerMethod manager_methods[] = {
     {"RemoveModel", NPD_ACTION_MANAGE, npd_model_remove_prepare, npd_model_remove_run, NULL, FALSE},
     {"Embed", NPD_ACTION_EMBED, npd_embed_prepare, npd_embed_run, NULL, TRUE},
     {"Rerank", NPD_ACTION_EMBED, npd_rerank_prepare, npd_rerank_run, NULL, TRUE},
+    {"ListApplications", NPD_ACTION_GENERATE, npd_list_applications_prepare, npd_list_applications_run, NULL, FALSE},
 };
 
 /* ---- the property table: property -> getter -> emits-changed ------------ */
@@ -182,7 +184,15 @@ static GVariant *get_device(NpdManager *m)
 static GVariant *get_device_status(NpdManager *m)
 {
     NpdDaemon *d = m->daemon;
-    return g_variant_new_string(d->device->status);
+    const char *power = npd_power_policy_describe(d->power);
+    if (power[0] == '\0')
+        return g_variant_new_string(d->device->status);
+    return g_variant_new_take_string(g_strdup_printf("%s; power: %s", d->device->status, power));
+}
+
+static GVariant *get_power_policy(NpdManager *m)
+{
+    return g_variant_new_string(npd_power_policy_describe(m->daemon->power));
 }
 
 static GVariant *get_default_model(NpdManager *m)
@@ -238,13 +248,14 @@ typedef struct {
 static const ManagerProperty manager_properties[] = {
     {"Version", get_version, FALSE, {NULL}},
     {"Device", get_device, FALSE, {NULL}},
-    {"DeviceStatus", get_device_status, FALSE, {NULL}},
+    {"DeviceStatus", get_device_status, TRUE, {NULL}},
     {"DefaultModel", get_default_model, TRUE, {NULL}},
     {"LoadedModels", get_loaded_models, TRUE, {NULL}},
     {"ActiveRequests", get_active_requests, TRUE, {NULL}},
     {"QueuedRequests", get_queued_requests, TRUE, {NULL}},
     {"IdleTimeout", get_idle_timeout, TRUE,
      {"IdleTimeout", NPD_ACTION_MANAGE, prepare_set_idle_timeout, run_set_idle_timeout, NULL, FALSE}},
+    {"PowerPolicy", get_power_policy, TRUE, {NULL}},
 };
 
 G_STATIC_ASSERT(G_N_ELEMENTS(manager_properties) <= MANAGER_MAX_PROPERTIES);

@@ -9,6 +9,7 @@
 #include "daemon.h"
 #include "model-install.h"
 #include "systemd-notify.h"
+#include "usage-journal.h"
 
 #define NPD_INTERFACE_RESOURCE "/org/npullm/dbus/org.npullm.xml"
 
@@ -58,7 +59,8 @@ static void on_worker_event(const NpdEvent *ev, gpointer data)
         npd_manager_set_loaded_models(d->manager, ev->loaded_models);
         break;
     case NPD_EVENT_COMMAND_DONE:
-        npd_manager_handle_command_done(ev);
+        if (!npd_sleep_handle_done(d->sleep, ev->tag))
+            npd_manager_handle_command_done(ev);
         break;
     case NPD_EVENT_STATE:
     case NPD_EVENT_TEXT:
@@ -66,6 +68,8 @@ static void on_worker_event(const NpdEvent *ev, gpointer data)
     case NPD_EVENT_TOOL_CALL:
     case NPD_EVENT_FINISHED:
         /* the Manager announces the changed counts (requests_changed_cb) */
+        if (ev->kind == NPD_EVENT_FINISHED)
+            npd_usage_journal_record_event(d->requests, ev);
         npd_request_objects_handle_event(d, ev);
         if (ev->kind == NPD_EVENT_TEXT || ev->kind == NPD_EVENT_THINKING || ev->kind == NPD_EVENT_TOOL_CALL)
             return;
@@ -182,6 +186,8 @@ static int run(NpdMain *m)
     npd_requests_set_changed_func(d->requests, requests_changed_cb, d);
     d->admission = npd_admission_new(d->cfg, d->clients, d->requests, d->image_budget);
 
+    d->power = npd_power_policy_new(d);
+    d->sleep = npd_sleep_new(d);
     if ((m->request_subtree_id = npd_request_objects_register(d, &error)) == 0 ||
         (d->manager = npd_manager_new(d, &error)) == NULL) {
         g_printerr("npullmd: cannot export objects: %s\n", error->message);
@@ -212,6 +218,8 @@ static int run(NpdMain *m)
     g_clear_pointer(&d->manager, npd_manager_free);
     if (m->request_subtree_id != 0)
         g_dbus_connection_unregister_subtree(d->bus, m->request_subtree_id);
+    npd_sleep_free(d->sleep);
+    npd_power_policy_free(d->power);
     npd_worker_free(d->worker);
     npd_authorizer_free(d->authorizer);
     npd_image_budget_free(d->image_budget);

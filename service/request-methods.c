@@ -91,6 +91,7 @@ gboolean npd_request_method_run(NpdPendingCall *p)
     }
     NpdRequest *r = npd_requests_submit(d->requests, p->client, node, p->complete ? p->invocation : NULL,
                                         job_from_call(p));
+    r->method = p->method->name;
     if (!p->complete)
         g_dbus_method_invocation_return_value(p->invocation, g_variant_new("(o)", r->path));
     return FALSE;

@@ -3,6 +3,7 @@
 
 #include "client-tracker.h"
 #include "npullm-protocol.h"
+#include "usage-journal.h"
 
 struct NpdRequests {
     NpdDaemon *daemon;
@@ -129,6 +130,15 @@ guint npd_requests_queued(const NpdRequests *reqs)
     return reqs->queued;
 }
 
+void npd_requests_foreach(NpdRequests *reqs, void (*func)(NpdRequest *r, gpointer data), gpointer data)
+{
+    GHashTableIter it;
+    gpointer value;
+    g_hash_table_iter_init(&it, reqs->by_id);
+    while (g_hash_table_iter_next(&it, NULL, &value))
+        func(value, data);
+}
+
 void npd_request_set_state(NpdRequest *r, NpdJobState state, guint queue_position)
 {
     NpdRequests *reqs = r->owner;
@@ -164,6 +174,7 @@ void npd_request_destroy(NpdRequest *r)
 {
     NpdRequests *reqs = r->owner;
     if (!npd_request_is_finished(r)) {
+        npd_usage_journal_record(r, NULL);
         npd_worker_cancel(reqs->worker, r->id);
         npd_request_mark_finished(r);
     }

@@ -26,6 +26,7 @@ typedef struct NpdRequest {
     gchar *node;         /* child name under NPD_REQUEST_ROOT, NULL for Complete */
     gchar *path;
     gchar *model;
+    const char *method;  /* the Manager method that made it (static), for the usage record */
     NpdJobState state;   /* changed through npd_requests_set_state */
     guint queue_position;
     GDBusMethodInvocation *complete; /* Complete: the call to answer at the end */
@@ -56,6 +57,8 @@ NpdRequest *npd_requests_lookup_node(NpdRequests *reqs, const char *node);
 /* Unfinished requests: loading or running, and queued. */
 guint npd_requests_active(const NpdRequests *reqs);
 guint npd_requests_queued(const NpdRequests *reqs);
+/* Calls func for every request, finished ones included. */
+void npd_requests_foreach(NpdRequests *reqs, void (*func)(NpdRequest *r, gpointer data), gpointer data);
 
 /* The state the worker reported (FINISHED: npd_request_mark_finished). */
 void npd_request_set_state(NpdRequest *r, NpdJobState state, guint queue_position);

@@ -213,6 +213,14 @@ fail:
     return NULL;
 }
 
+int npl_model_set_threads(npl_model *m, int n_threads)
+{
+    if (m->pool == NULL)
+        return 0;
+    npl_threadpool_set_active(m->pool, n_threads);
+    return npl_threadpool_active(m->pool);
+}
+
 void npl_model_free(npl_model *m)
 {
     if (!m)

@@ -30,6 +30,12 @@ struct npl_threadpool {
     pthread_mutex_t mu;
     pthread_cond_t work_cv;
     pthread_cond_t done_cv;
+    pthread_cond_t active_cv; /* a parked worker is needed again */
+    /* Threads that take part in jobs (the first n_active); the others
+     * sleep on active_cv and miss every job until they are needed again,
+     * from the generation active_gen on. Changed between jobs only. */
+    atomic_int n_active;
+    unsigned active_gen;
 
     /* The current job; published by the release-increment of generation. */
     _Alignas(CACHE_LINE) npl_task_fn fn;
@@ -75,7 +81,7 @@ int npl_cpu_count(void)
 static void run_slice(npl_threadpool *pool, int index)
 {
     size_t n = pool->n_tasks;
-    size_t t = (size_t)pool->n_threads;
+    size_t t = (size_t)atomic_load_explicit(&pool->n_active, memory_order_relaxed);
     size_t begin = n * (size_t)index / t;
     size_t end = n * (size_t)(index + 1) / t;
     if (begin < end)
@@ -113,6 +119,16 @@ static void *worker_main(void *arg)
         if (atomic_load_explicit(&pool->stop, memory_order_acquire))
             return NULL;
         seen = gen;
+        if (index >= atomic_load_explicit(&pool->n_active, memory_order_relaxed)) {
+            /* not one of this job's threads: sleep until needed */
+            pthread_mutex_lock(&pool->mu);
+            while (!atomic_load_explicit(&pool->stop, memory_order_relaxed) &&
+                   index >= atomic_load_explicit(&pool->n_active, memory_order_relaxed))
+                pthread_cond_wait(&pool->active_cv, &pool->mu);
+            seen = pool->active_gen;
+            pthread_mutex_unlock(&pool->mu);
+            continue;
+        }
 
         run_slice(pool, index);
 
@@ -129,6 +145,7 @@ static void stop_workers(npl_threadpool *pool)
     pthread_mutex_lock(&pool->mu);
     atomic_store_explicit(&pool->stop, true, memory_order_release);
     pthread_cond_broadcast(&pool->work_cv);
+    pthread_cond_broadcast(&pool->active_cv);
     pthread_mutex_unlock(&pool->mu);
     for (int i = 0; i < pool->n_started; i++)
         pthread_join(pool->threads[i], NULL);
@@ -148,6 +165,7 @@ npl_threadpool *npl_threadpool_create(int n_threads)
         return NULL;
     memset(pool, 0, sizeof *pool);
     pool->n_threads = n_threads;
+    atomic_init(&pool->n_active, n_threads);
     atomic_init(&pool->generation, 0);
     atomic_init(&pool->pending, 0);
     atomic_init(&pool->stop, false);
@@ -161,6 +179,13 @@ npl_threadpool *npl_threadpool_create(int n_threads)
         return NULL;
     }
     if (pthread_cond_init(&pool->done_cv, NULL) != 0) {
+        pthread_cond_destroy(&pool->work_cv);
+        pthread_mutex_destroy(&pool->mu);
+        free(pool);
+        return NULL;
+    }
+    if (pthread_cond_init(&pool->active_cv, NULL) != 0) {
+        pthread_cond_destroy(&pool->done_cv);
         pthread_cond_destroy(&pool->work_cv);
         pthread_mutex_destroy(&pool->mu);
         free(pool);
@@ -199,6 +224,7 @@ void npl_threadpool_free(npl_threadpool *pool)
     if (!pool)
         return;
     stop_workers(pool);
+    pthread_cond_destroy(&pool->active_cv);
     pthread_cond_destroy(&pool->done_cv);
     pthread_cond_destroy(&pool->work_cv);
     pthread_mutex_destroy(&pool->mu);
@@ -211,20 +237,37 @@ int npl_threadpool_size(const npl_threadpool *pool)
     return pool->n_threads;
 }
 
+int npl_threadpool_active(const npl_threadpool *pool)
+{
+    return atomic_load_explicit(&pool->n_active, memory_order_relaxed);
+}
+
+void npl_threadpool_set_active(npl_threadpool *pool, int n)
+{
+    if (n <= 0 || n > pool->n_threads)
+        n = pool->n_threads;
+    pthread_mutex_lock(&pool->mu);
+    atomic_store_explicit(&pool->n_active, n, memory_order_relaxed);
+    pool->active_gen = atomic_load_explicit(&pool->generation, memory_order_relaxed);
+    pthread_cond_broadcast(&pool->active_cv);
+    pthread_mutex_unlock(&pool->mu);
+}
+
 void npl_threadpool_run(npl_threadpool *pool, size_t n_tasks, npl_task_fn fn, void *ctx)
 {
     if (n_tasks == 0)
         return;
     /* A job smaller than the pool, or a pool of one, runs inline: waking
      * workers that would get empty slices only costs latency. */
-    if (pool->n_threads == 1 || n_tasks == 1) {
+    int n_active = atomic_load_explicit(&pool->n_active, memory_order_relaxed);
+    if (n_active == 1 || n_tasks == 1) {
         fn(ctx, 0, n_tasks, 0);
         return;
     }
     pool->fn = fn;
     pool->ctx = ctx;
     pool->n_tasks = n_tasks;
-    atomic_store_explicit(&pool->pending, pool->n_threads - 1, memory_order_relaxed);
+    atomic_store_explicit(&pool->pending, n_active - 1, memory_order_relaxed);
     pthread_mutex_lock(&pool->mu);
     atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
     pthread_cond_broadcast(&pool->work_cv);

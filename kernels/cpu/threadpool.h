@@ -29,6 +29,11 @@ typedef void (*npl_task_fn)(void *ctx, size_t begin, size_t end, int thread);
 npl_threadpool *npl_threadpool_create(int n_threads);
 void npl_threadpool_free(npl_threadpool *pool);
 int npl_threadpool_size(const npl_threadpool *pool);
+/* How many of the pool's threads take part in jobs (1 to the size; <= 0:
+ * all): the others sleep until needed again. Results do not change (see
+ * above). Between jobs, from the thread that runs them. */
+void npl_threadpool_set_active(npl_threadpool *pool, int n);
+int npl_threadpool_active(const npl_threadpool *pool);
 
 /* Runs fn over [0, n_tasks) and returns when every slice is done. */
 void npl_threadpool_run(npl_threadpool *pool, size_t n_tasks, npl_task_fn fn, void *ctx);

@@ -107,6 +107,8 @@ static void admit_jobs(NpdWorker *w)
     gboolean changed = FALSE;
     for (;;) {
         QueuedJob *head = npd_fair_queue_peek(w->queue);
+        if (head != NULL && !npd_worker_may_start(w, head->job))
+            head = NULL; /* paused by the power policy: it waits */
         ActiveJob *parked = w->parked->len > 0 ? w->parked->pdata[0] : NULL;
         if (head == NULL && parked == NULL)
             break;
@@ -192,6 +194,11 @@ static gboolean handle_command(NpdWorker *w, Command *cmd)
         npd_worker_models_forget_cache(w, cmd->uid);
         npd_event_post_command_done(w->events, cmd->tag, NULL);
         break;
+    case CMD_POWER:
+    case CMD_SUSPEND:
+    case CMD_RESUME:
+        npd_worker_pause_command(w, cmd);
+        break;
     case CMD_QUIT:
         go_on = FALSE;
         break;
@@ -204,10 +211,14 @@ static gboolean handle_command(NpdWorker *w, Command *cmd)
  * for a command (a render's result is one). */
 static gboolean has_work(NpdWorker *w)
 {
+    if (w->suspended)
+        return FALSE;
     for (guint i = 0; i < w->running->len; i++)
         if (((ActiveJob *)w->running->pdata[i])->phase != PHASE_RENDER)
             return TRUE;
-    return w->running->len < w->cfg.max_running && (w->parked->len > 0 || !npd_fair_queue_is_empty(w->queue));
+    QueuedJob *head = npd_fair_queue_peek(w->queue);
+    gboolean startable = head != NULL && npd_worker_may_start(w, head->job);
+    return w->running->len < w->cfg.max_running && (w->parked->len > 0 || startable);
 }
 
 static gpointer worker_main(gpointer data)
@@ -218,7 +229,7 @@ static gpointer worker_main(gpointer data)
         if (has_work(w)) {
             cmd = g_async_queue_try_pop(w->commands);
         } else {
-            gint64 due = npd_worker_models_next_unload(w);
+            gint64 due = w->suspended ? -1 : npd_worker_models_next_unload(w);
             if (due < 0) {
                 cmd = g_async_queue_pop(w->commands);
             } else {
@@ -234,6 +245,8 @@ static gpointer worker_main(gpointer data)
         }
         if (!go_on)
             break;
+        if (w->suspended)
+            continue; /* asleep: commands only */
         admit_jobs(w);
         npd_worker_encode_step(w);
         npd_worker_prefill_step(w);
@@ -278,6 +291,11 @@ NpdWorker *npd_worker_new(const NpdWorkerConfig *cfg, GMainContext *main_context
     w->renders = g_thread_pool_new(npd_worker_render_prompt, w, (gint)w->cfg.max_running + 2, FALSE, NULL);
     w->thread = g_thread_new("npullm-engine", worker_main, w);
     return w;
+}
+
+void npd_worker_send_command(NpdWorker *w, Command *cmd)
+{
+    g_async_queue_push(w->commands, cmd);
 }
 
 void npd_worker_free(NpdWorker *w)

@@ -162,4 +162,15 @@ void npd_worker_set_idle_timeout(NpdWorker *w, guint seconds);
  * completion arrives as NPD_EVENT_COMMAND_DONE carrying tag. */
 void npd_worker_forget_cache(NpdWorker *w, guint32 uid, gpointer tag);
 
+/* The power policy (power-policy.c): threads computing in every model (0:
+ * all of cfg.threads) and whether background requests wait in the queue
+ * (running ones go on). From the next scheduling step; output unchanged. */
+void npd_worker_set_power(NpdWorker *w, guint threads, gboolean background_paused);
+/* Sleep (sleep-inhibit.c): after the current step nothing is scheduled;
+ * the KV caches kept for reuse are freed, and with unload the models no
+ * request uses are unloaded; then NPD_EVENT_COMMAND_DONE carries tag.
+ * Running requests keep their state and continue after resume. */
+void npd_worker_suspend(NpdWorker *w, gboolean unload, gpointer tag);
+void npd_worker_resume(NpdWorker *w);
+
 #endif

@@ -89,6 +89,8 @@ LoadedModel *npd_worker_model_ensure(NpdWorker *w, const char *name, const char 
         npl_vision_free(vision);
         return NULL;
     }
+    if (w->active_threads != 0)
+        npl_model_set_threads(model, (int)w->active_threads); /* the power policy's */
     lm = g_new0(LoadedModel, 1);
     lm->name = g_strdup(name);
     lm->kv_pool = kv_pool;
@@ -155,6 +157,19 @@ void npd_worker_models_unload_idle(NpdWorker *w)
     for (guint i = 0; i < idle->len; i++)
         unload_model(w, idle->pdata[i]);
     g_ptr_array_unref(idle);
+}
+
+void npd_worker_models_unload_unused(NpdWorker *w)
+{
+    GHashTableIter it;
+    gpointer value;
+    g_autoptr(GPtrArray) unused = g_ptr_array_new();
+    g_hash_table_iter_init(&it, w->models);
+    while (g_hash_table_iter_next(&it, NULL, &value))
+        if (((LoadedModel *)value)->n_jobs == 0)
+            g_ptr_array_add(unused, value);
+    for (guint i = 0; i < unused->len; i++)
+        unload_model(w, unused->pdata[i]);
 }
 
 gint64 npd_worker_models_next_unload(NpdWorker *w)

@@ -117,6 +117,9 @@ typedef enum {
     CMD_UNLOAD,
     CMD_SET_IDLE,
     CMD_FORGET_CACHE,
+    CMD_POWER,   /* threads, background_paused (pause.c) */
+    CMD_SUSPEND, /* unload, tag */
+    CMD_RESUME,
     CMD_QUIT,
 } CommandKind;
 
@@ -132,6 +135,9 @@ typedef struct {
     guint32 uid;
     gint64 t_submit;
     RenderTask *rendered;
+    guint threads;              /* CMD_POWER: 0 = all of cfg.threads */
+    gboolean background_paused; /* CMD_POWER */
+    gboolean unload;            /* CMD_SUSPEND */
 } Command;
 
 struct NpdWorker {
@@ -147,7 +153,21 @@ struct NpdWorker {
     GHashTable *models;  /* name -> LoadedModel* */
     guint64 admit_counter;
     GThreadPool *renders; /* RenderTask*, answered with CMD_RENDERED */
+    /* the power policy and sleep (pause.c) */
+    guint active_threads;       /* computing threads of every model, 0 = all */
+    gboolean background_paused; /* background jobs stay queued */
+    gboolean suspended;         /* nothing is scheduled until resumed */
 };
+
+/* ---- commands (engine-worker.c) ---- */
+void npd_worker_send_command(NpdWorker *w, Command *cmd);
+
+/* ---- the power policy and sleep (pause.c) ---- */
+/* CMD_POWER, CMD_SUSPEND, CMD_RESUME; between scheduling steps. */
+void npd_worker_pause_command(NpdWorker *w, const Command *cmd);
+/* Whether queued job may start now (not a background one while they are
+ * paused). */
+gboolean npd_worker_may_start(NpdWorker *w, const NpdJob *job);
 
 /* ---- models (models.c) ---- */
 void npd_worker_model_free(LoadedModel *lm);
@@ -157,6 +177,8 @@ LoadedModel *npd_worker_model_ensure(NpdWorker *w, const char *name, const char 
 /* UnloadModel: answered with a command-done event carrying tag. */
 void npd_worker_model_unload(NpdWorker *w, const char *name, gpointer tag);
 void npd_worker_models_unload_idle(NpdWorker *w);
+/* Every model no running or parked job uses (sleep, pause.c). */
+void npd_worker_models_unload_unused(NpdWorker *w);
 /* Monotonic time of the next idle unload, or -1 when none is due. */
 gint64 npd_worker_models_next_unload(NpdWorker *w);
 /* ForgetCache: uid's cached sequences, in every loaded model. */

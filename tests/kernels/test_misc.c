@@ -48,6 +48,34 @@ static void test_threadpool(void)
     }
 }
 
+/* Fewer active threads (the power policy): every task once, only on the
+ * active threads, in their slices; the others rejoin when needed again,
+ * also when changed between every job. */
+static void test_threadpool_active(void)
+{
+    static int counts[300], thread_of[300];
+    npl_threadpool *pool = npl_threadpool_create(4);
+    REQUIRE(pool);
+    for (int rep = 0; rep < 600; rep++) {
+        int active = 1 + (rep / 3) % 4; /* kept for three jobs, then changed */
+        if (rep % 3 == 0)
+            npl_threadpool_set_active(pool, active);
+        CHECK(npl_threadpool_active(pool) == active);
+        size_t n = 2 + (size_t)(rep * 7919) % 298;
+        memset(counts, 0, sizeof counts);
+        count_job j = {counts, thread_of};
+        npl_threadpool_run(pool, n, count_task, &j);
+        for (size_t i = 0; i < n; i++) {
+            CHECKF(counts[i] == 1, "active %d tasks %zu: task %zu ran %d times", active, n, i, counts[i]);
+            CHECK(thread_of[i] < active);
+            CHECK((size_t)thread_of[i] * n / (size_t)active <= i && i < ((size_t)thread_of[i] + 1) * n / (size_t)active);
+        }
+    }
+    npl_threadpool_set_active(pool, 0); /* all */
+    CHECK(npl_threadpool_active(pool) == 4);
+    npl_threadpool_free(pool);
+}
+
 static bool all_zero(const uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -75,4 +103,5 @@ static void test_huge_alloc(void)
     npl_huge_free(NULL, 0);
 }
 
-NT_MAIN({"threadpool", test_threadpool}, {"huge_alloc", test_huge_alloc})
+NT_MAIN({"threadpool", test_threadpool}, {"threadpool_active", test_threadpool_active},
+        {"huge_alloc", test_huge_alloc})

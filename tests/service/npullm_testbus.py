@@ -76,10 +76,19 @@ BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Config
     <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
     <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus" send_member="UpdateActivationEnvironment"/>
   </policy>
-  <!-- test scaffolding: the polkit stand-in runs as the test user -->
+  <!-- test scaffolding: the polkit, power and logind stand-ins
+       (python-dbusmock) run as the test user -->
   <policy user="{user}">
     <allow own="org.freedesktop.PolicyKit1"/>
     <allow send_destination="org.freedesktop.PolicyKit1"/>
+    <allow own="org.freedesktop.UPower"/>
+    <allow own="org.freedesktop.UPower.PowerProfiles"/>
+    <allow own="net.hadess.PowerProfiles"/>
+    <allow own="org.freedesktop.login1"/>
+    <allow send_destination="org.freedesktop.UPower"/>
+    <allow send_destination="org.freedesktop.UPower.PowerProfiles"/>
+    <allow send_destination="net.hadess.PowerProfiles"/>
+    <allow send_destination="org.freedesktop.login1"/>
   </policy>
   <policy context="default">
     <allow send_destination="org.freedesktop.PolicyKit1"/>
