@@ -3,6 +3,7 @@
 #ifndef NPL_EMBED_INTERNAL_H
 #define NPL_EMBED_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,5 +21,11 @@ npl_status npl_embed_decoder(npl_model *m, const int32_t *ids, const size_t *sta
  * *n_passes counts the passes. */
 npl_status npl_encoder_pool(npl_model *m, const int32_t *ids, const size_t *starts, size_t n, float *pooled,
                             size_t *n_passes, npl_error *err);
+
+/* Decoder rerankers (rerank_decoder.c): document i's prompt with the query
+ * appended to all as tokens, cut to the context when truncate (counted
+ * in info) or refused. */
+npl_status npl_rerank_decoder_pair(npl_model *m, const char *query, const char *doc, size_t doc_len, size_t i,
+                                   bool truncate, struct npl_tokens *all, npl_embed_info *info, npl_error *err);
 
 #endif
