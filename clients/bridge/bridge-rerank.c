@@ -25,30 +25,17 @@ static void rerank_call_free(RerankCall *c)
     g_free(c);
 }
 
-static void add_int(JsonBuilder *b, const char *key, gint64 v)
-{
-    json_builder_set_member_name(b, key);
-    json_builder_add_int_value(b, v);
-}
-
 static JsonNode *reply_body(const RerankCall *c, GVariant *results, GVariant *info)
 {
     guint32 tokens = 0;
-    const char *model = c->model;
     g_variant_lookup(info, "prompt_tokens", "u", &tokens);
-    if (*model == '\0')
-        g_variant_lookup(info, "model", "&s", &model);
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "model");
-    json_builder_add_string_value(b, model);
+    json_builder_add_string_value(b, bridge_info_model(c->model, info));
     json_builder_set_member_name(b, "object");
     json_builder_add_string_value(b, "list");
-    json_builder_set_member_name(b, "usage");
-    json_builder_begin_object(b);
-    add_int(b, "prompt_tokens", tokens);
-    add_int(b, "total_tokens", tokens);
-    json_builder_end_object(b);
+    bridge_json_usage(b, tokens);
     json_builder_set_member_name(b, "results");
     json_builder_begin_array(b);
     GVariantIter it;
@@ -57,7 +44,8 @@ static JsonNode *reply_body(const RerankCall *c, GVariant *results, GVariant *in
     g_variant_iter_init(&it, results);
     while (!c->none && g_variant_iter_next(&it, "(ud)", &index, &score)) {
         json_builder_begin_object(b);
-        add_int(b, "index", index);
+        json_builder_set_member_name(b, "index");
+        json_builder_add_int_value(b, index);
         json_builder_set_member_name(b, "relevance_score");
         json_builder_add_double_value(b, score);
         json_builder_end_object(b);
