@@ -8,4 +8,9 @@
 
 int npc_run_embed(NpullmClient *lib, const NpcOptions *opts, NpcOutput *out, int argc, char **argv);
 
+/* npullm-client rerank --query Q: the documents (arguments, or the lines
+ * of stdin) best first, a line each (index, score, text), or with --json
+ * one object. */
+int npc_run_rerank(NpullmClient *lib, const NpcOptions *opts, NpcOutput *out, int argc, char **argv);
+
 #endif

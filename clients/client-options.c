@@ -17,6 +17,7 @@ static const char summary[] =
     "  remove NAME               remove a model installed with add (needs authorization)\n"
     "  cancel PATH               cancel a request made on this connection\n"
     "  embed TEXT...             one embedding vector per text ('-' or none: the lines of stdin)\n"
+    "  rerank --query Q DOC...   score documents against a query, best first ('-' or none: stdin's lines)\n"
     "\n"
     "Exit status: 0 success, 1 error, 2 usage, 3 not authorized, 4 busy,\n"
     "5 no such model, 130 interrupted.";
@@ -71,8 +72,10 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
          "chat: show this image with the first user turn (repeatable)", "FILE"},
         {"dimensions", 0, 0, G_OPTION_ARG_INT, &opts->dimensions, "embed: keep the first N values of each vector",
          "N"},
-        {"no-truncate", 0, 0, G_OPTION_ARG_NONE, &opts->no_truncate, "embed: refuse texts longer than the context",
-         NULL},
+        {"no-truncate", 0, 0, G_OPTION_ARG_NONE, &opts->no_truncate,
+         "embed, rerank: refuse texts longer than the context", NULL},
+        {"query", 0, 0, G_OPTION_ARG_STRING, &opts->query, "rerank: the query to score the documents against", "Q"},
+        {"top-n", 0, 0, G_OPTION_ARG_INT, &opts->top_n, "rerank: print only the N best documents", "N"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("COMMAND [ARGS...]");
@@ -141,6 +144,7 @@ void npc_options_clear(NpcOptions *opts)
     g_free(opts->format);
     g_free(opts->tools);
     g_free(opts->tool_choice);
+    g_free(opts->query);
 }
 
 NpullmOptions *npc_options_to_npullm(const NpcOptions *opts)
@@ -187,5 +191,7 @@ NpullmOptions *npc_options_to_npullm(const NpcOptions *opts)
         g_object_set(o, "dimensions", (guint)opts->dimensions, NULL);
     if (opts->no_truncate)
         g_object_set(o, "truncate", FALSE, NULL);
+    if (opts->top_n != 0) /* as dimensions: the service names a bad one */
+        g_object_set(o, "top-n", (guint)opts->top_n, NULL);
     return o;
 }

@@ -33,7 +33,9 @@ typedef struct {
     gchar *name;         /* add, import-ollama: the installed model's name */
     gchar **images;      /* chat: image files shown with the first user turn */
     gint dimensions;     /* embed: 0 unset */
-    gboolean no_truncate; /* embed: refuse texts longer than the context */
+    gboolean no_truncate; /* embed, rerank: refuse texts longer than the context */
+    gchar *query;        /* rerank: the query */
+    gint top_n;          /* rerank: 0 unset */
 } NpcOptions;
 
 /* Parses argv in place (options may appear anywhere; "--" ends them).

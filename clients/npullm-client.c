@@ -523,6 +523,11 @@ static int run_embed(Client *c, int argc, char **argv)
     return npc_run_embed(c->lib, &c->opts, &c->out, argc, argv);
 }
 
+static int run_rerank(Client *c, int argc, char **argv)
+{
+    return npc_run_rerank(c->lib, &c->opts, &c->out, argc, argv);
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 /* One row per command; run returns an exit status, or -1 when it started
@@ -544,6 +549,7 @@ static const struct {
     {"remove", run_remove},
     {"import-ollama", run_import_ollama},
     {"embed", run_embed},
+    {"rerank", run_rerank},
 };
 
 int main(int argc, char **argv)

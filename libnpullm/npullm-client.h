@@ -84,4 +84,10 @@ NPULLM_EXPORT void npullm_client_embed_async(NpullmClient *self, const char *con
 NPULLM_EXPORT GVariant *npullm_client_embed_finish(NpullmClient *self, GAsyncResult *result, GVariant **info,
                                                    GError **error);
 
+NPULLM_EXPORT void npullm_client_rerank_async(NpullmClient *self, const char *query, const char *const *documents,
+                                              NpullmOptions *options, GCancellable *cancellable,
+                                              GAsyncReadyCallback callback, gpointer user_data);
+NPULLM_EXPORT GVariant *npullm_client_rerank_finish(NpullmClient *self, GAsyncResult *result, GVariant **info,
+                                                    GError **error);
+
 G_END_DECLS

@@ -268,6 +268,30 @@ static void npullm_options_finalize(GObject *object)
  * Since: 1.0
  */
 
+/**
+ * NpullmOptions:dimensions:
+ *
+ * Embed only: keep the first N values of each vector (Matryoshka
+ * models), then normalize; unset, all of them.
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:truncate:
+ *
+ * Embed and Rerank: cut texts longer than the model's context (TRUE, the
+ * default) or refuse them with %NPULLM_ERROR_INVALID_ARGUMENT (FALSE).
+ *
+ * Since: 1.0
+ */
+/**
+ * NpullmOptions:top-n:
+ *
+ * Rerank only: return only the N best documents; unset, all of them.
+ *
+ * Since: 1.0
+ */
+
 static void npullm_options_class_init(NpullmOptionsClass *klass)
 {
     GObjectClass *object_class = G_OBJECT_CLASS(klass);

@@ -82,11 +82,7 @@ static void openai_body(JsonBuilder *b, const EmbedCall *c, GVariant *vectors, g
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
-    json_builder_set_member_name(b, "usage");
-    json_builder_begin_object(b);
-    add_int(b, "prompt_tokens", tokens);
-    add_int(b, "total_tokens", tokens);
-    json_builder_end_object(b);
+    bridge_json_usage(b, tokens);
 }
 
 static void ollama_body(JsonBuilder *b, const EmbedCall *c, GVariant *vectors, guint32 tokens, double ms)
@@ -153,15 +149,12 @@ static void embedded_cb(GObject *source, GAsyncResult *res, gpointer data)
     } else {
         guint32 tokens = 0;
         double ms = 0;
-        const char *model = c->model;
         g_variant_lookup(info, "prompt_tokens", "u", &tokens);
         g_variant_lookup(info, "total_time_ms", "d", &ms);
-        if (*model == '\0')
-            g_variant_lookup(info, "model", "&s", &model);
         g_autoptr(JsonBuilder) b = json_builder_new();
         json_builder_begin_object(b);
         json_builder_set_member_name(b, "model");
-        json_builder_add_string_value(b, model);
+        json_builder_add_string_value(b, bridge_info_model(c->model, info));
         if (c->endpoint == EMBED_OPENAI)
             openai_body(b, c, vectors, tokens);
         else

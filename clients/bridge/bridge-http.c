@@ -309,3 +309,22 @@ JsonObject *bridge_post_body(SoupServerMessage *msg, BridgeApi api)
         return NULL;
     return bridge_parse_body(msg, api);
 }
+
+const char *bridge_info_model(const char *asked, GVariant *info)
+{
+    const char *model = asked;
+    if (*model == '\0')
+        g_variant_lookup(info, "model", "&s", &model);
+    return model;
+}
+
+void bridge_json_usage(JsonBuilder *b, guint32 prompt_tokens)
+{
+    json_builder_set_member_name(b, "usage");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "prompt_tokens");
+    json_builder_add_int_value(b, prompt_tokens);
+    json_builder_set_member_name(b, "total_tokens");
+    json_builder_add_int_value(b, prompt_tokens);
+    json_builder_end_object(b);
+}

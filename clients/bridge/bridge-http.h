@@ -39,5 +39,10 @@ gboolean bridge_option_stop(NpullmOptions *options, JsonNode *stop, GError **err
 /* The model a client named: empty means the default. */
 void bridge_option_model(NpullmOptions *options, const char *model);
 
+/* Embed's and Rerank's replies: the model the client named, else the one
+ * the info says answered (the default); OpenAI's "usage" member. */
+const char *bridge_info_model(const char *asked, GVariant *info);
+void bridge_json_usage(JsonBuilder *b, guint32 prompt_tokens);
+
 /* RFC 3339 UTC time of now, as Ollama writes it. */
 char *bridge_now_rfc3339(void);

@@ -73,14 +73,16 @@ char *bridge_models_ollama_name(const char *name)
 void bridge_models_add_capabilities(JsonBuilder *b, GVariant *model)
 {
     g_autofree const char **caps = NULL;
-    gboolean embedding = g_variant_lookup(model, "capabilities", "^a&s", &caps) &&
-                         g_strv_contains((const gchar *const *)caps, "embedding");
+    gboolean listed = g_variant_lookup(model, "capabilities", "^a&s", &caps);
+    gboolean embedding = listed && g_strv_contains((const gchar *const *)caps, "embedding");
+    /* Ollama has no word for a reranker: ListModels' own, not "completion" */
+    gboolean rerank = listed && g_strv_contains((const gchar *const *)caps, "rerank");
     gboolean vision = FALSE;
     g_variant_lookup(model, "vision", "b", &vision);
     json_builder_set_member_name(b, "capabilities");
     json_builder_begin_array(b);
-    json_builder_add_string_value(b, embedding ? "embedding" : "completion");
-    if (vision && !embedding)
+    json_builder_add_string_value(b, embedding ? "embedding" : rerank ? "rerank" : "completion");
+    if (vision && !embedding && !rerank)
         json_builder_add_string_value(b, "vision");
     json_builder_end_array(b);
 }

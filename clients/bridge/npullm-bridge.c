@@ -18,6 +18,7 @@
 #include "bridge-embed.h"
 #include "bridge-guard.h"
 #include "bridge-http.h"
+#include "bridge-rerank.h"
 #include "bridge.h"
 
 #define DEFAULT_PORT 11434
@@ -299,6 +300,7 @@ int main(int argc, char **argv)
     bridge_ollama_register(&bridge);
     bridge_openai_register(&bridge);
     bridge_embed_register(&bridge);
+    bridge_rerank_register(&bridge);
     g_signal_connect(bridge.server, "request-started", G_CALLBACK(on_request_started), &bridge);
     g_signal_connect(bridge.server, "request-finished", G_CALLBACK(on_request_done), &bridge);
     g_signal_connect(bridge.server, "request-aborted", G_CALLBACK(on_request_done), &bridge);

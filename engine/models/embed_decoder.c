@@ -43,7 +43,8 @@ static void pool_step(dec_state *d, size_t rows)
             for (size_t j = 0; j < e; j++)
                 out[j] += h[j];
         } else if ((m->enc.pooling == NPL_POOLING_CLS && pos == 0) ||
-                   (m->enc.pooling == NPL_POOLING_LAST && pos + 1 == len)) {
+                   ((m->enc.pooling == NPL_POOLING_LAST || m->enc.pooling == NPL_POOLING_RANK) &&
+                    pos + 1 == len)) {
             memcpy(out, h, e * sizeof *out);
         }
         if (pos + 1 == len) {

@@ -4,6 +4,7 @@
 #ifndef NPL_EMBED_INTERNAL_H
 #define NPL_EMBED_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,5 +27,11 @@ npl_status npl_encoder_pool(npl_model *m, const int32_t *ids, const size_t *star
 /* The info an npl_embed or npl_rerank call fills: the caller's, or local
  * when it passed none; zeroed. */
 npl_embed_info *npl_embed_info_start(npl_embed_info *info, npl_embed_info *local);
+
+/* Decoder rerankers (rerank_decoder.c): document i's prompt with the query
+ * appended to all as tokens, cut to the context when truncate (counted
+ * in info) or refused. */
+npl_status npl_rerank_decoder_pair(npl_model *m, const char *query, const char *doc, size_t doc_len, size_t i,
+                                   bool truncate, struct npl_tokens *all, npl_embed_info *info, npl_error *err);
 
 #endif

@@ -450,7 +450,7 @@ npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err)
     if (!a->encoder && (st = npl_bind_embeddings_and_output(&b)))
         return st;
     m->enc.decoder = !a->encoder && npl_arch_makes_embeddings(a, m->gguf);
-    if (m->enc.decoder && (st = npl_read_pooling(&b, &m->enc)))
+    if (m->enc.decoder && (st = npl_read_decoder_pooling(&b, &m->enc)))
         return st;
     if (a->rope_freqs && (st = bind_rope_freqs(&b)))
         return st;

@@ -127,10 +127,15 @@ npl_status npl_lfm2_finish(npl_binder *b);
 npl_status npl_qwen35_finish(npl_binder *b);
 npl_status npl_mistral3_read_extra(npl_binder *b);
 /* engine/models/model_bert.c */
-/* <arch>.pooling_type (mean when absent) into enc; none and rank refused. */
-npl_status npl_read_pooling(npl_binder *b, npl_encoder *enc);
-/* The same, rank accepted when rank_ok (encoders with a classification head). */
+/* <arch>.pooling_type (mean when absent) into enc; none refused, and rank
+ * unless rank_ok (models with a classification head). */
 npl_status npl_read_pooling_rank(npl_binder *b, npl_encoder *enc, bool rank_ok);
+/* A reranker's classification head: cls.weight, cls.bias (optional),
+ * cls.output.weight (1 to 16 rows) and its optional bias. */
+npl_status npl_read_rank_head(npl_binder *b, npl_encoder *enc);
+/* engine/models/rerank_decoder.c: a decoder embedder's pooling; rank
+ * (Qwen3-Reranker) with its head and tokenizer.chat_template.rerank. */
+npl_status npl_read_decoder_pooling(npl_binder *b, npl_encoder *enc);
 npl_status npl_bert_prepare(npl_binder *b);
 npl_status npl_bert_read_extra(npl_binder *b);
 npl_status npl_nomic_bert_prepare(npl_binder *b);

@@ -15,11 +15,6 @@ npl_status npl_bert_prepare(npl_binder *b)
     return NPL_OK;
 }
 
-npl_status npl_read_pooling(npl_binder *b, npl_encoder *enc)
-{
-    return npl_read_pooling_rank(b, enc, false);
-}
-
 npl_status npl_read_pooling_rank(npl_binder *b, npl_encoder *enc, bool rank_ok)
 {
     uint32_t pooling;
@@ -52,7 +47,7 @@ npl_status npl_read_pooling_rank(npl_binder *b, npl_encoder *enc, bool rank_ok)
 /* A reranker's classification head (llama.cpp's names): cls.weight and
  * cls.bias (dense + tanh, optional), then cls.output.weight and its bias
  * to the scores, of which the first is the relevance. */
-static npl_status read_rank_head(npl_binder *b, npl_encoder *enc)
+npl_status npl_read_rank_head(npl_binder *b, npl_encoder *enc)
 {
     uint64_t e = b->m->hp.n_embd;
     npl_status st;
@@ -106,7 +101,7 @@ static npl_status read_encoder(npl_binder *b)
         (st = npl_bind_vector(b, "token_embd_norm.weight", hp->n_embd, "n_embd", &enc->embd_norm)) ||
         (st = npl_bind_vector(b, "token_embd_norm.bias", hp->n_embd, "n_embd", &enc->embd_norm_b)))
         return st;
-    return enc->pooling == NPL_POOLING_RANK ? read_rank_head(b, enc) : NPL_OK;
+    return enc->pooling == NPL_POOLING_RANK ? npl_read_rank_head(b, enc) : NPL_OK;
 }
 
 npl_status npl_bert_read_extra(npl_binder *b)

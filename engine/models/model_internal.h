@@ -109,6 +109,11 @@ typedef struct npl_encoder {
      * cls optional (absent: cls_out x + cls_out_b); the first of its outputs. */
     npl_matrix cls, cls_out;
     const float *cls_b, *cls_out_b;
+    /* A decoder reranker's prompt (tokenizer.chat_template.rerank, with
+     * {query} and {document}); its score is the softmax of the head's
+     * outputs, the first (rerank_decoder.c). */
+    const char *rerank_prompt;
+    size_t rerank_prompt_len;
 } npl_encoder;
 
 /* Scratch for one forward step of up to `rows` tokens; one set per model

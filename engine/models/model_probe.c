@@ -114,7 +114,7 @@ npl_status npl_model_probe(const char *path, npl_model_facts *out, npl_error *er
             out->supported = true;
             const npl_arch *a = npl_arch_find(out->architecture);
             out->embedding = npl_arch_makes_embeddings(a, g);
-            out->rerank = out->embedding && a->encoder && arch_u32(g, out->architecture, "pooling_type") == 4;
+            out->rerank = out->embedding && arch_u32(g, out->architecture, "pooling_type") == 4;
         }
     }
     npl_gguf_close(g);

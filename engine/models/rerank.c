@@ -6,7 +6,10 @@
  * pairs run through the encoder packed like npl_embed's texts; the first
  * row of each pair goes through the head:
  *   h = tanh(cls x + cls_b)          (when the file has cls.weight)
- *   score = (cls_out h + cls_out_b)[0] */
+ *   score = (cls_out h + cls_out_b)[0]
+ * Decoder rerankers (Qwen3-Reranker) build their pairs from the file's
+ * prompt, pool the last row and take the softmax of the outputs
+ * (rerank_decoder.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +26,7 @@ void npl_rerank_options_default(npl_rerank_options *o)
 
 bool npl_model_is_reranker(const npl_model *m)
 {
-    return npl_model_is_embedding(m) && !m->enc.decoder && m->enc.pooling == NPL_POOLING_RANK;
+    return npl_model_is_embedding(m) && m->enc.pooling == NPL_POOLING_RANK;
 }
 
 /* y[0..rows) = W x + b for one vector (a head's small matrix). */
@@ -49,24 +52,45 @@ static float head_score(const npl_encoder *enc, const float *x, size_t e, float 
     }
     float out[16];
     head_matvec(&enc->cls_out, enc->cls_out_b, x, out, row);
-    return out[0];
+    if (!enc->decoder)
+        return out[0];
+    double sum = 0; /* softmax, its first output: 1 / sum exp(out[k] - out[0]) */
+    for (int32_t k = 0; k < enc->cls_out.n_rows; k++)
+        sum += exp((double)out[k] - out[0]);
+    return (float)(1.0 / sum);
 }
 
 /* Pair i: query's tokens (with [CLS] and [SEP]), then the document's, then
  * [SEP]; the document cut to the context when allowed. */
+static npl_status check_document(const char *doc, size_t i, size_t *len, npl_error *err)
+{
+    if (!doc)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "rerank: document %zu is NULL", i);
+    *len = strnlen(doc, (size_t)NPL_EMBED_MAX_TEXT_BYTES + 1);
+    if (*len > NPL_EMBED_MAX_TEXT_BYTES)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "rerank: document %zu is longer than %u bytes", i,
+                             NPL_EMBED_MAX_TEXT_BYTES);
+    return NPL_OK;
+}
+
+static npl_status decoder_pair(npl_model *m, const char *query, const char *doc, size_t i,
+                               const npl_rerank_options *o, npl_tokens *all, npl_embed_info *info, npl_error *err)
+{
+    size_t len;
+    npl_status st = check_document(doc, i, &len, err);
+    return st ? st : npl_rerank_decoder_pair(m, query, doc, len, i, o->truncate, all, info, err);
+}
+
 static npl_status tokenize_pair(npl_model *m, const npl_tokens *q, const char *doc, size_t i,
                                 const npl_rerank_options *o, npl_tokens *all, npl_embed_info *info, npl_error *err)
 {
     uint32_t ctx = m->hp.n_ctx_train;
     int32_t sep = npl_tokenizer_sep(m->tok);
-    if (!doc)
-        return npl_error_set(err, NPL_ERR_INVALID_ARG, "rerank: document %zu is NULL", i);
-    size_t len = strnlen(doc, (size_t)NPL_EMBED_MAX_TEXT_BYTES + 1);
-    if (len > NPL_EMBED_MAX_TEXT_BYTES)
-        return npl_error_set(err, NPL_ERR_INVALID_ARG, "rerank: document %zu is longer than %u bytes", i,
-                             NPL_EMBED_MAX_TEXT_BYTES);
+    size_t len;
+    npl_status st = check_document(doc, i, &len, err);
+    if (st)
+        return st;
     size_t start = all->n;
-    npl_status st = NPL_OK;
     for (size_t j = 0; !st && j < q->n; j++)
         st = npl_tokens_push(all, q->ids[j], err);
     if (!st)
@@ -97,7 +121,7 @@ static npl_status check_args(const npl_model *m, const char *query, const char *
         return npl_error_set(err, NPL_ERR_UNSUPPORTED,
                              "%s is not a reranker (pooling rank with a classification head): %s", m->name,
                              npl_model_is_embedding(m) ? "it makes embeddings" : "it generates text");
-    if (npl_tokenizer_sep(m->tok) < 0)
+    if (!m->enc.decoder && npl_tokenizer_sep(m->tok) < 0)
         return npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s: the tokenizer has no [SEP] to pair texts with",
                              m->name);
     if (n == 0 || n > NPL_EMBED_MAX_TEXTS)
@@ -114,8 +138,9 @@ static npl_status score_pairs(npl_model *m, const npl_tokens *all, const size_t 
 {
     size_t e = m->hp.n_embd;
     float *pooled = malloc(n * e * sizeof *pooled), *h = malloc(2 * e * sizeof *h);
-    npl_status st = pooled && h ? npl_encoder_pool(m, all->ids, starts, n, pooled, &info->n_passes, err)
-                                : npl_error_set(err, NPL_ERR_NOMEM, "rerank: out of memory for %zu pairs", n);
+    npl_status st = !pooled || !h ? npl_error_set(err, NPL_ERR_NOMEM, "rerank: out of memory for %zu pairs", n)
+                    : m->enc.decoder ? npl_embed_decoder(m, all->ids, starts, n, pooled, &info->n_passes, err)
+                                     : npl_encoder_pool(m, all->ids, starts, n, pooled, &info->n_passes, err);
     for (size_t i = 0; !st && i < n; i++)
         scores[i] = head_score(&m->enc, pooled + i * e, e, h, h + e);
     free(pooled);
@@ -137,14 +162,17 @@ npl_status npl_rerank(npl_model *m, const char *query, const char *const *docume
     size_t *starts = malloc((n + 1) * sizeof *starts);
     if (!starts)
         return npl_error_set(err, NPL_ERR_NOMEM, "rerank: out of memory for %zu documents", n);
-    st = npl_tokenize(m->tok, query, strlen(query), NPL_TOKENIZE_ADD_BOS, &q, err);
-    /* room for the document's closing [SEP] and at least one of its tokens */
-    if (!st && q.n + 2 > m->hp.n_ctx_train)
-        st = npl_error_set(err, NPL_ERR_INVALID_ARG, "rerank: the query is %zu tokens, the model's context %u",
-                           q.n, m->hp.n_ctx_train);
+    if (!m->enc.decoder) {
+        st = npl_tokenize(m->tok, query, strlen(query), NPL_TOKENIZE_ADD_BOS, &q, err);
+        /* room for the document's closing [SEP] and at least one of its tokens */
+        if (!st && q.n + 2 > m->hp.n_ctx_train)
+            st = npl_error_set(err, NPL_ERR_INVALID_ARG, "rerank: the query is %zu tokens, the model's context %u",
+                               q.n, m->hp.n_ctx_train);
+    }
     for (size_t i = 0; !st && i < n; i++) {
         starts[i] = all.n;
-        st = tokenize_pair(m, &q, documents[i], i, opts, &all, info, err);
+        st = m->enc.decoder ? decoder_pair(m, query, documents[i], i, opts, &all, info, err)
+                            : tokenize_pair(m, &q, documents[i], i, opts, &all, info, err);
     }
     if (!st) {
         starts[n] = all.n;

@@ -1,5 +1,7 @@
 // The official npm clients `ollama` and `openai` asking npullm-bridge for
-// embeddings. Usage: node embed-clients.mjs BASE_URL
+// embeddings; node's fetch on /v1/rerank, as programs written for
+// llama.cpp's server call it (no official client has reranking).
+// Usage: node embed-clients.mjs BASE_URL
 // Prints "ok NAME" per case; throws (exit 1) on the first failure.
 import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
@@ -61,6 +63,25 @@ const cases = {
       (e) => e.status === 400 && /not an embedding model/.test(e.message));
     await assert.rejects(ollama.embed({ model: 'tiny', input: 'x' }), /not an embedding model/);
     await assert.rejects(ollama.generate({ model: 'minilm', prompt: 'x', stream: false }), /embedding model/);
+  },
+  async 'rerank with fetch'() {
+    const documents = ['The giant panda is a bear of China.', 'The llama is a camelid of the Andes.',
+      'The guanaco lives in South America.', ''];
+    const post = (body) => fetch(base + '/v1/rerank', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+    });
+    const r = await post({ model: 'ranker', query: 'What animals live near Peru?', documents, top_n: 3 });
+    assert.equal(r.status, 200);
+    const doc = await r.json();
+    assert.equal(doc.object, 'list');
+    assert.equal(doc.results.length, 3);
+    const scores = doc.results.map((x) => x.relevance_score);
+    assert.deepEqual(scores, [...scores].sort((a, b) => b - a));
+    assert.equal(new Set(doc.results.map((x) => x.index)).size, 3);
+    assert.ok(doc.results.every((x) => x.index >= 0 && x.index < documents.length));
+    const bad = await post({ model: 'minilm', query: 'x', documents: ['y'] });
+    assert.equal(bad.status, 400);
+    assert.match((await bad.json()).error.message, /not a reranker/);
   },
 };
 

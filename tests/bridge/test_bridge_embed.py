@@ -4,9 +4,11 @@
 dimensions, truncate, encoding_format float and base64, the vectors equal
 to npullm-run --embed's), their errors (a chat model, empty input, a
 wrong type, invalid UTF-8, a token array) with the daemon still serving,
-/api/show and /api/tags capabilities; then the npm clients `ollama`
-(embed, embeddings) and `openai` (embeddings.create float and base64, a
-batch of 64 texts) in tests/bridge/embed-clients.mjs."""
+/api/show and /api/tags capabilities; /v1/rerank (and llama.cpp's
+aliases) with a reranker, its scores npullm-run --rerank's, top_n, its
+errors; then the npm clients `ollama` (embed, embeddings) and `openai`
+(embeddings.create float and base64, a batch of 64 texts) and node's
+fetch on /v1/rerank in tests/bridge/embed-clients.mjs."""
 import base64
 import json
 import os
@@ -35,6 +37,7 @@ class BridgeEmbedTest(BridgeTestCase):
     def make_model_dir(workdir):
         d = tb.make_model_dir(workdir)
         tb.place_model(tb.env_path("NPULLM_TEST_EMBED_MODEL"), os.path.join(d, "minilm.gguf"))
+        tb.place_model(tb.env_path("NPULLM_TEST_RERANK_MODEL"), os.path.join(d, "ranker.gguf"))
         return d
 
     def post(self, path, body=None, raw=None):
@@ -99,9 +102,56 @@ class BridgeEmbedTest(BridgeTestCase):
         st, doc = self.post("/api/embed", {"model": "minilm", "input": "still serving"})
         self.assertEqual(st, 200, doc)
 
+    def test_rerank(self):
+        query, docs = "what does the fox jump over?", ["The quick brown fox", "", "Crème brûlée", "東京タワー"]
+        args = [tb.env_path("NPULLM_RUN"), tb.env_path("NPULLM_TEST_RERANK_MODEL"), "--json", "--rerank", query]
+        for d in docs:
+            args += ["--document", d]
+        want = json.loads(subprocess.run(args, capture_output=True, check=True, timeout=120).stdout)["scores"]
+        order = sorted(range(len(docs)), key=lambda i: -want[i])
+        st, doc = self.post("/v1/rerank", {"model": "ranker", "query": query, "documents": docs})
+        self.assertEqual(st, 200, doc)
+        self.assertEqual((doc["model"], doc["object"]), ("ranker", "list"))
+        self.assertEqual([r["index"] for r in doc["results"]], order)
+        for r in doc["results"]:
+            self.assertLess(abs(r["relevance_score"] - want[r["index"]]), 1e-6)
+        self.assertGreater(doc["usage"]["prompt_tokens"], 8)
+        self.assertEqual(doc["usage"]["prompt_tokens"], doc["usage"]["total_tokens"])
+        # llama.cpp's server's aliases, top_n as it takes it (0: none, more
+        # than the documents: all); no model is the first reranker
+        for path, top_n, n in (("/rerank", 2, 2), ("/v1/reranking", 0, 0), ("/reranking", 9, 4)):
+            st, doc = self.post(path, {"query": query, "documents": docs, "top_n": top_n})
+            self.assertEqual((st, doc["model"]), (200, "ranker"), (path, doc))
+            self.assertEqual([r["index"] for r in doc["results"]], order[:n], path)
+
+    def test_rerank_errors(self):
+        q = "query"
+        cases = [({"model": "ranker", "documents": ["x"]}, 400, "\"query\" must be a string"),
+                 ({"model": "ranker", "query": q}, 400, "\"documents\" must be an array"),
+                 ({"model": "ranker", "query": q, "documents": []}, 400, "the list is empty"),
+                 ({"model": "ranker", "query": "", "documents": ["x"]}, 400, "query: empty"),
+                 ({"model": "ranker", "query": q, "documents": [{"text": "x"}]}, 400, "[0] must be a string"),
+                 ({"model": "ranker", "query": q, "documents": ["x"], "top_n": -1}, 400, "whole number"),
+                 ({"model": "minilm", "query": q, "documents": ["x"]}, 400, "not a reranker"),
+                 ({"model": "tiny", "query": q, "documents": ["x"]}, 400, "not a reranker"),
+                 ({"model": "nope", "query": q, "documents": ["x"]}, 404, "nope")]
+        for body, status, text in cases:
+            st, doc = self.post("/v1/rerank", body)
+            self.assertEqual(st, status, (body, doc))
+            self.assertIn(text, doc["error"]["message"])
+        st, doc = self.post("/v1/rerank", raw=b'{"query": "q", "documents": ["bad \xff utf-8"]}')
+        self.assertEqual(st, 400, doc)
+        st, doc = self.post("/api/embed", {"model": "ranker", "input": "x"})
+        self.assertEqual(st, 400, doc)
+        self.assertIn("is a reranker", doc["error"])
+        st, doc = self.post("/v1/rerank", {"query": q, "documents": ["still serving"]})
+        self.assertEqual((st, len(doc["results"])), (200, 1))
+
     def test_capabilities(self):
         st, doc = self.post("/api/show", {"model": "minilm"})
         self.assertEqual((st, doc["capabilities"]), (200, ["embedding"]))
+        st, doc = self.post("/api/show", {"model": "ranker"})
+        self.assertEqual((st, doc["capabilities"]), (200, ["rerank"]))
         st, doc = self.post("/api/show", {"model": "tiny"})
         self.assertEqual(doc["capabilities"], ["completion"])
         status, text = curl(self.bridge.url, "/api/tags")
@@ -117,7 +167,7 @@ class BridgeEmbedTest(BridgeTestCase):
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         for case in ("ollama embed", "ollama embeddings", "openai float", "openai base64", "batch of 64",
-                     "errors"):
+                     "errors", "rerank with fetch"):
             self.assertIn("ok " + case + "\n", p.stdout)
 
 

@@ -9,10 +9,11 @@
  *   probe      npl_model_probe says embedding for bert, not for a chat model
  *   rerank     npl_rerank: pairs scored together give the same bits as each
  *              alone, truncation on and off, errors (an embedding model, a
- *              chat model, npl_embed on a reranker), the probe's flag
+ *              chat model, npl_embed on a reranker), the probe's flag; on a
+ *              cross-encoder and on a decoder reranker (Qwen3-Reranker)
  *
  *   test-embed CASE BERT.gguf CHAT.gguf
- *   test-embed rerank RERANKER.gguf BERT.gguf CHAT.gguf */
+ *   test-embed rerank RERANKER.gguf EMBEDDER.gguf CHAT.gguf */
 #include <math.h>
 
 #include "model_probe.h"
@@ -184,13 +185,14 @@ static void test_rerank(void)
     npl_embed_info info;
     CHECK(npl_model_is_reranker(m) && npl_model_is_embedding(m) && !strcmp(npl_model_pooling_name(m), "rank"));
     CHECK_OK(npl_rerank(m, "what is a fox", docs, n, all, NULL, &info, &err), &err);
-    CHECK(info.n_passes == 1 && info.n_truncated == 0);
+    CHECK(info.n_passes >= 1 && info.n_truncated == 0);
     for (size_t i = 0; i < n; i++) {
         CHECK_OK(npl_rerank(m, "what is a fox", docs + i, 1, &one, NULL, NULL, &err), &err);
         CHECKF(memcmp(&one, &all[i], sizeof one) == 0 && isfinite(one), "doc %zu: %g alone, %g together", i,
                (double)one, (double)all[i]);
     }
-    /* a document longer than the context: cut (keeping [SEP]) or refused */
+    /* a document longer than the context: cut (keeping [SEP], or the
+     * prompt's end) or refused */
     char *long_doc = malloc(20001);
     REQUIRE(long_doc);
     for (size_t i = 0; i < 20000; i++)

@@ -1,6 +1,7 @@
 // libnpullm-1 through its typelib, as a GJS program (a GNOME Shell
 // extension, say) uses it: stream a generation, one whose reference is
-// dropped at once, cancel one, list models.
+// dropped at once, cancel one, list models; with an embedding model and a
+// reranker (tests/embed's), embed and rerank.
 // Runs against the bus in DBUS_SYSTEM_BUS_ADDRESS.
 imports.gi.versions.Npullm = '1.0';
 const {GLib, Gio, Npullm} = imports.gi;
@@ -83,6 +84,41 @@ function listModels() {
         if (!names.includes('tiny'))
             return fail(`models: ${names}`);
         print(`ok list models: ${names}`);
+        if (names.includes('minilm') && names.includes('ranker'))
+            embed();
+        else
+            loop.quit();
+    });
+}
+
+// an aad of unit vectors, and the info as an out value (a GVariant)
+function embed() {
+    const opts = new Npullm.Options({model: 'minilm', dimensions: 16});
+    client.embed_async(['one', 'two', 'three'], opts, null, (c, res) => {
+        const [vectors, info] = c.embed_finish(res);
+        const v = vectors.deepUnpack();
+        const norm = v[2].reduce((s, x) => s + x * x, 0);
+        if (v.length !== 3 || v[0].length !== 16 || Math.abs(norm - 1) > 1e-5)
+            return fail(`embed: ${JSON.stringify(v)}`);
+        if (info.deepUnpack()['model'].deepUnpack() !== 'minilm')
+            return fail(`embed info: ${info.print(true)}`);
+        print('ok embed');
+        rerank();
+    });
+}
+
+// an a(ud) of (index, score), best first, cut to top-n
+function rerank() {
+    const opts = new Npullm.Options({model: 'ranker', 'top-n': 3});
+    client.rerank_async('fox', ['a fox', '', 'the quick brown fox', 'a dog'], opts, null, (c, res) => {
+        const [results, info] = c.rerank_finish(res);
+        const r = results.deepUnpack();
+        const sorted = r.every(([, s], i) => i === 0 || s <= r[i - 1][1]);
+        if (r.length !== 3 || !sorted || new Set(r.map(([i]) => i)).size !== 3)
+            return fail(`rerank: ${JSON.stringify(r)}`);
+        if (info.deepUnpack()['documents'].deepUnpack() !== 4)
+            return fail(`rerank info: ${info.print(true)}`);
+        print('ok rerank');
         loop.quit();
     });
 }

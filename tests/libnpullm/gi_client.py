@@ -146,3 +146,19 @@ if "minilm" in names:
     if info.unpack()["model"] != "minilm":
         fail("embed info: %r" % info.unpack())
     print("ok embed")
+
+    # reranking: an a(ud) best first, cut to top-n
+    def reranked(c, res):
+        state["rerank"] = c.rerank_finish(res)
+        loop.quit()
+    docs = ["a fox", "", "the quick brown fox", "a dog"]
+    client.rerank_async("fox", docs, Npullm.Options(model="ranker", top_n=3), None, reranked)
+    loop.run()
+    results, info = state["rerank"]
+    results = results.unpack()
+    scores = [s for _, s in results]
+    if len(results) != 3 or scores != sorted(scores, reverse=True) or len({i for i, _ in results}) != 3:
+        fail("rerank: %r" % results)
+    if info.unpack()["documents"] != 4:
+        fail("rerank info: %r" % info.unpack())
+    print("ok rerank")

@@ -721,8 +721,60 @@ static void case_embed(void)
            g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
 }
 
+static GVariant *rerank(const char *query, const char *const *docs, NpullmOptions *o, GVariant **info,
+                       GError **error)
+{
+    GAsyncResult *res = NULL;
+    npullm_client_rerank_async(client, query, docs, o, NULL, store_result, &res);
+    GVariant *v = npullm_client_rerank_finish(client, wait_result(&res), info, error);
+    g_object_unref(res);
+    return v;
+}
+
+/* Every document once, best first; top-n cuts; the errors are mapped. */
+static void case_rerank(void)
+{
+    const char *docs[] = {"a fox", "a dog", "", "the quick brown fox", NULL};
+    g_autoptr(NpullmOptions) o = npullm_options_new();
+    g_object_set(o, "model", "ranker", "priority", "background", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GVariant) info = NULL;
+    g_autoptr(GVariant) v = rerank("fox", docs, o, &info, &error);
+    ENSURE(v != NULL && g_variant_is_of_type(v, G_VARIANT_TYPE("a(ud)")) && g_variant_n_children(v) == 4);
+    guint seen = 0;
+    double last = INFINITY;
+    for (gsize i = 0; i < 4; i++) {
+        guint32 index;
+        double score;
+        g_variant_get_child(v, i, "(ud)", &index, &score);
+        ENSURE(index < 4 && score <= last);
+        seen |= 1u << index;
+        last = score;
+    }
+    guint32 n = 0;
+    ENSURE(seen == 0xf && g_variant_lookup(info, "documents", "u", &n) && n == 4);
+
+    g_object_set(o, "top-n", 2u, NULL);
+    g_autoptr(GVariant) top = rerank("fox", docs, o, NULL, &error);
+    ENSURE(top != NULL && g_variant_n_children(top) == 2);
+    g_autoptr(GVariant) best = g_variant_get_child_value(v, 0), top_best = g_variant_get_child_value(top, 0);
+    ENSURE(g_variant_equal(best, top_best));
+
+    g_object_set(o, "model", "minilm", NULL);
+    ENSURE(rerank("fox", docs, o, NULL, &error) == NULL &&
+           g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_NOT_SUPPORTED));
+    g_clear_error(&error);
+    ENSURE(rerank("\xff", docs, NULL, NULL, &error) == NULL &&
+           g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
+    g_clear_error(&error);
+    const char *none[] = {NULL};
+    ENSURE(rerank("fox", none, NULL, NULL, &error) == NULL &&
+           g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
+}
+
 static const nt_case cases[] = {
     {"embed", case_embed},
+    {"rerank", case_rerank},
     {"thinking", case_thinking},
     {"objects", case_objects},
     {"stream", case_stream},       {"cancel", case_cancel},         {"dispose", case_dispose},

@@ -33,6 +33,8 @@ def model_dir(workdir):
     tb.place_model(tb.env_path("NPULLM_TEST_QWEN_MODEL"), os.path.join(d, "qwen.gguf"))
     if os.environ.get("NPULLM_TEST_EMBED_MODEL"):
         tb.place_model(os.environ["NPULLM_TEST_EMBED_MODEL"], os.path.join(d, "minilm.gguf"))
+    if os.environ.get("NPULLM_TEST_RERANK_MODEL"):
+        tb.place_model(os.environ["NPULLM_TEST_RERANK_MODEL"], os.path.join(d, "ranker.gguf"))
     return d
 
 
@@ -79,6 +81,11 @@ class LibraryTest(ServiceTestCase):
         if not os.environ.get("NPULLM_TEST_EMBED_MODEL"):
             self.skipTest("no embedding model (tests/embed needs the bert-tokenizer package)")
         self.c_case("embed")
+
+    def test_c_rerank(self):
+        if not os.environ.get("NPULLM_TEST_RERANK_MODEL"):
+            self.skipTest("no reranker (tests/embed needs the bert-tokenizer package)")
+        self.c_case("rerank")
 
     def test_c_objects(self):
         self.c_case("objects")
@@ -131,6 +138,7 @@ class LibraryTest(ServiceTestCase):
         out = self.run_checked([sys.executable, os.path.join(HERE, "gi_client.py")], interpreter=True)
         if os.environ.get("NPULLM_TEST_EMBED_MODEL"):
             self.assertIn("ok embed", out)
+            self.assertIn("ok rerank", out)
         self.assertIn("ok stream", out)
         self.assertIn("ok dropped", out)
         self.assertIn("ok cancel", out)
@@ -140,6 +148,9 @@ class LibraryTest(ServiceTestCase):
         if not os.environ.get("GJS"):
             self.skipTest("introspection is off")
         out = self.run_checked([os.environ["GJS"], os.path.join(HERE, "gi_client.js")], interpreter=True)
+        if os.environ.get("NPULLM_TEST_EMBED_MODEL"):
+            self.assertIn("ok embed", out)
+            self.assertIn("ok rerank", out)
         self.assertIn("ok stream", out)
         self.assertIn("ok dropped", out)
         self.assertIn("ok cancel", out)

@@ -483,15 +483,24 @@ async function cmdEmbed (lib, model, req) {
 // embedding() of query + sep + document (the first value of a rank-pooled
 // result); rerank: llama.node's own rerank() scores in the documents'
 // order (its pairs start with a second [CLS], so they differ a little).
-async function cmdRerank (lib, model, req) {
+// A file with tokenizer.chat_template.rerank (Qwen3-Reranker) scores that
+// prompt with {query} and {document} filled in (as llama.cpp's server
+// builds it), the first value being the softmax's "yes"; rerank is null.
+async function cmdRerank (lib, model, req, vocab, meta) {
   const nCtx = req.n_ctx ?? 512
   const opts = { ...loadOptions(model, { ...req, n_ctx: nCtx }), n_batch: nCtx, n_ubatch: nCtx, embedding: true, embd_normalize: -1 }
+  const tmpl = meta.kv.get('tokenizer.chat_template.rerank')?.value?.toString('utf8')
+  const pair = (d) => tmpl !== undefined
+    ? tmpl.replaceAll('{query}', req.query).replaceAll('{document}', d)
+    : req.query + (req.sep ?? '[SEP]') + d
   const scores = []
   for (const d of req.documents ?? []) {
     const ctx = await lib.loadModel(opts)
-    const r = await ctx.embedding(req.query + (req.sep ?? '[SEP]') + d, { embd_normalize: -1 })
+    const r = await ctx.embedding(pair(d), { embd_normalize: -1 })
     scores.push(r.embedding[0])
   }
+  // llama.node's rerank() does not use a rerank prompt: nothing to show
+  if (tmpl !== undefined) return { scores, rerank: null }
   const ctx = await lib.loadModel(opts)
   const ranked = await ctx.rerank(req.query, req.documents ?? [], {})
   const rerank = new Array(ranked.length)

@@ -4,7 +4,7 @@ npl_rerank's (npullm-run --rerank on the same file), best first, top_n;
 ListModels says "rerank"; bad input (no documents, an empty query, an
 embedding or chat model for Rerank, a reranker for Embed, truncate off)
 gives named errors and the daemon keeps serving; the polkit action is
-org.npullm.embed."""
+org.npullm.embed; npullm-client rerank prints the same ranking."""
 
 import json
 import os
@@ -92,6 +92,30 @@ class RerankTest(tb.ServiceTestCase):
             self.assertEqual(len(self.rerank(c, QUERY, ["x"])[0]), 1)
         finally:
             self.polkit.mock("AllowUnknown", "(b)", (True,))
+
+    def test_client_rerank(self):
+        c = self.client()
+        results, _ = self.rerank(c, QUERY, DOCS[:4])
+        out = self.run_client("rerank", "--query", QUERY, *DOCS[:4])
+        self.assertEqual(out.returncode, 0, out.stderr)
+        rows = [line.split("\t") for line in out.stdout.decode().split("\n")[:-1]]
+        self.assertEqual([int(r[0]) for r in rows], [i for i, _ in results])
+        self.assertEqual([r[2] for r in rows], [DOCS[i] for i, _ in results])
+        for (i, score), row in zip(results, rows):
+            self.assertLess(abs(float(row[1]) - score), 1e-6 * max(1, abs(score)))
+        lines = [DOCS[0], DOCS[2], DOCS[3]]  # stdin: one per non-empty line
+        best, _ = self.rerank(c, QUERY, lines, top_n=("u", 1))
+        out = self.run_client("rerank", "--json", "--top-n", "1", "--query", QUERY, input="\n".join(lines).encode())
+        self.assertEqual(out.returncode, 0, out.stderr)
+        doc = json.loads(out.stdout)
+        self.assertEqual([r["index"] for r in doc["results"]], [best[0][0]])
+        self.assertEqual((doc["info"]["model"], doc["info"]["documents"]), ("ranker", 3))
+        out = self.run_client("rerank", "x")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn(b"--query", out.stderr)
+        out = self.run_client("rerank", "--query", QUERY, "--model", "minilm", "x")
+        self.assertEqual(out.returncode, 1, out.stderr)
+        self.assertIn(b"not a reranker", out.stderr)
 
 
 if __name__ == "__main__":
