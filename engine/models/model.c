@@ -13,6 +13,7 @@
 #include "cpu_weight_cache.h"
 #include "forward_dnet.h"
 #include "model_arch.h"
+#include "model_refusals.h"
 #include "model_internal.h"
 
 void npl_model_params_default(npl_model_params *p)
@@ -62,11 +63,12 @@ static npl_status check_architecture(npl_model *m, npl_error *err)
     if (!m->architecture)
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
     m->arch = strlen(m->architecture) == arch.len ? npl_arch_find(m->architecture) : NULL;
-    char names[128];
+    char names[160];
+    const char *missing = m->arch ? NULL : npl_arch_missing_piece(m->architecture);
     if (!m->arch)
-        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: %s)",
-                             path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr,
-                             npl_arch_names(names, sizeof names));
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported%s%s (supported: %s)",
+                             path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr, missing ? ": " : "",
+                             missing ? missing : "", npl_arch_names(names, sizeof names));
     npl_str name = {"", 0};
     npl_gguf_get_str(m->gguf, "general.name", &name);
     m->name = npl_str_dup(name);

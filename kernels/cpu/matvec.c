@@ -438,6 +438,10 @@ static void matmul_task(void *ctx, size_t begin, size_t end, int thread)
 static void run_job(npl_threadpool *pool, mm_job *job)
 {
     size_t n_tasks = 0;
+    /* Packing a matrix may grow the registry, which moves its entries: the
+     * job takes its pointers once every matrix has its entry. */
+    for (size_t i = 0; i < job->n_seg; i++)
+        packed_for(job->ws, pool, job->seg[i].w);
     for (size_t i = 0; i < job->n_seg; i++) {
         mm_seg *s = &job->seg[i];
         s->pk = packed_for(job->ws, pool, s->w);

