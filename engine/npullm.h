@@ -295,6 +295,7 @@ typedef struct npl_chat_options {
     const char *tools_json; /* JSON array of tool definitions, or NULL */
     int enable_thinking;    /* -1: template's default, 0 off, 1 on */
     int tools_in_user_message; /* -1: template's default, 0 no, 1 yes (Llama 3.1+) */
+    const char *reasoning_effort; /* gpt-oss's template: "low", "medium", "high"; NULL: its default */
 } npl_chat_options;
 
 /* Like npl_chat_tokenize for a conversation given as JSON: an array of

@@ -41,6 +41,7 @@ gchar *npp_request_path_for_token(const char *sender, const char *handle_token)
 }
 
 static const char *const priorities[] = {"interactive", "background", NULL};
+static const char *const efforts[] = {"low", "medium", "high", NULL};
 
 #define ALL NPP_CALLS_ALL
 const NppOption npp_options[NPP_N_OPTIONS] = {
@@ -76,6 +77,8 @@ const NppOption npp_options[NPP_N_OPTIONS] = {
      "tool_choice required or a name: one call or more (true, the default) where the family writes several"},
     {NPP_OPT_TOP_N, "top_n", "u", 1, NPP_MAX_EMBED_TEXTS, FALSE, NULL, NPP_CALLS_RERANK,
      "Rerank: return only the N best documents (default: all)"},
+    {NPP_OPT_REASONING_EFFORT, "reasoning_effort", "s", 0, 0, FALSE, efforts, ALL & ~(1u << NPP_CALL_DESCRIBE_IMAGE),
+     "gpt-oss: low, medium or high, passed to the chat template (default: the template's)"},
 };
 #undef ALL
 

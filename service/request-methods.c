@@ -48,6 +48,7 @@ static NpdJob *job_from_call(PendingCall *p)
     job->images = g_steal_pointer(&p->images);
     job->uid = p->client->uid;
     job->think = p->opts.think;
+    job->reasoning_effort = p->opts.reasoning_effort;
     job->grammar = g_steal_pointer(&p->opts.grammar);
     if (p->opts.tool_choice == NULL || strcmp(p->opts.tool_choice, "none") != 0) {
         /* none: the tools are not offered at all */

@@ -182,6 +182,18 @@ static gboolean set_think(const NppOption *opt, GVariant *value, gsize offset, N
     return TRUE;
 }
 
+static gboolean set_reasoning_effort(const NppOption *opt, GVariant *value, gsize offset, NpdCallKind kind,
+                                     const NpdConfig *cfg, NpdRequestOptions *out, GError **error)
+{
+    (void)offset, (void)kind, (void)cfg, (void)error;
+    /* the range check accepted one of the protocol's choices: keep that static string */
+    const char *v = g_variant_get_string(value, NULL);
+    for (const char *const *c = opt->choices; *c; c++)
+        if (strcmp(*c, v) == 0)
+            out->reasoning_effort = *c;
+    return TRUE;
+}
+
 /* The option's text when it is at most cap bytes (NULL and an error
  * naming the option otherwise). */
 static const char *text_within(const NppOption *opt, GVariant *value, gsize cap, gsize *len, GError **error)
@@ -263,6 +275,7 @@ static const struct {
     [NPP_OPT_TRUNCATE] = {set_boolean, offsetof(NpdRequestOptions, truncate)},
     [NPP_OPT_PARALLEL_TOOL_CALLS] = {set_boolean, offsetof(NpdRequestOptions, parallel_tool_calls)},
     [NPP_OPT_TOP_N] = {set_uint, offsetof(NpdRequestOptions, top_n)},
+    [NPP_OPT_REASONING_EFFORT] = {set_reasoning_effort, 0},
 };
 
 G_STATIC_ASSERT((int)NPD_CALL_GENERATE == (int)NPP_CALL_GENERATE && (int)NPD_CALL_CHAT == (int)NPP_CALL_CHAT &&

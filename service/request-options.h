@@ -44,6 +44,7 @@ typedef struct {
     NpdPriority priority;
     gchar *handle_token;
     gint think; /* -1: the template's default, else 0 or 1 (enable_thinking) */
+    const char *reasoning_effort; /* static "low", "medium" or "high"; NULL: the template's default */
     npl_grammar *grammar; /* format: compiled ("json" or a JSON Schema), NULL: free text */
     gchar *format_schema; /* format: a JSON Schema not compiled yet (schema-compile.c) */
     NpdTools *tools;      /* NULL: none offered */

@@ -295,6 +295,11 @@ npl_status npl_chat_render(const npl_chat_render_in *in, npl_jinja_output *out, 
         st = npl_buf_appendf(&vars, err, ", \"add_generation_prompt\": %s", o->add_generation_prompt ? "true" : "false");
     if (!st && o->enable_thinking >= 0)
         st = npl_buf_appendf(&vars, err, ", \"enable_thinking\": %s", o->enable_thinking ? "true" : "false");
+    if (!st && o->reasoning_effort) {
+        st = npl_buf_append(&vars, ", \"reasoning_effort\": ", 22, err);
+        if (!st)
+            st = npl_json_append_str(&vars, o->reasoning_effort, err);
+    }
     if (!st && o->tools_in_user_message >= 0)
         st = npl_buf_appendf(&vars, err, ", \"tools_in_user_message\": %s", o->tools_in_user_message ? "true" : "false");
     if (!st)

@@ -31,21 +31,16 @@ void npl_think_split_init(npl_think_split *s, const char *prompt)
     size_t tag = sizeof OPEN_TAG - 1;
     if (n >= tag && memcmp(prompt + n - tag, OPEN_TAG, tag) == 0)
         s->state = NPL_THINK_INSIDE;
+    if (npl_harmony_prompt(prompt, n)) {
+        s->state = NPL_THINK_HARMONY;
+        s->harmony.in_header = true;
+    }
 }
 
 void npl_think_split_free(npl_think_split *s)
 {
     npl_buf_free(&s->held);
-}
-
-/* Length of the longest suffix of p[0..n) that is a proper prefix of tag. */
-static size_t partial_tag(const char *p, size_t n, const char *tag)
-{
-    size_t t = strlen(tag);
-    for (size_t k = t - 1 < n ? t - 1 : n; k > 0; k--)
-        if (memcmp(p + n - k, tag, k) == 0)
-            return k;
-    return 0;
+    npl_harmony_split_free(&s->harmony);
 }
 
 /* Decides as much of held as it can; returns with the rest still held. */
@@ -79,7 +74,7 @@ static npl_status decide(npl_think_split *s, npl_buf *answer, npl_buf *thinking,
                 used = (size_t)(end - p) + tag;
                 s->state = NPL_THINK_AFTER;
             } else {
-                used = n - partial_tag(p, n, CLOSE_TAG);
+                used = n - npl_tag_partial(p, n, CLOSE_TAG);
                 st = npl_buf_append(thinking, p, used, err);
                 if (!st && used) {
                     memmove(s->held.data, p + used, n - used);
@@ -100,6 +95,8 @@ static npl_status decide(npl_think_split *s, npl_buf *answer, npl_buf *thinking,
             st = npl_buf_append(answer, p, n, err);
             used = n;
             break;
+        case NPL_THINK_HARMONY: /* harmony_split.c decides */
+            return NPL_OK;
         }
         if (st)
             return st;
@@ -119,12 +116,16 @@ npl_status npl_think_split_push(npl_think_split *s, const char *text, size_t n, 
     if (s->state == NPL_THINK_ANSWER && s->held.len == 0)
         return npl_buf_append(answer, text, n, err);
     npl_status st = npl_buf_append(&s->held, text, n, err);
+    if (!st && s->state == NPL_THINK_HARMONY)
+        return npl_harmony_split_decide(&s->harmony, &s->held, answer, thinking, err);
     return st ? st : decide(s, answer, thinking, err);
 }
 
 npl_status npl_think_split_finish(npl_think_split *s, npl_buf *answer, npl_buf *thinking, npl_error *err)
 {
     npl_status st = NPL_OK;
+    if (s->state == NPL_THINK_HARMONY)
+        return npl_harmony_split_finish(&s->harmony, &s->held, answer, thinking, err);
     if (s->held.len && s->state == NPL_THINK_INSIDE)
         st = npl_buf_append(thinking, s->held.data, s->held.len, err);
     else if (s->held.len && s->state != NPL_THINK_AFTER)

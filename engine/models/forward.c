@@ -15,10 +15,12 @@
 #include "act_gelu.h"
 #include "attention.h"
 #include "attention_tiled.h"
+#include "attn_sinks.h"
 #include "backend.h"
 #include "forward_dnet.h"
 #include "forward_shortconv.h"
 #include "model_internal.h"
+#include "moe.h"
 #include "seq_state.h"
 
 static size_t q_dim(const npl_hparams *hp)
@@ -87,7 +89,7 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
         if (!fw->qg || !fw->attn_gate)
             return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the attention gates");
     }
-    if (npl_dnet_ws_init(m, rows, err) || npl_shortconv_ws_init(m, rows, err))
+    if (npl_dnet_ws_init(m, rows, err) || npl_shortconv_ws_init(m, rows, err) || npl_moe_ws_init(m, rows, err))
         return err ? err->code : NPL_ERR_NOMEM;
     fw->row_seq = malloc(rows * sizeof *fw->row_seq);
     fw->row_pos = malloc(rows * sizeof *fw->row_pos);
@@ -100,6 +102,8 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
         max_cols = hp->n_ff;
     if ((int64_t)hp->ssm_d_state * hp->ssm_n_v > max_cols) /* the DeltaNet's output projection */
         max_cols = (int64_t)hp->ssm_d_state * hp->ssm_n_v;
+    if (m->moe && (int64_t)m->moe->cfg.n_ff > max_cols) /* an expert's down projection */
+        max_cols = m->moe->cfg.n_ff;
     m->mm_ws = npl_matmul_ws_create(n_threads, max_cols, rows);
     /* The weights are pages of the read-only mapped file: the kernels may
      * drop them once repacked, so the repacked copy does not double RSS. */
@@ -533,9 +537,13 @@ static void attention_sublayer(npl_model *m, step_ctx *c, size_t n, bool bidirec
         npl_threadpool_run(pool, attention_blocks(m, n) * hp->n_head_kv, attention_rows_task, c);
     else
         npl_threadpool_run(pool, n * hp->n_head_kv, attention_task, c);
+    if (L->attn_sinks)
+        npl_attn_sinks_apply(m, c->layer, n);
     if (L->attn_gate)
         npl_threadpool_run(pool, n, apply_gate_task, c);
     npl_matmul_contig(pool, m->mm_ws, &L->wo, fw->attn, q_dim(hp), n, fw->xn, hp->n_embd);
+    for (size_t i = 0; L->bo && i < n; i++)
+        add_bias(fw->xn + i * hp->n_embd, L->bo, hp->n_embd);
 }
 
 /* Runs the rows set up in fw.row_seq / fw.row_pos over tokens[0..n), or
@@ -584,6 +592,10 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
         c.delta = fw->xn;
         c.delta_norm_w = L->post_attn_norm;
         npl_threadpool_run(pool, n, add_norm_task, &c);
+        if (L->moe) {
+            npl_moe_ffn(m, l, n);
+            continue;
+        }
         {
             const npl_matrix *gate_up[2] = {&L->w_gate, &L->w_up};
             float *out[2] = {fw->gate, fw->up};

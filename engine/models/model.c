@@ -11,6 +11,7 @@
 #include "chat_prompt.h"
 #include "chat_template.h"
 #include "cpu_weight_cache.h"
+#include "moe.h"
 #include "forward_dnet.h"
 #include "model_arch.h"
 #include "model_refusals.h"
@@ -118,7 +119,7 @@ static npl_status init_rope(npl_model *m, npl_error *err)
         if (!m->rope_inv_freq_long)
             return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
     }
-    if (m->hp.n_swa) {
+    if (m->hp.n_swa && m->hp.rope_base_swa > 0.0f) { /* 0: the local layers share the table (gpt-oss) */
         m->rope_inv_freq_swa = rope_table(m, m->hp.rope_base_swa, 1.0f, m->rope_freqs);
         if (!m->rope_inv_freq_swa)
             return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
@@ -139,6 +140,7 @@ npl_status npl_model_check_gguf(npl_gguf *g, npl_error *err)
     }
     if (!st)
         st = init_kv_format(m, NPL_KV_F16, err);
+    npl_moe_free(m);
     free(m->layers);
     npl_tokenizer_free(m->tok);
     free(m->name);
@@ -238,6 +240,7 @@ void npl_model_free(npl_model *m)
     free(m->rope_inv_freq);
     free(m->rope_inv_freq_long);
     free(m->rope_inv_freq_swa);
+    npl_moe_free(m);
     free(m->layers);
     npl_tokenizer_free(m->tok);
     npl_gguf_close(m->gguf);

@@ -125,6 +125,25 @@ static const npl_arch_tensor lfm2_tensors[] = {
     FFN,
 };
 static const char *const refused_o_bias_moe[] = {"attn_output.bias", "ffn_gate_inp.weight"};
+/* Qwen 3 MoE: qwen3's attention; the experts are bound by its finish hook
+ * (model_moe.c). */
+static const npl_arch_tensor qwen3moe_tensors[] = {
+    ATTN_NORM, ATTN_QKV, QK_NORM, ATTN_OUT, {"ffn_norm.weight", NPL_SHAPE_EMBD, LAYER(ffn_norm), false},
+};
+/* gpt-oss: biased projections, the FFN input norm named
+ * post_attention_norm; sinks and experts bound by its finish hook. */
+static const npl_arch_tensor gptoss_tensors[] = {
+    ATTN_NORM, ATTN_QKV,
+    {"attn_q.bias", NPL_SHAPE_Q, LAYER(bq), false},
+    {"attn_k.bias", NPL_SHAPE_KV, LAYER(bk), false},
+    {"attn_v.bias", NPL_SHAPE_KV, LAYER(bv), false},
+    ATTN_OUT,
+    {"attn_output.bias", NPL_SHAPE_EMBD, LAYER(bo), false},
+    {"post_attention_norm.weight", NPL_SHAPE_EMBD, LAYER(ffn_norm), false},
+};
+static const char *const refused_qwen3moe[] = {
+    "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_gate_shexp.weight", "ffn_gate_inp.bias",
+};
 
 static const npl_arch arches[] = {
     {
@@ -220,6 +239,19 @@ static const npl_arch arches[] = {
         .rope = NPL_ROPE_NEOX,
         .ffn = NPL_FFN_SILU,
         .may_embed = true,
+    },
+    {
+        .name = "qwen3moe", .default_rope_base = 10000.0f,
+        .read_extra = npl_qwen3moe_read_extra, .finish = npl_qwen3moe_finish,
+        .tensors = qwen3moe_tensors, .n_tensors = COUNT(qwen3moe_tensors),
+        .refused = refused_qwen3moe, .n_refused = COUNT(refused_qwen3moe),
+        .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_SILU,
+    },
+    {
+        .name = "gpt-oss", .default_rope_base = 150000.0f,
+        .read_extra = npl_gptoss_read_extra, .finish = npl_gptoss_finish,
+        .tensors = gptoss_tensors, .n_tensors = COUNT(gptoss_tensors),
+        .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_SILU,
     },
     {
         .name = "bert",

@@ -105,6 +105,13 @@ npl_status npl_arch_bind_attention(const npl_binder *b, uint32_t l, npl_layer *L
 
 /* engine/models/model_<family>.c: the families' hooks. */
 npl_status npl_llama_read_extra(npl_binder *b);
+/* Refuses any rope scaling (model_llama.c). */
+npl_status npl_llama_rope_plain(npl_binder *b);
+/* engine/models/model_moe.c: qwen3moe and gpt-oss on engine/models/moe.h. */
+npl_status npl_qwen3moe_read_extra(npl_binder *b);
+npl_status npl_qwen3moe_finish(npl_binder *b);
+npl_status npl_gptoss_read_extra(npl_binder *b);
+npl_status npl_gptoss_finish(npl_binder *b);
 npl_status npl_gemma3_prepare(npl_binder *b);
 npl_status npl_gemma3_read_extra(npl_binder *b);
 npl_status npl_gemma3_finish(npl_binder *b);
@@ -126,6 +133,9 @@ npl_status npl_lfm2_read_extra(npl_binder *b);
 npl_status npl_lfm2_finish(npl_binder *b);
 npl_status npl_qwen35_finish(npl_binder *b);
 npl_status npl_mistral3_read_extra(npl_binder *b);
+/* YaRN from rope.scaling.factor, yarn_beta_fast/slow (default 32 and 1) and
+ * yarn_log_multiplier over an original context of orig_ctx (model_mistral3.c). */
+npl_status npl_read_yarn(npl_binder *b, uint32_t orig_ctx);
 /* engine/models/model_bert.c */
 /* <arch>.pooling_type (mean when absent) into enc; none refused, and rank
  * unless rank_ok (models with a classification head). */

@@ -65,8 +65,9 @@ typedef struct npl_layer {
     /* qwen2; NULL otherwise. */
     const float *bq, *bk, *bv;   /* biases added to the Q, K and V projections */
     bool no_rope;                /* Q and K enter attention unrotated (smollm3's every fourth layer) */
-    /* bert (post-norm encoder); NULL otherwise. */
+    /* bert (post-norm encoder); bo also gpt-oss's; NULL otherwise. */
     const float *bo, *b_up, *b_down;           /* biases of the output, up and down projections */
+    const float *attn_sinks;                   /* gpt-oss: n_head sink logits (attn_sinks.h), or NULL */
     const float *attn_out_norm, *attn_out_norm_b; /* LayerNorm after the attention's residual add */
     const float *out_norm, *out_norm_b;           /* LayerNorm after the FFN's residual add */
     /* qwen35's attention: wq's rows are each head's query then its output
@@ -85,6 +86,9 @@ typedef struct npl_layer {
     /* lfm2: a gated short convolution in place of attention (w_mix: the
      * b, c, x rows of in_proj; ssm_conv its kernel; w_ssm_out out_proj). */
     bool shortconv;
+    /* A mixture-of-experts feed-forward (engine/models/moe.h) in place of
+     * w_gate / w_up / w_down; NULL for a dense one. */
+    const struct npl_moe_layer *moe;
 } npl_layer;
 
 /* How an encoder turns its rows into one vector per text (the file's
@@ -205,6 +209,7 @@ struct npl_model {
     size_t state_floats;      /* a sequence's recurrent state (seq_state.h); 0 without recurrent layers */
     struct npl_dnet_ws *dnet; /* step buffers of the Gated DeltaNet layers (forward_dnet.c), or NULL */
     float *shortconv_ws;      /* lfm2: rows * 3 * n_embd for the short convolutions (forward_shortconv.c), or NULL */
+    struct npl_moe *moe;      /* the experts' settings, layers and step buffers (moe.h), or NULL */
 
     npl_kv_format kv_format; /* of every sequence's KV cache (npl_model_params.kv_type) */
     size_t kv_row_bytes;     /* one cached row of head_dim values in that format */

@@ -13,6 +13,12 @@ npl_status npl_llama_read_extra(npl_binder *b)
         return npl_error_set(b->err, NPL_ERR_UNSUPPORTED,
                              "%s: mixture-of-experts %s models (%s.expert_count = %u) are not supported", b->path,
                              b->arch, b->arch, n_expert);
+    return npl_llama_rope_plain(b);
+}
+
+npl_status npl_llama_rope_plain(npl_binder *b)
+{
+    npl_status st;
     npl_str scaling;
     bool found;
     if ((st = npl_bind_str(b, "rope.scaling.type", &scaling, &found)))

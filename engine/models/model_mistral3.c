@@ -32,7 +32,7 @@ static double corr_dim(uint32_t n_rot, uint32_t orig_ctx, float base, float beta
     return n_rot * log((double)orig_ctx / (beta * 2.0 * M_PI)) / (2.0 * log((double)base));
 }
 
-static npl_status read_yarn(npl_binder *b, uint32_t orig_ctx)
+npl_status npl_read_yarn(npl_binder *b, uint32_t orig_ctx)
 {
     npl_model *m = b->m;
     npl_hparams *hp = &m->hp;
@@ -82,7 +82,7 @@ npl_status npl_mistral3_read_extra(npl_binder *b)
     m->attn_temp_scale = temp;
     m->attn_temp_length = orig_ctx;
     if (npl_str_eq(scaling, "yarn"))
-        return read_yarn(b, orig_ctx);
+        return npl_read_yarn(b, orig_ctx);
     if (!npl_str_eq(scaling, "none"))
         return npl_error_set(b->err, NPL_ERR_UNSUPPORTED, "%s: rope scaling type '%.*s' is not supported", b->path,
                              (int)(scaling.len > 64 ? 64 : scaling.len), scaling.ptr);

@@ -78,6 +78,7 @@ typedef struct {
                              * text); NULL without images */
     guint32 uid;            /* the caller's user: the queue is fair between users */
     gint think;             /* enable_thinking: -1 the template's default, 0 off, 1 on */
+    const char *reasoning_effort; /* static; NULL: the template's default */
     npl_grammar *grammar;   /* the format option compiled (owned), NULL: free text */
     NpdTools *tools;        /* offered to the template (owned), NULL: none */
     gchar *tool_choice;     /* NULL or "auto", "required", a tool's name */

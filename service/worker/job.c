@@ -188,7 +188,8 @@ void npd_worker_render_prompt(gpointer data, gpointer user_data)
             msgs[i] = (npl_chat_message){m->role, m->content};
             counts[i] = m->n_images;
         }
-        npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = t->think, .tools_in_user_message = -1};
+        npl_chat_options o = {.add_generation_prompt = true, .enable_thinking = t->think, .tools_in_user_message = -1,
+                              .reasoning_effort = t->reasoning_effort};
         if (t->messages_json != NULL) {
             /* tools, tool calls and results: the template gets them as JSON */
             o.tools_json = t->tools_json;
@@ -394,6 +395,7 @@ void npd_worker_job_start(NpdWorker *w, QueuedJob *qj)
     t->messages = job->messages != NULL ? g_ptr_array_ref(job->messages) : NULL;
     t->n_images = job->images != NULL ? job->images->len : 0;
     t->think = job->think;
+    t->reasoning_effort = job->reasoning_effort;
     if (job->messages != NULL) {
         t->messages_json = npd_chat_messages_json(job->messages, job->tools != NULL);
         t->tools_json = job->tools != NULL ? g_strdup(job->tools->json) : NULL;

@@ -99,6 +99,7 @@ typedef struct {
     GPtrArray *messages; /* NpdChatMessage*, a reference */
     guint n_images;
     gint think;
+    const char *reasoning_effort; /* static, or NULL */
     gchar *messages_json; /* with tools or tool messages: the conversation as JSON */
     gchar *tools_json;    /* the tools offered to the template, or NULL */
     /* the result */

@@ -3,8 +3,9 @@
  *
  *   chat_render_tool TEMPLATE_FILE BOS_TEXT EOS_TEXT
  *
- * stdin, per case, three lines: "case GEN THINK TIUM" (GEN 0/1; THINK,
- * TIUM: enable_thinking, tools_in_user_message as -1 unset, 0, 1),
+ * stdin, per case, three lines: "case GEN THINK TIUM [EFFORT]" (GEN 0/1;
+ * THINK, TIUM: enable_thinking, tools_in_user_message as -1 unset, 0, 1;
+ * EFFORT: reasoning_effort, absent or "-" unset),
  * the messages as one line of JSON, the tools as one line of JSON or
  * "null". stdout, per case, one line: "ok HEX" (the rendering, hex) or
  * "err MESSAGE". The date comes from NPULLM_CHAT_DATE. */
@@ -64,14 +65,16 @@ int main(int argc, char **argv)
     size_t ch = 0, cm = 0, ct = 0;
     while (getline(&head, &ch, stdin) > 0 && getline(&msgs, &cm, stdin) > 0 && getline(&tools, &ct, stdin) > 0) {
         int gen, think, tium;
-        if (sscanf(head, "case %d %d %d", &gen, &think, &tium) != 3) {
+        char effort[16] = "-";
+        if (sscanf(head, "case %d %d %d %15s", &gen, &think, &tium, effort) < 3) {
             fprintf(stderr, "bad case line: %s", head);
             return 2;
         }
         chomp(msgs);
         chomp(tools);
         npl_chat_options o = {.add_generation_prompt = gen != 0, .enable_thinking = think, .tools_in_user_message = tium,
-                              .tools_json = strcmp(tools, "null") ? tools : NULL};
+                              .tools_json = strcmp(tools, "null") ? tools : NULL,
+                              .reasoning_effort = strcmp(effort, "-") ? effort : NULL};
         npl_chat_render_in in = {.template_src = tmpl, .bos_text = argv[2], .eos_text = argv[3],
                                  .messages_json = msgs, .opts = &o};
         npl_jinja_output out;

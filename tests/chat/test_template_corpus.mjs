@@ -124,7 +124,7 @@ for (let attempt = 0; attempt < 2; attempt++) {
     for (const c of cases) {
       const think = c.conv.enable_thinking === undefined ? -1 : c.conv.enable_thinking ? 1 : 0;
       const tium = c.conv.tools_in_user_message === undefined ? -1 : c.conv.tools_in_user_message ? 1 : 0;
-      input += `case ${c.gen ? 1 : 0} ${think} ${tium}\n${JSON.stringify(c.conv.messages)}\n${c.conv.tools ? JSON.stringify(data.tools) : "null"}\n`;
+      input += `case ${c.gen ? 1 : 0} ${think} ${tium} ${c.conv.reasoning_effort ?? "-"}\n${JSON.stringify(c.conv.messages)}\n${c.conv.tools ? JSON.stringify(data.tools) : "null"}\n`;
     }
     const run = spawnSync(tool, [file, bosText, eosText], {
       input, encoding: "utf8", maxBuffer: 64 << 20, env: { ...process.env, NPULLM_CHAT_DATE: date },
@@ -144,6 +144,7 @@ for (let attempt = 0; attempt < 2; attempt++) {
       if (c.conv.enable_thinking !== undefined) params.enable_thinking = c.conv.enable_thinking;
       const kwargs = {};
       if (c.conv.tools_in_user_message !== undefined) kwargs.tools_in_user_message = c.conv.tools_in_user_message;
+      if (c.conv.reasoning_effort !== undefined) kwargs.reasoning_effort = c.conv.reasoning_effort;
       const llamaParams = Object.keys(kwargs).length ? { ...params, chat_template_kwargs: kwargs } : params;
       let ref = null, refName = "llama.cpp", refErr = null;
       try {

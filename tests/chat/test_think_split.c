@@ -27,6 +27,14 @@ static const split_case cases[] = {
     {"<|im_start|>assistant\n<think>\n", "plan</think>\n\nDone", "Done", "plan"},
     {"<|im_start|>assistant\n<think>\n\n</think>\n\n", "Done", "Done", ""},
     {NULL, "<think>€ and 東京</think>ünïcode", "ünïcode", "€ and 東京"},
+    /* harmony (gpt-oss): <|end|> is a control token, absent from the text */
+    {"<|start|>user<|message|>Hi<|end|><|start|>assistant",
+     "<|channel|>analysis<|message|>Think.<|start|>assistant<|channel|>final<|message|>Paris.", "Paris.", "Think."},
+    {"<|start|>assistant", "<|channel|>final<|message|>Only <|answer", "Only <|answer", ""},
+    {"<|start|>assistant", "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\":1}",
+     "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\":1}", ""},
+    {"<|start|>assistant", "<|channel|>analysis<|message|>never finished", "", "never finished"},
+    {"<|start|>assistant", "no header", "no header", ""},
 };
 
 static void run(const split_case *c, const size_t *cuts, size_t n_cuts, const char *label)

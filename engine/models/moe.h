@@ -1,0 +1,79 @@
+/* The mixture-of-experts feed-forward shared by the MoE families (qwen3moe,
+ * gpt-oss; docs/engine.md "Mixture of experts"): a router picks, per token,
+ * k of the layer's experts and weights them; each expert is a gated FFN
+ * whose matrices are slices of the stacked ffn_{gate,up,down}_exps tensors,
+ * used in place in the mapped file. A step's rows are grouped by expert, so
+ * an expert's weights are read once per step (a prefill chunk) and a
+ * decode reads only the experts its rows selected. */
+#ifndef NPL_MOE_H
+#define NPL_MOE_H
+
+#include "model_bind.h"
+
+/* How router logits become the selected experts' weights. */
+typedef enum npl_moe_gating {
+    NPL_MOE_SOFTMAX,      /* softmax over every expert, then the k largest (qwen3moe) */
+    NPL_MOE_TOPK_SOFTMAX, /* the k largest logits, then softmax over those k (gpt-oss) */
+} npl_moe_gating;
+
+/* The gated activation of an expert. */
+typedef enum npl_moe_act {
+    NPL_MOE_SILU,       /* silu(gate) * up */
+    NPL_MOE_SWIGLU_OAI, /* gpt-oss: g = min(gate, 7), u = clamp(up, -7, 7), g * sigmoid(1.702 g) * (u + 1) */
+} npl_moe_act;
+
+/* The family's settings, the same for every layer. */
+typedef struct npl_moe_cfg {
+    uint32_t n_expert, n_used; /* <arch>.expert_count, expert_used_count */
+    uint32_t n_ff;             /* <arch>.expert_feed_forward_length: rows of one expert's gate and up */
+    npl_moe_gating gating;
+    npl_moe_act act;
+    bool norm_w;   /* the selected weights divided by their sum */
+    float w_scale; /* then multiplied by this (1: none) */
+} npl_moe_cfg;
+
+/* One layer's experts: n_expert matrices each, and optional biases. */
+typedef struct npl_moe_layer {
+    npl_matrix router;        /* ffn_gate_inp: n_embd -> n_expert */
+    const float *router_b;    /* [n_expert] or NULL */
+    npl_matrix *gate, *up, *down; /* [n_expert] slices */
+    const float *gate_b, *up_b, *down_b; /* [n_expert][n_ff], [n_expert][n_ff], [n_expert][n_embd] or NULL */
+} npl_moe_layer;
+
+/* A model's experts: the settings, every layer's (indexed by layer, set
+ * for the MoE layers) and the step buffers. */
+typedef struct npl_moe {
+    npl_moe_cfg cfg;
+    npl_moe_layer *layers;
+    npl_matrix *slices;   /* n_layer * 3 * n_expert, behind layers[].gate/up/down */
+    size_t rows;          /* the step buffers' rows */
+    float *logits;        /* rows * n_expert */
+    int32_t *sel;         /* rows * n_used: the selected experts */
+    float *w;             /* rows * n_used: their weights */
+    uint32_t *order;      /* rows * n_used: (row, slot) pairs sorted by expert */
+    uint32_t *start;      /* n_expert + 1: each expert's run in order */
+    float *xg;            /* rows * n_embd: an expert's rows gathered */
+    float *g, *u;         /* rows * n_ff */
+    uint32_t *where;      /* rows * n_used: the place of (row, slot) in order */
+    float *y;             /* rows * n_used * n_embd: the expert outputs, in order */
+} npl_moe;
+
+/* Reads <arch>.expert_count, expert_used_count and
+ * expert_feed_forward_length into m->moe (allocated; gating and the rest
+ * from cfg), refusing files without experts or with impossible counts. */
+npl_status npl_moe_read(npl_binder *b, const npl_moe_cfg *cfg);
+
+/* Binds layer l's router and experts (with the biases when biases is
+ * set) into L->moe. */
+npl_status npl_moe_bind_layer(const npl_binder *b, uint32_t l, npl_layer *L, bool biases);
+
+/* Step buffers for up to rows rows (after the layers are bound); NPL_OK
+ * without experts. */
+npl_status npl_moe_ws_init(npl_model *m, size_t rows, npl_error *err);
+/* Frees m->moe (NULL safe). */
+void npl_moe_free(npl_model *m);
+
+/* Layer l's feed-forward over the step's n rows: fw.xn in, out in fw.xn. */
+void npl_moe_ffn(npl_model *m, uint32_t l, size_t n);
+
+#endif
