@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar.h"
 #include "npullm.h"
 #include "sampler_rng.h"
 

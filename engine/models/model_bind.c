@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ggml_types.h"
+#include "tokenizer.h"
 
 #define KEY_MAX 128
 
