@@ -198,10 +198,16 @@ void npc_output_finished(NpcOutput *out, const char *reason, GVariant *stats)
     }
 }
 
-void npc_output_message(NpcOutput *out, const char *event, const char *message)
+/* A message event (with an error's D-Bus name when error_name is not
+ * NULL), or the message on stderr. */
+static void output_message(NpcOutput *out, const char *event, const char *error_name, const char *message)
 {
     if (out->json) {
         JsonBuilder *b = event_begin(event);
+        if (error_name != NULL) {
+            json_builder_set_member_name(b, "error");
+            json_builder_add_string_value(b, error_name);
+        }
         json_builder_set_member_name(b, "message");
         json_builder_add_string_value(b, message);
         event_end(b);
@@ -211,23 +217,17 @@ void npc_output_message(NpcOutput *out, const char *event, const char *message)
     }
 }
 
+void npc_output_message(NpcOutput *out, const char *event, const char *message)
+{
+    output_message(out, event, NULL, message);
+}
+
 void npc_output_error(NpcOutput *out, const GError *error)
 {
     g_autofree gchar *name = error_name(error);
     g_autoptr(GError) copy = g_error_copy(error);
     g_dbus_error_strip_remote_error(copy);
-    const char *message = copy->message;
-    if (out->json) {
-        JsonBuilder *b = event_begin("error");
-        json_builder_set_member_name(b, "error");
-        json_builder_add_string_value(b, name != NULL ? name : "");
-        json_builder_set_member_name(b, "message");
-        json_builder_add_string_value(b, message);
-        event_end(b);
-    } else {
-        npc_output_end_line(out);
-        g_printerr("npullm-client: %s\n", message);
-    }
+    output_message(out, "error", name != NULL ? name : "", copy->message);
 }
 
 /* One JSON event whose members are the entries of an a{sv} dictionary. */

@@ -412,31 +412,157 @@ static void print_device_stats_json(const npl_device_stats *d)
            per(d->decode.h2d_weight_bytes, d->decode_tokens));
 }
 
+/* The other benchmarks than a model's speed (--barrier, --matmul, ...):
+ * their exit code, or -1 when none was asked for. */
+static int run_other_bench(const options *o)
+{
+    if (o->barrier)
+        return bench_barrier(o);
+    if (o->matmul)
+        return bench_matmul((int)o->t, o->r, o->json);
+    if (o->attention)
+        return bench_attention((int)o->t, o->r, o->json);
+    if (o->peak)
+        return bench_peak((int)o->t, o->r, o->json);
+    if (o->embed)
+        return bench_embed(o->model, (int)o->t, o->r, o->json);
+    if (o->image) {
+        bench_image_opts io = {.image = o->image, .mmproj = o->mmproj, .model = o->model, .n_threads = (int)o->t,
+                               .reps = o->reps_given ? o->r : 1, .exact = o->exact, .bf16 = o->bf16, .q8 = o->q8,
+                               .json = o->json};
+        return bench_image(&io);
+    }
+    if (o->grammar) {
+        bench_grammar_opts go = {.model = o->model, .vocab = o->vocab, .n_threads = (int)o->t, .n = o->n,
+                                 .reps = o->r, .json = o->json};
+        return bench_grammar(&go);
+    }
+    return -1;
+}
+
+/* What a model's run measured. */
+typedef struct model_result {
+    int threads;
+    double load_s, first_s;
+    long rss_anon, rss_file;   /* after loading */
+    long warm_anon, warm_file; /* after the first forward pass */
+    long peak;
+    stat pp, tg, bt;
+    double step_gb; /* GB of weights per decode step */
+    npl_device_stats ds;
+    bool on_device;
+} model_result;
+
+/* The warm-up, then each rate o->r times: prompt processing, one
+ * sequence's generation, o->b sequences' batched generation. */
+static void measure_model(const options *o, npl_model *m, model_result *res)
+{
+    const npl_model_info *info = npl_model_get_info(m);
+    size_t ctx_needed = (size_t)(o->p > o->n ? o->p : o->n) + 16;
+    uint32_t n_ctx = (uint32_t)(ctx_needed < 256 ? 256 : ctx_needed);
+    uint64_t rng = 42;
+    int32_t *ids = malloc(((size_t)o->p + 16) * sizeof *ids);
+    double *tps = calloc((size_t)o->r, sizeof *tps);
+    if (!ids || !tps)
+        die("out of memory", NULL);
+
+    /* warm-up: every code path once, pages of the weights touched. The
+     * first forward pass also repacks the integer weights for the SIMD
+     * kernels: its time and the memory after it are that cost. */
+    random_tokens(ids, 16, info->n_vocab, &rng);
+    res->first_s = run_pp(m, n_ctx, ids, 16);
+    res->warm_anon = status_kb("RssAnon");
+    res->warm_file = status_kb("RssFile");
+    run_tg(m, n_ctx, (size_t)o->b, 2, info->n_vocab, &rng);
+
+    if (o->p > 0) {
+        for (long r = 0; r < o->r; r++) {
+            random_tokens(ids, (size_t)o->p, info->n_vocab, &rng);
+            tps[r] = (double)o->p / run_pp(m, n_ctx, ids, (size_t)o->p);
+        }
+        res->pp = summarize(tps, o->r);
+    }
+    if (o->n > 0) {
+        for (long r = 0; r < o->r; r++)
+            tps[r] = (double)o->n / run_tg(m, n_ctx, 1, (size_t)o->n, info->n_vocab, &rng);
+        res->tg = summarize(tps, o->r);
+        if (o->b > 1) {
+            for (long r = 0; r < o->r; r++)
+                tps[r] = (double)(o->n * o->b) / run_tg(m, n_ctx, (size_t)o->b, (size_t)o->n, info->n_vocab, &rng);
+            res->bt = summarize(tps, o->r);
+        }
+    }
+    res->peak = peak_rss_kb();
+    res->step_gb = (double)decode_weight_bytes(m) * 1e-9;
+    res->on_device = npl_model_device_stats(m, &res->ds);
+    free(ids);
+    free(tps);
+}
+
+static void print_result_json(const options *o, const npl_model *m, const model_result *res)
+{
+    const npl_model_info *info = npl_model_get_info(m);
+    printf("{\"model\": \"%s\", \"quantization\": \"%s\", \"n_params\": %llu, \"threads\": %d, "
+           "\"load_s\": %.3f, \"rss_anon_mib\": %.1f, \"rss_file_mib\": %.1f, \"first_pp16_s\": %.3f, "
+           "\"warm_rss_anon_mib\": %.1f, \"warm_rss_file_mib\": %.1f, \"peak_rss_mib\": %.1f",
+           info->name, info->quantization, (unsigned long long)info->n_params, res->threads, res->load_s,
+           (double)res->rss_anon / 1024.0, (double)res->rss_file / 1024.0, res->first_s,
+           (double)res->warm_anon / 1024.0, (double)res->warm_file / 1024.0, (double)res->peak / 1024.0);
+    if (o->p > 0)
+        printf(", \"pp\": {\"tokens\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, \"tps_sd\": %.2f}", o->p,
+               res->pp.mean, res->pp.best, res->pp.sd);
+    if (o->n > 0)
+        printf(", \"tg\": {\"tokens\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, \"tps_sd\": %.2f, "
+               "\"weight_gb_per_step\": %.4f, \"weight_gbs_mean\": %.2f, \"weight_gbs_best\": %.2f}",
+               o->n, res->tg.mean, res->tg.best, res->tg.sd, res->step_gb, res->step_gb * res->tg.mean,
+               res->step_gb * res->tg.best);
+    if (o->n > 0 && o->b > 1)
+        printf(", \"batch\": {\"sequences\": %ld, \"tokens_each\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, "
+               "\"tps_sd\": %.2f, \"vs_tg\": %.2f}",
+               o->b, o->n, res->bt.mean, res->bt.best, res->bt.sd,
+               res->tg.mean > 0 ? res->bt.mean / res->tg.mean : 0.0);
+    printf(", \"kv\": \"%s\"", o->kv ? o->kv : "f16");
+    printf(", \"device\": \"%s\"", npl_model_device(m));
+    if (res->on_device)
+        print_device_stats_json(&res->ds);
+    printf(", \"reps\": %ld}\n", o->r);
+}
+
+static void print_result_text(const options *o, const npl_model *m, const model_result *res)
+{
+    const npl_model_info *info = npl_model_get_info(m);
+    printf("model        %s (%s, %.2f B parameters)\n", info->name, info->quantization,
+           (double)info->n_params * 1e-9);
+    printf("threads      %d\n", res->threads);
+    printf("kv cache     %s\n", o->kv ? o->kv : "f16");
+    printf("load         %.2f s; resident after load: %.1f MiB anonymous, %.1f MiB file\n", res->load_s,
+           (double)res->rss_anon / 1024.0, (double)res->rss_file / 1024.0);
+    printf("first pp16   %.2f s (repacks the weights); resident after: %.1f MiB anonymous, %.1f MiB file\n",
+           res->first_s, (double)res->warm_anon / 1024.0, (double)res->warm_file / 1024.0);
+    if (o->p > 0)
+        printf("pp%-5ld      %8.2f tokens/s  (best %.2f, sd %.2f)\n", o->p, res->pp.mean, res->pp.best, res->pp.sd);
+    if (o->n > 0)
+        printf("tg%-5ld      %8.2f tokens/s  (best %.2f, sd %.2f); weights read: %.1f MiB per step, "
+               "%.2f GB/s (best %.2f)\n",
+               o->n, res->tg.mean, res->tg.best, res->tg.sd, res->step_gb * 1e9 / 1048576.0,
+               res->step_gb * res->tg.mean, res->step_gb * res->tg.best);
+    if (o->n > 0 && o->b > 1)
+        printf("tg%ld x %-4ld %8.2f tokens/s aggregate (best %.2f, sd %.2f; %.2fx one sequence)\n", o->n, o->b,
+               res->bt.mean, res->bt.best, res->bt.sd, res->tg.mean > 0 ? res->bt.mean / res->tg.mean : 0.0);
+    printf("peak RSS     %.1f MiB\n", (double)res->peak / 1024.0);
+    printf("device       %s (%s)\n", npl_model_device(m), npl_model_device_reason(m));
+    if (res->on_device)
+        print_device_stats(&res->ds);
+}
+
 int main(int argc, char **argv)
 {
     options o = parse(argc, argv);
     if (o.record && !bench_record_start(o.record, argc, argv))
         die("cannot record the result", strerror(errno));
-    if (o.barrier)
-        return bench_barrier(&o);
-    if (o.matmul)
-        return bench_matmul((int)o.t, o.r, o.json);
-    if (o.attention)
-        return bench_attention((int)o.t, o.r, o.json);
-    if (o.peak)
-        return bench_peak((int)o.t, o.r, o.json);
-    if (o.embed)
-        return bench_embed(o.model, (int)o.t, o.r, o.json);
-    if (o.image) {
-        bench_image_opts io = {.image = o.image, .mmproj = o.mmproj, .model = o.model, .n_threads = (int)o.t,
-                               .reps = o.reps_given ? o.r : 1, .exact = o.exact, .bf16 = o.bf16, .q8 = o.q8, .json = o.json};
-        return bench_image(&io);
-    }
-    if (o.grammar) {
-        bench_grammar_opts go = {.model = o.model, .vocab = o.vocab, .n_threads = (int)o.t, .n = o.n, .reps = o.r,
-                                 .json = o.json};
-        return bench_grammar(&go);
-    }
+    int rc = run_other_bench(&o);
+    if (rc >= 0)
+        return rc;
 
     npl_model_params mp;
     npl_model_params_default(&mp);
@@ -446,102 +572,19 @@ int main(int argc, char **argv)
     mp.device = o.device;
     mp.kv_type = o.kv;
     npl_error err;
+    model_result res = {.threads = o.t ? (int)o.t : npl_cpu_count()};
     double t0 = bench_now_s();
     npl_model *m = npl_model_load(o.model, &mp, &err);
-    double load_s = bench_now_s() - t0;
+    res.load_s = bench_now_s() - t0;
     if (!m)
         die("cannot load the model", err.message);
-    const npl_model_info *info = npl_model_get_info(m);
-    long rss_anon = status_kb("RssAnon"), rss_file = status_kb("RssFile");
-    int threads = o.t ? (int)o.t : npl_cpu_count();
-
-    size_t ctx_needed = (size_t)(o.p > o.n ? o.p : o.n) + 16;
-    uint32_t n_ctx = (uint32_t)(ctx_needed < 256 ? 256 : ctx_needed);
-    uint64_t rng = 42;
-    int32_t *ids = malloc(((size_t)o.p + 16) * sizeof *ids);
-    double *tps = malloc((size_t)o.r * sizeof *tps);
-    if (!ids || !tps)
-        die("out of memory", NULL);
-
-    /* warm-up: every code path once, pages of the weights touched. The
-     * first forward pass also repacks the integer weights for the SIMD
-     * kernels: its time and the memory after it are that cost. */
-    random_tokens(ids, 16, info->n_vocab, &rng);
-    double first_s = run_pp(m, n_ctx, ids, 16);
-    long warm_anon = status_kb("RssAnon"), warm_file = status_kb("RssFile");
-    run_tg(m, n_ctx, (size_t)o.b, 2, info->n_vocab, &rng);
-
-    stat pp = {0, 0, 0}, tg = {0, 0, 0}, bt = {0, 0, 0};
-    if (o.p > 0) {
-        for (long r = 0; r < o.r; r++) {
-            random_tokens(ids, (size_t)o.p, info->n_vocab, &rng);
-            tps[r] = (double)o.p / run_pp(m, n_ctx, ids, (size_t)o.p);
-        }
-        pp = summarize(tps, o.r);
-    }
-    if (o.n > 0) {
-        for (long r = 0; r < o.r; r++)
-            tps[r] = (double)o.n / run_tg(m, n_ctx, 1, (size_t)o.n, info->n_vocab, &rng);
-        tg = summarize(tps, o.r);
-        if (o.b > 1) {
-            for (long r = 0; r < o.r; r++)
-                tps[r] = (double)(o.n * o.b) / run_tg(m, n_ctx, (size_t)o.b, (size_t)o.n, info->n_vocab, &rng);
-            bt = summarize(tps, o.r);
-        }
-    }
-    long peak = peak_rss_kb();
-    double step_gb = (double)decode_weight_bytes(m) * 1e-9; /* GB per decode step */
-    npl_device_stats ds;
-    bool on_device = npl_model_device_stats(m, &ds);
-
-    if (o.json) {
-        printf("{\"model\": \"%s\", \"quantization\": \"%s\", \"n_params\": %llu, \"threads\": %d, "
-               "\"load_s\": %.3f, \"rss_anon_mib\": %.1f, \"rss_file_mib\": %.1f, \"first_pp16_s\": %.3f, "
-               "\"warm_rss_anon_mib\": %.1f, \"warm_rss_file_mib\": %.1f, \"peak_rss_mib\": %.1f",
-               info->name, info->quantization, (unsigned long long)info->n_params, threads, load_s,
-               (double)rss_anon / 1024.0, (double)rss_file / 1024.0, first_s, (double)warm_anon / 1024.0,
-               (double)warm_file / 1024.0, (double)peak / 1024.0);
-        if (o.p > 0)
-            printf(", \"pp\": {\"tokens\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, \"tps_sd\": %.2f}", o.p,
-                   pp.mean, pp.best, pp.sd);
-        if (o.n > 0)
-            printf(", \"tg\": {\"tokens\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, \"tps_sd\": %.2f, "
-                   "\"weight_gb_per_step\": %.4f, \"weight_gbs_mean\": %.2f, \"weight_gbs_best\": %.2f}",
-                   o.n, tg.mean, tg.best, tg.sd, step_gb, step_gb * tg.mean, step_gb * tg.best);
-        if (o.n > 0 && o.b > 1)
-            printf(", \"batch\": {\"sequences\": %ld, \"tokens_each\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, "
-                   "\"tps_sd\": %.2f, \"vs_tg\": %.2f}",
-                   o.b, o.n, bt.mean, bt.best, bt.sd, tg.mean > 0 ? bt.mean / tg.mean : 0.0);
-        printf(", \"kv\": \"%s\"", o.kv ? o.kv : "f16");
-        printf(", \"device\": \"%s\"", npl_model_device(m));
-        if (on_device)
-            print_device_stats_json(&ds);
-        printf(", \"reps\": %ld}\n", o.r);
-    } else {
-        printf("model        %s (%s, %.2f B parameters)\n", info->name, info->quantization,
-               (double)info->n_params * 1e-9);
-        printf("threads      %d\n", threads);
-        printf("kv cache     %s\n", o.kv ? o.kv : "f16");
-        printf("load         %.2f s; resident after load: %.1f MiB anonymous, %.1f MiB file\n", load_s,
-               (double)rss_anon / 1024.0, (double)rss_file / 1024.0);
-        printf("first pp16   %.2f s (repacks the weights); resident after: %.1f MiB anonymous, %.1f MiB file\n",
-               first_s, (double)warm_anon / 1024.0, (double)warm_file / 1024.0);
-        if (o.p > 0)
-            printf("pp%-5ld      %8.2f tokens/s  (best %.2f, sd %.2f)\n", o.p, pp.mean, pp.best, pp.sd);
-        if (o.n > 0)
-            printf("tg%-5ld      %8.2f tokens/s  (best %.2f, sd %.2f); weights read: %.1f MiB per step, "
-                   "%.2f GB/s (best %.2f)\n",
-                   o.n, tg.mean, tg.best, tg.sd, step_gb * 1e9 / 1048576.0, step_gb * tg.mean, step_gb * tg.best);
-        if (o.n > 0 && o.b > 1)
-            printf("tg%ld x %-4ld %8.2f tokens/s aggregate (best %.2f, sd %.2f; %.2fx one sequence)\n", o.n, o.b,
-                   bt.mean, bt.best, bt.sd, tg.mean > 0 ? bt.mean / tg.mean : 0.0);
-        printf("peak RSS     %.1f MiB\n", (double)peak / 1024.0);
-        printf("device       %s (%s)\n", npl_model_device(m), npl_model_device_reason(m));
-        if (on_device)
-            print_device_stats(&ds);
-    }
-    free(ids);
-    free(tps);
+    res.rss_anon = status_kb("RssAnon");
+    res.rss_file = status_kb("RssFile");
+    measure_model(&o, m, &res);
+    if (o.json)
+        print_result_json(&o, m, &res);
+    else
+        print_result_text(&o, m, &res);
     npl_model_free(m);
     return 0;
 }

@@ -720,161 +720,162 @@ static npl_grammar *load_grammar(const options *o, npl_error *err)
     return g;
 }
 
+/* One generation's state, from the prompt to the printed result. */
+typedef struct gen_run {
+    npl_tokens prompt;
+    npl_seq *seq;
+    npl_sampler *sampler;
+    npl_stream *stream;
+    gen_token *toks;
+    size_t n_toks;
+    int32_t *top_ids;
+    float *top_lp;
+    npl_buf text;
+    npl_grammar *grammar;
+    npl_vocab_index *vocab;
+    npl_grammar_matcher *matcher;
+    npl_finish_reason reason;
+    double prompt_ms, gen_ms;
+} gen_run;
+
+static void gen_run_free(gen_run *g)
+{
+    npl_grammar_matcher_free(g->matcher);
+    npl_vocab_index_free(g->vocab);
+    npl_grammar_free(g->grammar);
+    npl_buf_free(&g->text);
+    free(g->toks);
+    free(g->top_ids);
+    free(g->top_lp);
+    npl_stream_free(g->stream);
+    npl_sampler_free(g->sampler);
+    npl_seq_free(g->seq);
+    npl_tokens_free(&g->prompt);
+}
+
+/* The KV cache sized to the prompt and --max-tokens, the sampler (held
+ * to the grammar, when one was given) and the output stream, and room for
+ * the generated tokens. 0, or the exit code after a message. */
+static int gen_setup(const options *o, npl_model *m, gen_run *g, npl_error *err)
+{
+    g->seq = npl_seq_create(m, o->ctx, err);
+    if (!g->seq)
+        return fail(exit_code_for(err->code), "%s", err->message);
+    uint32_t n_ctx = npl_seq_n_ctx(g->seq);
+    if (g->prompt.n > n_ctx || o->max_tokens > n_ctx - g->prompt.n)
+        return fail(EXIT_RUNTIME, "context overflow: %zu prompt tokens + %u to generate exceed the context of %u tokens",
+                    g->prompt.n, o->max_tokens, n_ctx);
+    g->sampler = npl_sampler_create(&o->sp, npl_model_get_info(m)->n_vocab, err);
+    g->stream = g->sampler ? npl_stream_create(m, o->stops, o->n_stops, o->max_tokens, err) : NULL;
+    if (!g->sampler || !g->stream)
+        return fail(exit_code_for(err->code), "%s", err->message);
+    g->toks = calloc(o->max_tokens, sizeof *g->toks);
+    if (o->top_logprobs) {
+        g->top_ids = calloc((size_t)o->max_tokens * o->top_logprobs, sizeof *g->top_ids);
+        g->top_lp = calloc((size_t)o->max_tokens * o->top_logprobs, sizeof *g->top_lp);
+    }
+    if (!g->toks || (o->top_logprobs && (!g->top_ids || !g->top_lp)))
+        return fail(EXIT_RUNTIME, "out of memory for %u generated tokens", o->max_tokens);
+    if (g->grammar) {
+        g->vocab = npl_vocab_index_create(npl_model_tokenizer(m), err);
+        g->matcher = g->vocab ? npl_grammar_matcher_create(g->grammar, g->vocab, err) : NULL;
+        if (!g->matcher || npl_sampler_set_grammar(g->sampler, g->matcher, err))
+            return fail(exit_code_for(err->code), "%s", err->message);
+    }
+    for (size_t i = 0; i < g->prompt.n; i++)
+        npl_sampler_accept(g->sampler, g->prompt.ids[i]);
+    return 0;
+}
+
+/* Samples, streams (without --json: writes as it goes) and decodes until
+ * the stream finishes or --max-tokens. 0, or the exit code after a
+ * message. */
+static int gen_decode(const options *o, npl_model *m, gen_run *g, npl_error *err)
+{
+    uint32_t n_vocab = npl_model_get_info(m)->n_vocab;
+    g->reason = NPL_FINISH_NONE;
+    while (g->reason == NPL_FINISH_NONE && g->n_toks < o->max_tokens) {
+        const float *logits = npl_seq_logits(g->seq);
+        gen_token *gt = &g->toks[g->n_toks];
+        gt->top_ids = g->top_ids + g->n_toks * o->top_logprobs;
+        gt->top_lp = g->top_lp + g->n_toks * o->top_logprobs;
+        if (o->top_logprobs)
+            gt->n_top = npl_top_logprobs(logits, n_vocab, o->top_logprobs, gt->top_ids, gt->top_lp);
+        gt->id = npl_sampler_sample(g->sampler, logits);
+        if (gt->id < 0) {
+            /* the grammar allows nothing more: complete without an end token */
+            if (g->matcher && npl_grammar_matcher_is_complete(g->matcher)) {
+                g->reason = NPL_FINISH_STOP;
+                break;
+            }
+            return fail(EXIT_RUNTIME, "the grammar allows no token of this vocabulary here");
+        }
+        g->n_toks++;
+
+        size_t before = g->text.len;
+        g->reason = npl_stream_push(g->stream, gt->id, &g->text, err);
+        if (err->code != NPL_OK)
+            return fail(EXIT_RUNTIME, "%s", err->message);
+        if (!o->json && !write_out(&g->text, before))
+            return fail(EXIT_RUNTIME, "cannot write the output: %s", strerror(errno));
+        if (g->reason == NPL_FINISH_NONE && g->n_toks < o->max_tokens && npl_decode(m, &g->seq, &gt->id, 1, err))
+            return fail(EXIT_RUNTIME, "%s", err->message);
+    }
+    if (g->reason == NPL_FINISH_NONE)
+        g->reason = NPL_FINISH_LENGTH;
+    return 0;
+}
+
+/* The prompt through prefill, then the generation; the stream's rest,
+ * then the result (the text's rest, or --json's whole record). */
+static int gen_generate(const options *o, npl_model *m, gen_run *g, npl_error *err)
+{
+    double t0 = now_ms();
+    if (npl_prefill(m, g->seq, g->prompt.ids, g->prompt.n, 0, NULL, err))
+        return fail(EXIT_RUNTIME, "%s", err->message);
+    double t1 = now_ms();
+    int rc = gen_decode(o, m, g, err);
+    if (rc)
+        return rc;
+    size_t before = g->text.len;
+    if (npl_stream_finish(g->stream, &g->text, err))
+        return fail(EXIT_RUNTIME, "%s", err->message);
+    g->prompt_ms = t1 - t0;
+    g->gen_ms = now_ms() - t1;
+    if (o->json) {
+        print_json_result(o, m, &g->prompt, g->toks, g->n_toks, &g->text, g->reason, g->prompt_ms, g->gen_ms);
+        if (fflush(stdout) != 0)
+            return fail(EXIT_RUNTIME, "cannot write the output: %s", strerror(errno));
+        return 0;
+    }
+    if (!write_out(&g->text, before))
+        return fail(EXIT_RUNTIME, "cannot write the output: %s", strerror(errno));
+    if (isatty(STDOUT_FILENO))
+        putchar('\n');
+    return 0;
+}
+
+/* The grammar and the prompt (--print-prompt stops there), then
+ * gen_setup and gen_generate. */
 static int run_generate(const options *o, npl_model *m)
 {
     npl_error err;
     npl_error_clear(&err);
+    gen_run g = {0};
     int rc = 0;
-    npl_tokens prompt = {0};
-    npl_seq *seq = NULL;
-    npl_sampler *sampler = NULL;
-    npl_stream *stream = NULL;
-    gen_token *toks = NULL;
-    int32_t *top_ids = NULL;
-    float *top_lp = NULL;
-    npl_buf text = {0};
-    npl_grammar *grammar = NULL;
-    npl_vocab_index *vocab = NULL;
-    npl_grammar_matcher *matcher = NULL;
-
-    if (o->format || o->grammar) {
-        grammar = load_grammar(o, &err);
-        if (!grammar) {
-            rc = fail(EXIT_USAGE, "%s", err.message);
-            goto out;
-        }
-    }
     char *prompt_text = NULL;
-    if (build_prompt(o, m, &prompt, o->print_prompt ? &prompt_text : NULL, &err)) {
+    if ((o->format || o->grammar) && !(g.grammar = load_grammar(o, &err)))
+        rc = fail(EXIT_USAGE, "%s", err.message);
+    else if (build_prompt(o, m, &g.prompt, o->print_prompt ? &prompt_text : NULL, &err))
         rc = fail(exit_code_for(err.code), "%s", err.message);
-        goto out;
-    }
-    if (o->print_prompt) {
-        print_prompt(o, &prompt, prompt_text);
-        free(prompt_text);
-        goto out;
-    }
-    if (prompt.n == 0) {
+    else if (o->print_prompt)
+        print_prompt(o, &g.prompt, prompt_text);
+    else if (g.prompt.n == 0)
         rc = fail(EXIT_USAGE, "the prompt is empty after tokenization");
-        goto out;
-    }
-    seq = npl_seq_create(m, o->ctx, &err);
-    if (!seq) {
-        rc = fail(exit_code_for(err.code), "%s", err.message);
-        goto out;
-    }
-    uint32_t n_ctx = npl_seq_n_ctx(seq);
-    if (prompt.n > n_ctx || o->max_tokens > n_ctx - prompt.n) {
-        rc = fail(EXIT_RUNTIME, "context overflow: %zu prompt tokens + %u to generate exceed the context of %u tokens",
-                  prompt.n, o->max_tokens, n_ctx);
-        goto out;
-    }
-    sampler = npl_sampler_create(&o->sp, npl_model_get_info(m)->n_vocab, &err);
-    stream = sampler ? npl_stream_create(m, o->stops, o->n_stops, o->max_tokens, &err) : NULL;
-    if (!sampler || !stream) {
-        rc = fail(exit_code_for(err.code), "%s", err.message);
-        goto out;
-    }
-    toks = calloc(o->max_tokens, sizeof *toks);
-    if (o->top_logprobs) {
-        top_ids = calloc((size_t)o->max_tokens * o->top_logprobs, sizeof *top_ids);
-        top_lp = calloc((size_t)o->max_tokens * o->top_logprobs, sizeof *top_lp);
-    }
-    if (!toks || (o->top_logprobs && (!top_ids || !top_lp))) {
-        rc = fail(EXIT_RUNTIME, "out of memory for %u generated tokens", o->max_tokens);
-        goto out;
-    }
-    if (grammar) {
-        vocab = npl_vocab_index_create(npl_model_tokenizer(m), &err);
-        matcher = vocab ? npl_grammar_matcher_create(grammar, vocab, &err) : NULL;
-        if (!matcher || npl_sampler_set_grammar(sampler, matcher, &err)) {
-            rc = fail(exit_code_for(err.code), "%s", err.message);
-            goto out;
-        }
-    }
-    for (size_t i = 0; i < prompt.n; i++)
-        npl_sampler_accept(sampler, prompt.ids[i]);
-
-    double t0 = now_ms();
-    if (npl_prefill(m, seq, prompt.ids, prompt.n, 0, NULL, &err)) {
-        rc = fail(EXIT_RUNTIME, "%s", err.message);
-        goto out;
-    }
-    double t1 = now_ms();
-
-    uint32_t n_vocab = npl_model_get_info(m)->n_vocab;
-    size_t n_toks = 0;
-    npl_finish_reason reason = NPL_FINISH_NONE;
-    while (reason == NPL_FINISH_NONE && n_toks < o->max_tokens) {
-        const float *logits = npl_seq_logits(seq);
-        gen_token *gt = &toks[n_toks];
-        gt->top_ids = top_ids + n_toks * o->top_logprobs;
-        gt->top_lp = top_lp + n_toks * o->top_logprobs;
-        if (o->top_logprobs)
-            gt->n_top = npl_top_logprobs(logits, n_vocab, o->top_logprobs, gt->top_ids, gt->top_lp);
-        gt->id = npl_sampler_sample(sampler, logits);
-        if (gt->id < 0) {
-            /* the grammar allows nothing more: complete without an end token */
-            if (matcher && npl_grammar_matcher_is_complete(matcher)) {
-                reason = NPL_FINISH_STOP;
-                break;
-            }
-            rc = fail(EXIT_RUNTIME, "the grammar allows no token of this vocabulary here");
-            goto out;
-        }
-        n_toks++;
-
-        size_t before = text.len;
-        reason = npl_stream_push(stream, gt->id, &text, &err);
-        if (err.code != NPL_OK) {
-            rc = fail(EXIT_RUNTIME, "%s", err.message);
-            goto out;
-        }
-        if (!o->json && !write_out(&text, before)) {
-            rc = fail(EXIT_RUNTIME, "cannot write the output: %s", strerror(errno));
-            goto out;
-        }
-        if (reason == NPL_FINISH_NONE && n_toks < o->max_tokens) {
-            if (npl_decode(m, &seq, &gt->id, 1, &err)) {
-                rc = fail(EXIT_RUNTIME, "%s", err.message);
-                goto out;
-            }
-        }
-    }
-    if (reason == NPL_FINISH_NONE)
-        reason = NPL_FINISH_LENGTH;
-    size_t before = text.len;
-    if (npl_stream_finish(stream, &text, &err)) {
-        rc = fail(EXIT_RUNTIME, "%s", err.message);
-        goto out;
-    }
-    double t2 = now_ms();
-
-    if (o->json) {
-        print_json_result(o, m, &prompt, toks, n_toks, &text, reason, t1 - t0, t2 - t1);
-        if (fflush(stdout) != 0)
-            rc = fail(EXIT_RUNTIME, "cannot write the output: %s", strerror(errno));
-    } else {
-        if (!write_out(&text, before)) {
-            rc = fail(EXIT_RUNTIME, "cannot write the output: %s", strerror(errno));
-            goto out;
-        }
-        if (isatty(STDOUT_FILENO))
-            putchar('\n');
-    }
-
-out:
-    npl_grammar_matcher_free(matcher);
-    npl_vocab_index_free(vocab);
-    npl_grammar_free(grammar);
-    npl_buf_free(&text);
-    free(toks);
-    free(top_ids);
-    free(top_lp);
-    npl_stream_free(stream);
-    npl_sampler_free(sampler);
-    npl_seq_free(seq);
-    npl_tokens_free(&prompt);
+    else if (!(rc = gen_setup(o, m, &g, &err)))
+        rc = gen_generate(o, m, &g, &err);
+    free(prompt_text);
+    gen_run_free(&g);
     return rc;
 }
 
