@@ -36,6 +36,9 @@ typedef enum npl_pretok_kind {
     NPL_PRETOK_TEKKEN = 4, /* Mistral's: camel case split, digits one by one */
     NPL_PRETOK_GPT4O = 5,  /* o200k: camel case split with contractions, digits by three */
     NPL_PRETOK_QWEN35 = 6, /* Qwen2's with combining marks part of words */
+    /* Gemma 4 (GGUF model "gemma4"): BPE over raw UTF-8 with spaces as
+     * U+2581, words split at newline runs only, <0xNN> byte fallback */
+    NPL_PRETOK_GEMMA4 = 7,
 } npl_pretok_kind;
 
 /* Upper bound on tokens and on merges (real vocabularies have < 1M);
