@@ -393,14 +393,7 @@ static npl_status gemma4_split(bpe_session *s, const char *text, size_t len, npl
     unsigned char *esc = malloc(3 * len + 1); /* U+2581 and U+FFFD: 3 bytes from 1 */
     if (!esc)
         return npl_error_set(err, NPL_ERR_NOMEM, "tokenizer: out of memory for %zu bytes", 3 * len);
-    const unsigned char *in = (const unsigned char *)text;
-    size_t n = 0;
-    for (size_t i = 0; i < len;) {
-        size_t used;
-        uint32_t cp = npl_utf8_decode_lenient(in + i, len - i, &used);
-        i += used;
-        n += npl_utf8_encode(cp == ' ' ? 0x2581 : cp, esc + n);
-    }
+    size_t n = npl_pretok_canonical(text, len, true, esc);
     npl_status st = NPL_OK;
     for (size_t i = 0; i < n && st == NPL_OK;) {
         size_t j = i + 1;

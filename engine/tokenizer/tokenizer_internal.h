@@ -174,6 +174,11 @@ npl_status npl_special_partition(const npl_tokenizer *tok, const char *text, siz
 /* Pre-tokenizer (tokenizer_pretok.c). */
 npl_status npl_pretok_compile(npl_tokenizer *tok, npl_error *err);
 
+/* text re-encoded as the reference decodes it (an invalid byte becomes
+ * U+FFFD) into out, which has room for 3 * len bytes; spaces as U+2581 when
+ * escape_spaces (Gemma 4). Returns the length. */
+size_t npl_pretok_canonical(const char *text, size_t len, bool escape_spaces, unsigned char *out);
+
 /* Called once per pre-token: bytes are the canonical UTF-8 of the word
  * (invalid input already replaced the way the reference does). */
 typedef npl_status (*npl_pretok_word_fn)(void *ctx, const unsigned char *word, size_t n,
