@@ -512,7 +512,7 @@ npl_cpu_weight_cache *npl_cpu_weights_prepare(const npl_gguf *g, const char *cac
 
 void npl_model_cpu_weights_prepare(npl_model *m, const char *cache_dir)
 {
-    size_t cap = (size_t)m->hp.n_layer * 7 + 1, n = 0;
+    size_t cap = (size_t)m->hp.n_layer * 9 + 2, n = 0;
     const npl_matrix **mats = malloc(cap * sizeof *mats);
     if (!mats) {
         memset(&m->weight_cache_stats, 0, sizeof m->weight_cache_stats);
@@ -521,11 +521,15 @@ void npl_model_cpu_weights_prepare(npl_model *m, const char *cache_dir)
     }
     for (uint32_t l = 0; l < m->hp.n_layer; l++) {
         const npl_layer *L = &m->layers[l];
-        const npl_matrix *list[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const npl_matrix *list[] = {&L->wq,     &L->wk,   &L->wv,       &L->wo,      &L->w_gate,
+                                    &L->w_up,   &L->w_down, &L->ple_gate, &L->ple_proj};
         for (size_t i = 0; i < sizeof list / sizeof list[0]; i++)
-            mats[n++] = list[i];
+            if (list[i]->data) /* not a layer's missing projection (gemma4's shared KV) */
+                mats[n++] = list[i];
     }
     mats[n++] = &m->output;
+    if (m->ple_model_proj.data) /* gemma4 */
+        mats[n++] = &m->ple_model_proj;
     /* Each matrix once (a tied output is the token embeddings). */
     size_t u = 0;
     for (size_t i = 0; i < n; i++) {

@@ -18,6 +18,7 @@
 #include "attn_sinks.h"
 #include "backend.h"
 #include "forward_dnet.h"
+#include "forward_ple.h"
 #include "forward_shortconv.h"
 #include "model_internal.h"
 #include "moe.h"
@@ -62,7 +63,10 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
     fw->rope_swa = m->rope_inv_freq_swa ? malloc(rows * hp->n_rot * sizeof(float)) : NULL;
     fw->attn_scratch_per_thread = npl_attention_scratch_floats(hp->n_head / hp->n_head_kv, hp->head_dim);
     fw->attn_scratch = malloc((size_t)n_threads * fw->attn_scratch_per_thread * sizeof(float));
-    if (npl_attention_tiled_available(m->simd, m->kv_format, hp->head_dim)) {
+    bool tiled = true; /* for every layer's head size */
+    for (uint32_t l = 0; l < hp->n_layer; l++)
+        tiled &= npl_attention_tiled_available(m->simd, m->kv_format, m->layers[l].head_dim);
+    if (tiled) {
         size_t block = attn_block_positions(hp);
         fw->attn_tiled_scratch_per_thread =
             (2 * block * sizeof(uint32_t) + npl_attention_tiled_scratch_bytes(block, hp->n_head / hp->n_head_kv,
@@ -89,7 +93,8 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
         if (!fw->qg || !fw->attn_gate)
             return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the attention gates");
     }
-    if (npl_dnet_ws_init(m, rows, err) || npl_shortconv_ws_init(m, rows, err) || npl_moe_ws_init(m, rows, err))
+    if (npl_dnet_ws_init(m, rows, err) || npl_shortconv_ws_init(m, rows, err) || npl_moe_ws_init(m, rows, err) ||
+        npl_ple_ws_init(m, rows, err))
         return err ? err->code : NPL_ERR_NOMEM;
     fw->row_seq = malloc(rows * sizeof *fw->row_seq);
     fw->row_pos = malloc(rows * sizeof *fw->row_pos);
@@ -104,6 +109,8 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
         max_cols = (int64_t)hp->ssm_d_state * hp->ssm_n_v;
     if (m->moe && (int64_t)m->moe->cfg.n_ff > max_cols) /* an expert's down projection */
         max_cols = m->moe->cfg.n_ff;
+    if ((int64_t)hp->n_embd_per_layer > max_cols) /* gemma4's per-layer projections */
+        max_cols = hp->n_embd_per_layer;
     m->mm_ws = npl_matmul_ws_create(n_threads, max_cols, rows);
     /* The weights are pages of the read-only mapped file: the kernels may
      * drop them once repacked, so the repacked copy does not double RSS. */
@@ -139,6 +146,7 @@ void npl_forward_ws_free(npl_forward_ws *fw)
     free(fw->logit_out);
     free(fw->qg);
     free(fw->attn_gate);
+    free(fw->ple);
     memset(fw, 0, sizeof *fw);
 }
 
@@ -154,6 +162,8 @@ typedef struct step_ctx {
     const float *delta_norm_w; /* add_norm_task: delta is RMS-normalised with these weights
                                 * before the add (gemma3 post-norms), or NULL */
     bool bidirectional;   /* attention_task: each row sees every row of the step */
+    size_t hd;            /* the layer's head size */
+    uint32_t kvl;         /* the layer whose cache it reads (its own unless it shares one) */
 } step_ctx;
 
 /* 1 / RMS(x). The sum of squares is taken in double so long rows lose
@@ -199,10 +209,16 @@ static void add_norm_task(void *ctx, size_t begin, size_t end, int thread)
     }
 }
 
-/* Per-head RMSNorm of Q and K (gemma3, qwen3). */
+/* Per-head RMSNorm of Q and K (gemma3, qwen3), and without weights
+ * (w NULL) of V (gemma4). */
 static void head_norm(float *h, const float *w, size_t n, float eps)
 {
     float scale = rms_scale(h, n, eps);
+    if (!w) {
+        for (size_t j = 0; j < n; j++)
+            h[j] *= scale;
+        return;
+    }
     for (size_t j = 0; j < n; j++)
         h[j] = (h[j] * scale) * w[j];
 }
@@ -230,26 +246,26 @@ static void rope_rotate_neox(float *h, const float *cs, uint32_t half)
 
 /* One Q or K head: the per-head norm when the layer has one, then RoPE
  * unless the layer has none (cs NULL). */
-static void norm_rope_head(const npl_model *m, float *h, const float *norm_w, const float *cs)
+static void norm_rope_head(const npl_model *m, const npl_layer *L, float *h, const float *norm_w, const float *cs)
 {
     if (norm_w)
-        head_norm(h, norm_w, m->hp.head_dim, m->hp.rms_eps);
+        head_norm(h, norm_w, L->head_dim, m->hp.rms_eps);
     if (!cs)
         return;
     if (m->rope_neox)
-        rope_rotate_neox(h, cs, m->hp.n_rot / 2);
+        rope_rotate_neox(h, cs, L->n_rot / 2);
     else
-        rope_rotate(h, cs, m->hp.n_rot / 2);
+        rope_rotate(h, cs, L->n_rot / 2);
 }
 
 /* One K or V row into the cache, in the model's format; halves through
  * the SIMD-level conversion the rest of the engine uses. */
-static void kv_store(const npl_model *m, const float *src, uint8_t *dst)
+static void kv_store(const npl_model *m, const float *src, uint8_t *dst, size_t hd)
 {
     if (m->kv_format == NPL_KV_F16)
-        npl_f32_to_f16_row(m->simd, src, (uint16_t *)(void *)dst, m->hp.head_dim);
+        npl_f32_to_f16_row(m->simd, src, (uint16_t *)(void *)dst, hd);
     else
-        npl_kv_store_row(m->kv_format, src, dst, m->hp.head_dim);
+        npl_kv_store_row(m->kv_format, src, dst, hd);
 }
 
 /* x += bias, when the layer has one (qwen2's Q, K and V). */
@@ -271,7 +287,7 @@ static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
     const npl_hparams *hp = &m->hp;
     const npl_layer *L = &m->layers[c->layer];
     npl_forward_ws *fw = &m->fw;
-    size_t hd = hp->head_dim, rb = m->kv_row_bytes;
+    size_t hd = c->hd, rb = m->kv_row_bytes;
     const float *table = L->local && fw->rope_swa ? fw->rope_swa : fw->rope;
     for (size_t i = begin; i < end; i++) {
         const float *cs = L->no_rope ? NULL : table + i * hp->n_rot;
@@ -282,7 +298,7 @@ static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
         add_bias(k, L->bk, kv_dim(hp));
         add_bias(v, L->bv, kv_dim(hp));
         for (uint32_t h = 0; h < hp->n_head; h++)
-            norm_rope_head(m, q + h * hd, L->attn_q_norm, cs);
+            norm_rope_head(m, L, q + h * hd, L->attn_q_norm, cs);
         npl_seq *s = fw->row_seq[i];
         uint32_t pos = fw->row_pos[i];
         if (m->attn_temp_scale != 0.0f && pos >= m->attn_temp_length) {
@@ -290,15 +306,21 @@ static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
             for (size_t j = 0; j < q_dim(hp); j++)
                 q[j] *= t;
         }
+        if (L->kv_shared) /* its keys and values are another layer's */
+            continue;
+        if (L->v_norm && !L->wv.data) /* gemma4 without attn_v: V is K's projection */
+            memcpy(v, k, kv_dim(hp) * sizeof *v);
         size_t row = npl_kv_row(s, c->layer, pos), mirror = npl_kv_mirror_row(s, c->layer, pos);
         for (uint32_t g = 0; g < hp->n_head_kv; g++) {
-            norm_rope_head(m, k + g * hd, L->attn_k_norm, cs);
+            norm_rope_head(m, L, k + g * hd, L->attn_k_norm, cs);
+            if (L->v_norm)
+                head_norm(v + g * hd, NULL, hd, hp->rms_eps);
             size_t head = npl_kv_head_offset(s, c->layer, g);
-            kv_store(m, k + g * hd, s->k_cache + head + row * rb);
-            kv_store(m, v + g * hd, s->v_cache + head + row * rb);
+            kv_store(m, k + g * hd, s->k_cache + head + row * rb, hd);
+            kv_store(m, v + g * hd, s->v_cache + head + row * rb, hd);
             if (mirror != SIZE_MAX) {
-                kv_store(m, k + g * hd, s->k_cache + head + mirror * rb);
-                kv_store(m, v + g * hd, s->v_cache + head + mirror * rb);
+                kv_store(m, k + g * hd, s->k_cache + head + mirror * rb, hd);
+                kv_store(m, v + g * hd, s->v_cache + head + mirror * rb, hd);
             }
         }
     }
@@ -324,7 +346,7 @@ static void attention_task(void *ctx, size_t begin, size_t end, int thread)
     npl_model *m = c->m;
     const npl_hparams *hp = &m->hp;
     npl_forward_ws *fw = &m->fw;
-    size_t hd = hp->head_dim;
+    size_t hd = c->hd;
     size_t group = hp->n_head / hp->n_head_kv;
     float *scratch = fw->attn_scratch + (size_t)thread * fw->attn_scratch_per_thread;
     for (size_t t = begin; t < end; t++) {
@@ -333,7 +355,7 @@ static void attention_task(void *ctx, size_t begin, size_t end, int thread)
         npl_seq *s = fw->row_seq[i];
         uint32_t first, last;
         attention_key_range(c, i, &first, &last);
-        size_t off = npl_kv_head_offset(s, c->layer, g) + npl_kv_row(s, c->layer, first) * m->kv_row_bytes;
+        size_t off = npl_kv_head_offset(s, c->kvl, g) + npl_kv_row(s, c->kvl, first) * m->kv_row_bytes;
         size_t q_off = i * q_dim(hp) + (size_t)g * group * hd;
         npl_attention_kv(m->simd, m->kv_format, fw->q + q_off, hd, group, s->k_cache + off, s->v_cache + off,
                          m->kv_row_bytes, (size_t)(last - first) + 1, hd, m->attn_scale, fw->attn + q_off, hd,
@@ -378,8 +400,8 @@ static attn_block_task attention_block_task(const step_ctx *c, size_t t, uint32_
         uint32_t l;
         attention_key_range(c, bt.i0 + i, lo ? &lo[i] : &l, &hi[i]);
     }
-    bt.head = npl_kv_head_offset(bt.s, c->layer, g);
-    bt.q_off = bt.i0 * q_dim(hp) + (size_t)g * group * hp->head_dim;
+    bt.head = npl_kv_head_offset(bt.s, c->kvl, g);
+    bt.q_off = bt.i0 * q_dim(hp) + (size_t)g * group * c->hd;
     return bt;
 }
 
@@ -391,7 +413,7 @@ static void attention_tiled_task(void *ctx, size_t begin, size_t end, int thread
     npl_model *m = c->m;
     const npl_hparams *hp = &m->hp;
     npl_forward_ws *fw = &m->fw;
-    size_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv, cap = attn_block_positions(hp);
+    size_t hd = c->hd, group = hp->n_head / hp->n_head_kv, cap = attn_block_positions(hp);
     uint8_t *scratch = fw->attn_tiled_scratch + (size_t)thread * fw->attn_tiled_scratch_per_thread;
     uint32_t *lo = (uint32_t *)(void *)scratch, *hi = lo + cap;
     for (size_t t = begin; t < end; t++) {
@@ -416,7 +438,7 @@ static void attention_rows_task(void *ctx, size_t begin, size_t end, int thread)
     npl_model *m = c->m;
     const npl_hparams *hp = &m->hp;
     npl_forward_ws *fw = &m->fw;
-    size_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv, cap = attn_block_positions(hp);
+    size_t hd = c->hd, group = hp->n_head / hp->n_head_kv, cap = attn_block_positions(hp);
     float *scratch = fw->attn_rows_scratch + (size_t)thread * fw->attn_rows_scratch_per_thread;
     uint32_t *hi = (uint32_t *)(void *)scratch;
     for (size_t t = begin; t < end; t++) {
@@ -469,20 +491,24 @@ static void gated_ffn_task(void *ctx, size_t begin, size_t end, int thread)
     (void)thread;
     step_ctx *c = ctx;
     npl_forward_ws *fw = &c->m->fw;
-    size_t f = c->m->hp.n_ff;
-    npl_act_gated_f32(c->m->simd, c->m->ffn_gelu ? NPL_ACT_GELU_TANH : NPL_ACT_SILU, fw->gate + begin * f,
-                      fw->up + begin * f, (end - begin) * f);
+    size_t f = c->m->hp.n_ff, lf = c->m->layers[c->layer].n_ff;
+    npl_act_kind act = c->m->ffn_gelu ? NPL_ACT_GELU_TANH : NPL_ACT_SILU;
+    if (lf == f) {
+        npl_act_gated_f32(c->m->simd, act, fw->gate + begin * f, fw->up + begin * f, (end - begin) * f);
+        return;
+    }
+    for (size_t i = begin; i < end; i++) /* a narrower layer (gemma4): rows stay n_ff apart */
+        npl_act_gated_f32(c->m->simd, act, fw->gate + i * f, fw->up + i * f, lf);
 }
 
 /* cos/sin per rotated pair for each row's position, times the model's
  * RoPE magnitude (phi3's LongRoPE attention factor; 1 elsewhere). Rows of
  * a sequence with a context beyond m->rope_long_ctx take inv_freq_long
  * when there is one (phi3's long factors). */
-static void fill_rope_tables(npl_model *m, size_t n, const double *inv_freq_all, const double *inv_freq_long,
-                             float *table)
+static void fill_rope_tables(npl_model *m, size_t n, uint32_t half, const double *inv_freq_all,
+                             const double *inv_freq_long, float *table)
 {
     const npl_hparams *hp = &m->hp;
-    uint32_t half = hp->n_rot / 2;
     double mscale = m->rope_mscale;
     for (size_t i = 0; i < n; i++) {
         float *cs = table + i * hp->n_rot;
@@ -520,11 +546,14 @@ static void attention_sublayer(npl_model *m, step_ctx *c, size_t n, bool bidirec
     npl_forward_ws *fw = &m->fw;
     npl_threadpool *pool = m->pool;
     {
-        /* one activation quantization and one parallel section */
+        /* one activation quantization and one parallel section; a layer
+         * sharing another's cache projects Q only, one without attn_v
+         * (gemma4) Q and K */
         const npl_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
         float *out[3] = {L->attn_gate ? fw->qg : fw->q, fw->k, fw->v};
         size_t stride[3] = {(L->attn_gate ? 2 : 1) * q_dim(hp), kv_dim(hp), kv_dim(hp)};
-        npl_matmul_multi(pool, m->mm_ws, 3, qkv, fw->xn, hp->n_embd, n, out, stride);
+        size_t n_mats = L->kv_shared ? 1 : L->wv.data ? 3 : 2;
+        npl_matmul_multi(pool, m->mm_ws, n_mats, qkv, fw->xn, hp->n_embd, n, out, stride);
     }
     if (L->attn_gate)
         npl_threadpool_run(pool, n, split_gate_task, c);
@@ -564,19 +593,22 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
         embed_tokens(m, tokens, n, fw->x);
     else
         memcpy(fw->x, embd, n * e * sizeof *fw->x);
-    fill_rope_tables(m, n, m->rope_inv_freq, m->rope_inv_freq_long, fw->rope);
+    fill_rope_tables(m, n, hp->n_rot / 2, m->rope_inv_freq, m->rope_inv_freq_long, fw->rope);
     if (fw->rope_swa)
-        fill_rope_tables(m, n, m->rope_inv_freq_swa, NULL, fw->rope_swa);
+        fill_rope_tables(m, n, hp->n_rot_swa / 2, m->rope_inv_freq_swa, NULL, fw->rope_swa);
+    npl_ple_inputs(m, tokens, n);
 
     step_ctx c = {.m = m, .n_rows = n, .bidirectional = bidirectional};
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const npl_layer *L = &m->layers[l];
         c.layer = l;
+        c.hd = L->head_dim;
+        c.kvl = L->kv_shared ? L->kv_src : l;
 
         /* The previous layer's FFN output is still in xn: fold it into
-         * the residual stream on the way. */
+         * the residual stream on the way (unless the layer's end did). */
         c.norm_w = L->attn_norm;
-        c.delta = l == 0 ? NULL : fw->xn;
+        c.delta = l == 0 || m->fold_layer_end ? NULL : fw->xn;
         c.delta_norm_w = l == 0 ? NULL : m->layers[l - 1].post_ffn_norm;
         c.first_row = 0;
         npl_threadpool_run(pool, n, add_norm_task, &c);
@@ -604,13 +636,15 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
         }
         npl_threadpool_run(pool, n, gated_ffn_task, &c);
         npl_matmul_contig(pool, ws, &L->w_down, fw->gate, hp->n_ff, n, fw->xn, e);
+        if (m->fold_layer_end)
+            npl_ple_layer_end(m, l, n);
     }
 
     if (first_logit_row >= n)
         return;
     size_t n_out = n - first_logit_row;
     c.norm_w = m->output_norm;
-    c.delta = fw->xn;
+    c.delta = m->fold_layer_end ? NULL : fw->xn;
     c.delta_norm_w = m->layers[hp->n_layer - 1].post_ffn_norm;
     c.first_row = first_logit_row;
     npl_threadpool_run(pool, n_out, add_norm_task, &c);
@@ -628,6 +662,10 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
         for (size_t j = 0; j < n_out; j++)
             for (size_t t = 0; t < hp->n_vocab; t++)
                 fw->logit_out[j][t] *= m->logit_scale;
+    if (m->logit_softcap != 0.0f) /* gemma4 */
+        for (size_t j = 0; j < n_out; j++)
+            for (size_t t = 0; t < hp->n_vocab; t++)
+                fw->logit_out[j][t] = m->logit_softcap * tanhf(fw->logit_out[j][t] / m->logit_softcap);
 }
 
 /* ---- public entry points -------------------------------------------- */

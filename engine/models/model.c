@@ -87,14 +87,14 @@ static npl_status load_architecture(npl_model *m, npl_error *err)
 /* Angle per position of each rotated pair: base^(-2i/n_rot), divided by
  * the file's frequency factors when it has them (rope_freqs of Llama 3.1+,
  * phi3's LongRoPE factors), times the linear scaling of the positions. */
-static double *rope_table(const npl_model *m, float base, float scale, const float *factors)
+static double *rope_table(const npl_model *m, uint32_t n_rot, float base, float scale, const float *factors)
 {
-    uint32_t half = m->hp.n_rot / 2;
+    uint32_t half = n_rot / 2;
     double *t = malloc(half * sizeof *t);
     if (!t)
         return NULL;
     for (uint32_t i = 0; i < half; i++) {
-        double f = pow((double)base, -2.0 * (double)i / (double)m->hp.n_rot);
+        double f = pow((double)base, -2.0 * (double)i / (double)n_rot);
         if (factors)
             f /= (double)factors[i];
         double mix = scale; /* YaRN: the pairs below yarn_lo keep their angle */
@@ -108,19 +108,22 @@ static double *rope_table(const npl_model *m, float base, float scale, const flo
     return t;
 }
 
-/* Local (sliding-window) layers have their own base and no scaling. */
+/* Local (sliding-window) layers have their own base and rotated
+ * dimensions, no scaling and no frequency factors (gemma4's are its
+ * global layers'). */
 static npl_status init_rope(npl_model *m, npl_error *err)
 {
-    m->rope_inv_freq = rope_table(m, m->hp.rope_base, m->hp.rope_scale, m->rope_freqs);
+    m->rope_inv_freq = rope_table(m, m->hp.n_rot, m->hp.rope_base, m->hp.rope_scale, m->rope_freqs);
     if (!m->rope_inv_freq)
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
     if (m->rope_factors_long) {
-        m->rope_inv_freq_long = rope_table(m, m->hp.rope_base, m->hp.rope_scale, m->rope_factors_long);
+        m->rope_inv_freq_long = rope_table(m, m->hp.n_rot, m->hp.rope_base, m->hp.rope_scale, m->rope_factors_long);
         if (!m->rope_inv_freq_long)
             return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
     }
-    if (m->hp.n_swa && m->hp.rope_base_swa > 0.0f) { /* 0: the local layers share the table (gpt-oss) */
-        m->rope_inv_freq_swa = rope_table(m, m->hp.rope_base_swa, 1.0f, m->rope_freqs);
+    /* rope_base_swa 0: the local layers share the global table (gpt-oss) */
+    if (m->hp.n_swa && m->hp.rope_base_swa > 0.0f) {
+        m->rope_inv_freq_swa = rope_table(m, m->hp.n_rot_swa, m->hp.rope_base_swa, 1.0f, NULL);
         if (!m->rope_inv_freq_swa)
             return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
     }

@@ -38,6 +38,17 @@ static const npl_arch_tensor gemma3_tensors[] = {
     {"post_ffw_norm.weight", NPL_SHAPE_EMBD, LAYER(post_ffn_norm), false},
 };
 
+/* Gemma 4: the norms every layer has; attention, FFN (per-layer width)
+ * and per-layer inputs are bound by its finish hook (model_gemma4.c). */
+static const npl_arch_tensor gemma4_tensors[] = {
+    ATTN_NORM,
+    {"post_attention_norm.weight", NPL_SHAPE_EMBD, LAYER(post_attn_norm), false},
+    {"ffn_norm.weight", NPL_SHAPE_EMBD, LAYER(ffn_norm), false},
+    {"post_ffw_norm.weight", NPL_SHAPE_EMBD, LAYER(post_ffn_norm), false},
+};
+/* The 26B-A4B's expert layers. */
+static const char *const refused_gemma4[] = {"ffn_gate_inp.weight"};
+
 /* Qwen 2 / 2.5: biases on the Q, K and V projections. */
 static const npl_arch_tensor qwen2_tensors[] = {
     ATTN_NORM, ATTN_QKV,
@@ -169,6 +180,13 @@ static const npl_arch arches[] = {
         .ffn = NPL_FFN_GELU,
         .embd_scale_sqrt = true,
         .finish = npl_gemma3_finish,
+    },
+    {
+        .name = "gemma4", .default_rope_base = 10000.0f,
+        .prepare = npl_gemma4_prepare, .read_extra = npl_gemma4_read_extra, .finish = npl_gemma4_finish,
+        .tensors = gemma4_tensors, .n_tensors = COUNT(gemma4_tensors),
+        .refused = refused_gemma4, .n_refused = COUNT(refused_gemma4),
+        .rope_freqs = true, .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_GELU, .embd_scale_sqrt = true,
     },
     {
         .name = "qwen2",
@@ -319,7 +337,7 @@ static npl_status read_common(const npl_arch *a, const npl_binder *b)
     if ((st = npl_bind_u32(b, "context_length", true, 0, 1, NPL_MAX_CTX, &hp->n_ctx_train)) ||
         (st = npl_bind_u32(b, "embedding_length", true, 0, 1, NPL_MAX_EMBD, &hp->n_embd)) ||
         (st = npl_bind_u32(b, "block_count", true, 0, 1, NPL_MAX_LAYERS, &hp->n_layer)) ||
-        (st = npl_bind_u32(b, "feed_forward_length", true, 0, 1, NPL_MAX_FF, &hp->n_ff)) ||
+        (!b->ff_per_layer && (st = npl_bind_u32(b, "feed_forward_length", true, 0, 1, NPL_MAX_FF, &hp->n_ff))) ||
         (st = npl_bind_u32(b, "attention.head_count", true, 0, 1, NPL_MAX_HEADS, &hp->n_head)) ||
         (st = b->kv_heads_per_layer ? npl_lfm2_kv_heads(b) :
                                       npl_bind_u32(b, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head,
@@ -352,6 +370,7 @@ static npl_status read_common(const npl_arch *a, const npl_binder *b)
         return npl_error_set(b->err, NPL_ERR_FORMAT,
                              "%s: %s.rope.dimension_count = %u must be even, positive and at most the head size %u",
                              b->path, b->arch, hp->n_rot, hp->head_dim);
+    hp->n_rot_swa = hp->n_rot;
     if (b->own_rope_base) /* the family's hook reads it */
         return NPL_OK;
     if ((st = npl_bind_f32(b, "rope.freq_base", false, a->default_rope_base, &hp->rope_base)))
@@ -378,7 +397,7 @@ static npl_status bind_rope_freqs(const npl_binder *b)
     if ((st = npl_bind_vector(b, "rope_freqs.weight", half, "rope dimension_count / 2", &m->rope_freqs)))
         return st;
     for (uint32_t i = 0; i < half; i++)
-        if (!(m->rope_freqs[i] > 0.0f && m->rope_freqs[i] < 1e9f))
+        if (!(m->rope_freqs[i] > 0.0f && m->rope_freqs[i] <= 1e30f)) /* 1e30: gemma4's unrotated pairs */
             return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: rope_freqs.weight[%u] = %g is not a positive factor",
                                  b->path, i, (double)m->rope_freqs[i]);
     return NPL_OK;
@@ -472,6 +491,8 @@ npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err)
     m->yarn = false;
     m->attn_temp_scale = 0.0f;
     m->npu_refusal = NULL;
+    m->fold_layer_end = false;
+    m->logit_softcap = 0.0f;
     m->rope_neox = a->rope == NPL_ROPE_NEOX;
     m->ffn_gelu = a->ffn == NPL_FFN_GELU;
     hp->rope_scale = 1.0f;
@@ -491,10 +512,16 @@ npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err)
     m->layers = calloc(hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for %u layers", hp->n_layer);
-    for (uint32_t l = 0; l < hp->n_layer; l++)
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        npl_layer *L = &m->layers[l];
+        L->head_dim = hp->head_dim;
+        L->n_rot = hp->n_rot;
+        L->n_ff = hp->n_ff;
+        L->out_scale = 1.0f;
         for (size_t i = 0; i < a->n_tensors; i++)
-            if ((st = bind_tensor(&b, &a->tensors[i], l, &m->layers[l])))
+            if ((st = bind_tensor(&b, &a->tensors[i], l, L)))
                 return st;
+    }
     if (a->embd_scale_sqrt)
         m->embd_scale = sqrtf((float)hp->n_embd);
     if (a->finish && (st = a->finish(&b)))

@@ -27,6 +27,11 @@ typedef struct npl_binder {
      * attention; n_head_kv is its nonzero value. */
     bool kv_heads_per_layer;
     const char *output_norm_name; /* NULL: "output_norm.weight" */
+    /* gemma4 (model_gemma4.c): feed_forward_length may be per layer (the
+     * prepare hook reads it); what read_extra leaves for finish. */
+    bool ff_per_layer;
+    const npl_gguf_value *ff_arr, *swa_arr;
+    uint32_t head_dim_full, head_dim_swa, n_kv_shared;
 } npl_binder;
 
 /* "<arch>.<key>" as an unsigned 32-bit integer in [lo, hi]; def when absent

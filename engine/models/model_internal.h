@@ -49,6 +49,8 @@ typedef struct npl_hparams {
     uint32_t ssm_d_state; /* key (and value) size of a head */
     uint32_t ssm_n_k;     /* key heads (group_count) */
     uint32_t ssm_n_v;     /* value heads (time_step_rank), a multiple of ssm_n_k */
+    uint32_t n_rot_swa;   /* rotated dimensions of the local layers (gemma4's own; n_rot elsewhere) */
+    uint32_t n_embd_per_layer; /* gemma4: size of each layer's own token input; 0 without */
 } npl_hparams;
 
 typedef struct npl_layer {
@@ -89,6 +91,16 @@ typedef struct npl_layer {
     /* A mixture-of-experts feed-forward (engine/models/moe.h) in place of
      * w_gate / w_up / w_down; NULL for a dense one. */
     const struct npl_moe_layer *moe;
+    /* Sizes of this layer; the hparams' head_dim, n_rot and n_ff are the
+     * largest (buffers, cache rows). gemma4's local and global layers differ. */
+    uint32_t head_dim, n_rot, n_ff;
+    /* gemma4 (engine/models/model_gemma4.c, forward_ple.c): */
+    bool kv_shared;    /* no K and V of its own: attends over layer kv_src's cache */
+    uint32_t kv_src;
+    bool v_norm;       /* V gets a weightless RMSNorm */
+    npl_matrix ple_gate, ple_proj; /* its per-layer input's gate [n_embd -> n_pl] and projection back */
+    const float *ple_post_norm;    /* n_embd */
+    float out_scale;               /* the layer's output times it (1 = none) */
 } npl_layer;
 
 /* How an encoder turns its rows into one vector per text (the file's
@@ -155,6 +167,9 @@ typedef struct npl_forward_ws {
     /* Layers with a gated Q (npl_layer.attn_gate): rows * 2 * q_dim of
      * the projection, rows * q_dim of the gates; NULL without them. */
     float *qg, *attn_gate;
+    /* gemma4 (forward_ple.c): the step's per-layer inputs [layer][row][n_pl],
+     * then rows * n_layer * n_pl of scratch; NULL without them. */
+    float *ple;
 } npl_forward_ws;
 
 struct npl_model {
@@ -204,7 +219,13 @@ struct npl_model {
     float logit_scale;    /* logits are multiplied by it (granite: 1 / granite.logit_scale) */
     float rope_mscale;    /* rotated dimensions of Q and K are multiplied by it (phi3: rope.scaling.attn_factor) */
     const char *npu_refusal; /* what of the architecture the NPU kernels lack (static text), NULL when none */
-    double *rope_inv_freq_swa; /* n_rot / 2, local layers; NULL without them */
+    double *rope_inv_freq_swa; /* n_rot_swa / 2, local layers; NULL without them */
+    /* gemma4: per-layer token inputs (forward_ple.c) and logit softcapping. */
+    npl_matrix ple_tok_embd;   /* [n_layer * n_pl] per token */
+    npl_matrix ple_model_proj; /* n_embd -> n_layer * n_pl */
+    const float *ple_proj_norm; /* n_pl */
+    bool fold_layer_end;       /* each layer's FFN output is added (and the layer finished) at its end */
+    float logit_softcap;       /* logits = cap * tanh(logits / cap) when not 0 */
 
     size_t state_floats;      /* a sequence's recurrent state (seq_state.h); 0 without recurrent layers */
     struct npl_dnet_ws *dnet; /* step buffers of the Gated DeltaNet layers (forward_dnet.c), or NULL */
@@ -287,6 +308,8 @@ size_t npl_seq_bytes(const npl_seq *s);
 /* engine/models/kv_cache.c: rows a layer keeps per KV head. */
 static inline uint32_t npl_kv_rows(const npl_seq *s, uint32_t layer)
 {
+    if (s->model->layers[layer].kv_shared)
+        return 0; /* reads another layer's rows */
     if (s->model->layers[layer].state_mat || s->model->layers[layer].state_conv)
         return 0; /* a recurrent layer keeps no positions */
     return s->kv_ring && s->model->layers[layer].local ? s->kv_ring_rows : s->n_ctx;

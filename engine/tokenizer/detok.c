@@ -78,14 +78,14 @@ size_t npl_token_to_bytes(const npl_tokenizer *tok, int32_t id, bool render_spec
         /* Literal text. SentencePiece vocabularies also have user-defined
          * runs of U+2581 (Gemma 3): those are spaces, as HF decodes them
          * (llama.cpp would print the U+2581 characters). */
-        if (tok->kind == NPL_TOKENIZER_SPM)
+        if (tok->kind == NPL_TOKENIZER_SPM || tok->pretok == NPL_PRETOK_GEMMA4)
             put_spm_text(&w, s);
         else
             put(&w, s.ptr, s.len);
     } else if (a & NPL_TATTR_NORMAL) {
-        if (tok->kind == NPL_TOKENIZER_BPE)
+        if (tok->kind == NPL_TOKENIZER_BPE && tok->pretok != NPL_PRETOK_GEMMA4)
             put_bpe_text(&w, tok, s);
-        else /* SentencePiece and WordPiece: U+2581 is a space */
+        else /* SentencePiece, WordPiece and Gemma 4's BPE: U+2581 is a space */
             put_spm_text(&w, s);
     } else if (a & NPL_TATTR_BYTE) {
         int v = byte_token_value(s);

@@ -1,7 +1,14 @@
 /* Byte-level BPE (GGUF model "gpt2": Llama 3, Qwen2). Each pre-token's
  * bytes are mapped to the GPT-2 printable alphabet, then the adjacent pair
  * with the lowest merge rank is merged first (ties: leftmost) until no
- * ranked pair is left. */
+ * ranked pair is left.
+ *
+ * Gemma 4's BPE (GGUF model "gemma4", NPL_PRETOK_GEMMA4) works on the raw
+ * UTF-8 instead, as SentencePiece-converted vocabularies do: spaces become
+ * U+2581, the text is split at runs of newlines only (a run that is a
+ * vocabulary entry is that token), symbols start as single characters,
+ * and a result that is no entry falls back to its bytes' <0xNN> tokens. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -206,6 +213,14 @@ npl_status npl_bpe_build(npl_tokenizer *tok, const npl_tokenizer_spec *spec, npl
         if (st != NPL_OK)
             return st;
     }
+    if (tok->pretok == NPL_PRETOK_GEMMA4) { /* no split pattern; bytes fall back to <0xNN> */
+        for (int b = 0; b < 256; b++) {
+            char hex[7];
+            snprintf(hex, sizeof hex, "<0x%02X>", b);
+            tok->byte_token[b] = npl_tok_lookup(tok, hex, 6);
+        }
+        return NPL_OK;
+    }
     return npl_pretok_compile(tok, err);
 }
 
@@ -260,10 +275,12 @@ static npl_status emit(bpe_session *s, int32_t i, npl_error *err)
     if (sym->id[i] >= 0)
         return npl_tokens_push(s->out, sym->id[i], err);
     /* Not a vocabulary entry: the reference looks each byte of the mapped
-     * text up on its own and drops those that are not entries either. */
+     * text up on its own (gemma4: its <0xNN> token) and drops those that
+     * are not entries either. */
     const unsigned char *p = s->mapped + sym->start[i];
+    bool raw = s->tok->pretok == NPL_PRETOK_GEMMA4;
     for (uint32_t k = 0; k < sym->len[i]; k++) {
-        int32_t id = npl_tok_lookup(s->tok, p + k, 1);
+        int32_t id = raw ? s->tok->byte_token[p[k]] : npl_tok_lookup(s->tok, p + k, 1);
         if (id >= 0) {
             npl_status st = npl_tokens_push(s->out, id, err);
             if (st != NPL_OK)
@@ -271,6 +288,28 @@ static npl_status emit(bpe_session *s, int32_t i, npl_error *err)
         }
     }
     return NPL_OK;
+}
+
+/* Symbols of one character each over s->mapped[0..n) (gemma4): a lead
+ * byte's length by its high bits, as the reference reads it, cut at the
+ * end of the word. */
+static void raw_symbols(bpe_session *s, size_t n)
+{
+    static const uint8_t len_of_high[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    npl_symbols *sym = &s->sym;
+    size_t k = 0;
+    for (size_t off = 0; off < n; k++) {
+        size_t len = len_of_high[s->mapped[off] >> 4];
+        if (len > n - off)
+            len = n - off;
+        sym->start[k] = (uint32_t)off;
+        sym->len[k] = (uint32_t)len;
+        sym->prev[k] = (int32_t)k - 1;
+        sym->id[k] = npl_tok_lookup(s->tok, s->mapped + off, len);
+        off += len;
+        sym->next[k] = off < n ? (int32_t)k + 1 : -1;
+    }
+    sym->n = k;
 }
 
 static npl_status bpe_word(void *ctx, const unsigned char *word, size_t n, npl_error *err)
@@ -295,17 +334,26 @@ static npl_status bpe_word(void *ctx, const unsigned char *word, size_t n, npl_e
 
     npl_symbols *sym = &s->sym;
     size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char b = word[i];
-        sym->start[i] = (uint32_t)w;
-        sym->len[i] = tok->byte_utf8_len[b];
-        sym->prev[i] = (int32_t)i - 1;
-        sym->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
-        sym->id[i] = tok->byte_token[b];
-        memcpy(s->mapped + w, tok->byte_utf8[b], tok->byte_utf8_len[b]);
-        w += tok->byte_utf8_len[b];
+    if (tok->pretok == NPL_PRETOK_GEMMA4) {
+        memcpy(s->mapped, word, n);
+        w = n;
+        /* a run of newlines that is an entry is that token */
+        if (word[0] == '\n' && n == strspn((const char *)word, "\n") && npl_tok_lookup(tok, word, n) >= 0)
+            return npl_tokens_push(s->out, npl_tok_lookup(tok, word, n), err);
+        raw_symbols(s, n);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            unsigned char b = word[i];
+            sym->start[i] = (uint32_t)w;
+            sym->len[i] = tok->byte_utf8_len[b];
+            sym->prev[i] = (int32_t)i - 1;
+            sym->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+            sym->id[i] = tok->byte_token[b];
+            memcpy(s->mapped + w, tok->byte_utf8[b], tok->byte_utf8_len[b]);
+            w += tok->byte_utf8_len[b];
+        }
+        sym->n = n;
     }
-    sym->n = n;
 
     if (tok->ignore_merges) {
         int32_t id = npl_tok_lookup(tok, s->mapped, w);
@@ -314,7 +362,7 @@ static npl_status bpe_word(void *ctx, const unsigned char *word, size_t n, npl_e
     }
 
     s->heap.n = 0;
-    for (size_t i = 1; i < n; i++)
+    for (size_t i = 1; i < sym->n; i++)
         if ((st = add_pair(s, (int32_t)i - 1, (int32_t)i, err)) != NPL_OK)
             return st;
 
@@ -335,11 +383,35 @@ static npl_status bpe_word(void *ctx, const unsigned char *word, size_t n, npl_e
     return NPL_OK;
 }
 
+/* gemma4: spaces escaped to U+2581 and the text re-encoded as the
+ * reference decodes it (an invalid byte is U+FFFD), then words that are
+ * runs of newlines or of anything else. */
+static npl_status gemma4_split(bpe_session *s, const char *text, size_t len, npl_error *err)
+{
+    if (len > (SIZE_MAX - 1) / 3)
+        return npl_error_set(err, NPL_ERR_INVALID_ARG, "tokenizer: text too long (%zu bytes)", len);
+    unsigned char *esc = malloc(3 * len + 1); /* U+2581 and U+FFFD: 3 bytes from 1 */
+    if (!esc)
+        return npl_error_set(err, NPL_ERR_NOMEM, "tokenizer: out of memory for %zu bytes", 3 * len);
+    size_t n = npl_pretok_canonical(text, len, true, esc);
+    npl_status st = NPL_OK;
+    for (size_t i = 0; i < n && st == NPL_OK;) {
+        size_t j = i + 1;
+        while (j < n && (esc[j] == '\n') == (esc[i] == '\n'))
+            j++;
+        st = bpe_word(s, esc + i, j - i, err);
+        i = j;
+    }
+    free(esc);
+    return st;
+}
+
 npl_status npl_bpe_tokenize(const npl_tokenizer *tok, const char *text, size_t len,
                             npl_tokens *out, npl_error *err)
 {
     bpe_session s = {.tok = tok, .out = out};
-    npl_status st = npl_pretok_split(tok, text, len, bpe_word, &s, err);
+    npl_status st = tok->pretok == NPL_PRETOK_GEMMA4 ? gemma4_split(&s, text, len, err)
+                                                     : npl_pretok_split(tok, text, len, bpe_word, &s, err);
     free(s.mapped);
     npl_symbols_free(&s.sym);
     npl_merge_heap_free(&s.heap);

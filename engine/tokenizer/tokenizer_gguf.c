@@ -92,8 +92,11 @@ npl_tokenizer *npl_tokenizer_from_gguf(const npl_gguf *g, npl_error *err)
         spec.kind = NPL_TOKENIZER_SPM;
     } else if (npl_str_eq(model, "bert")) {
         spec.kind = NPL_TOKENIZER_WPM;
+    } else if (npl_str_eq(model, "gemma4")) {
+        spec.kind = NPL_TOKENIZER_BPE; /* its own split whatever tokenizer.ggml.pre says, as the reference */
     } else {
-        npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s: tokenizer model '%.*s' is not supported (only gpt2, llama, bert)",
+        npl_error_set(err, NPL_ERR_UNSUPPORTED,
+                      "%s: tokenizer model '%.*s' is not supported (only gpt2, llama, bert, gemma4)",
                       npl_gguf_path(g), (int)(model.len > 64 ? 64 : model.len), model.ptr);
         return NULL;
     }
@@ -156,7 +159,13 @@ npl_tokenizer *npl_tokenizer_from_gguf(const npl_gguf *g, npl_error *err)
     }
 
     npl_str pre_s;
-    if (npl_gguf_get_str(g, "tokenizer.ggml.pre", &pre_s)) {
+    if (npl_str_eq(model, "gemma4")) {
+        pre_s = (npl_str){"gemma4", 6};
+        pre = npl_str_dup(pre_s);
+        if (!pre)
+            goto nomem;
+        spec.pre = pre;
+    } else if (npl_gguf_get_str(g, "tokenizer.ggml.pre", &pre_s)) {
         pre = npl_str_dup(pre_s);
         if (!pre)
             goto nomem;

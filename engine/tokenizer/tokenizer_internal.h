@@ -36,6 +36,9 @@ typedef enum npl_pretok_kind {
     NPL_PRETOK_TEKKEN = 4, /* Mistral's: camel case split, digits one by one */
     NPL_PRETOK_GPT4O = 5,  /* o200k: camel case split with contractions, digits by three */
     NPL_PRETOK_QWEN35 = 6, /* Qwen2's with combining marks part of words */
+    /* Gemma 4 (GGUF model "gemma4"): BPE over raw UTF-8 with spaces as
+     * U+2581, words split at newline runs only, <0xNN> byte fallback */
+    NPL_PRETOK_GEMMA4 = 7,
 } npl_pretok_kind;
 
 /* Upper bound on tokens and on merges (real vocabularies have < 1M);
@@ -170,6 +173,11 @@ npl_status npl_special_partition(const npl_tokenizer *tok, const char *text, siz
 
 /* Pre-tokenizer (tokenizer_pretok.c). */
 npl_status npl_pretok_compile(npl_tokenizer *tok, npl_error *err);
+
+/* text re-encoded as the reference decodes it (an invalid byte becomes
+ * U+FFFD) into out, which has room for 3 * len bytes; spaces as U+2581 when
+ * escape_spaces (Gemma 4). Returns the length. */
+size_t npl_pretok_canonical(const char *text, size_t len, bool escape_spaces, unsigned char *out);
 
 /* Called once per pre-token: bytes are the canonical UTF-8 of the word
  * (invalid input already replaced the way the reference does). */

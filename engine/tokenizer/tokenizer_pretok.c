@@ -179,6 +179,19 @@ static int match_at(const npl_tokenizer *tok, split_state *st, const unsigned ch
     return rc;
 }
 
+size_t npl_pretok_canonical(const char *text, size_t len, bool escape_spaces, unsigned char *out)
+{
+    const unsigned char *in = (const unsigned char *)text;
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        size_t used;
+        uint32_t cp = npl_utf8_decode_lenient(in + i, len - i, &used);
+        i += used;
+        n += npl_utf8_encode(escape_spaces && cp == ' ' ? 0x2581 : cp, out + n);
+    }
+    return n;
+}
+
 npl_status npl_pretok_split(const npl_tokenizer *tok, const char *text, size_t len,
                             npl_pretok_word_fn fn, void *ctx, npl_error *err)
 {
@@ -197,19 +210,16 @@ npl_status npl_pretok_split(const npl_tokenizer *tok, const char *text, size_t l
         goto out;
     }
 
-    const unsigned char *in = (const unsigned char *)text;
-    size_t n = 0;
-    for (size_t i = 0; i < len;) {
-        size_t used;
-        uint32_t cp = npl_utf8_decode_lenient(in + i, len - i, &used);
-        i += used;
-        size_t k = npl_utf8_encode(cp, canon + n);
+    size_t n = npl_pretok_canonical(text, len, false, canon);
+    for (size_t i = 0; i < n;) { /* canon is valid UTF-8: each code point as it was encoded */
+        size_t k;
+        uint32_t cp = npl_utf8_decode_lenient(canon + i, n - i, &k);
         uint32_t stand_in = pcre2_stand_in(cp);
         if (stand_in == cp)
-            memcpy(subject + n, canon + n, k);
+            memcpy(subject + i, canon + i, k);
         else
-            (void)npl_utf8_encode(stand_in, subject + n);
-        n += k;
+            (void)npl_utf8_encode(stand_in, subject + i);
+        i += k;
     }
 
     st.md = pcre2_match_data_create_from_pattern(tok->pretok_re, NULL);

@@ -300,6 +300,8 @@ static const pre_name pre_names[] = {
     {"gpt-4o", NPL_PRETOK_GPT4O, false, false},
     {"llama4", NPL_PRETOK_GPT4O, false, false},
     {"minimax-m2", NPL_PRETOK_GPT4O, false, false},
+    /* set by the model "gemma4", which always adds BOS */
+    {"gemma4", NPL_PRETOK_GEMMA4, false, true},
 };
 
 static const pre_name *find_pre_name(const char *name)
@@ -402,6 +404,8 @@ npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *er
         snprintf(tok->pre_name, sizeof tok->pre_name, "%s", spec->pre ? spec->pre : "default");
     }
     tok->add_bos = spec->add_bos >= 0 ? spec->add_bos != 0 : default_add_bos;
+    if (tok->pretok == NPL_PRETOK_GEMMA4) /* the reference overrides a false add_bos_token */
+        tok->add_bos = true;
     tok->add_eos = spec->add_eos >= 0 ? spec->add_eos != 0 : false;
     tok->add_space_prefix = spec->add_space_prefix >= 0 ? spec->add_space_prefix != 0 : spm;
 

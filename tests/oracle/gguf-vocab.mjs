@@ -128,6 +128,11 @@ export function int32ArrayRecord (key, items) {
   return Buffer.concat([keyBytes(key), u32(T.ARRAY), u32(T.INT32), u64(items.length), data])
 }
 
+export function stringRecord (key, value) {
+  const v = Buffer.from(value, 'utf8')
+  return Buffer.concat([keyBytes(key), u32(T.STRING), u64(v.length), v])
+}
+
 export function boolRecord (key, value) {
   return Buffer.concat([keyBytes(key), u32(T.BOOL), Buffer.from([value ? 1 : 0])])
 }
@@ -194,7 +199,8 @@ export class Vocab {
     this.types = get('tokenizer.ggml.token_type', this.tokens.map(() => TOKEN_TYPE.NORMAL))
     this.bos = get('tokenizer.ggml.bos_token_id', null)
     // llama.cpp's default when the key is absent depends on the model type
-    this.addBos = get('tokenizer.ggml.add_bos_token', this.model === 'llama' || this.model === 'gpt2')
+    // llama.cpp adds BOS for Gemma 4's tokenizer model whatever the key says
+    this.addBos = this.model === 'gemma4' || get('tokenizer.ggml.add_bos_token', this.model === 'llama' || this.model === 'gpt2')
     this.eogIds = new Set(['eos', 'eot', 'eom'].map((k) => get(`tokenizer.ggml.${k}_token_id`, null)).filter((v) => v !== null))
     this.arch = get('general.architecture', Buffer.from('')).toString()
   }

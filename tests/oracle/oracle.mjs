@@ -24,7 +24,7 @@ import path from 'node:path'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 
-import { readGGUFMetadata, writeDerivedGGUF, stringArrayRecord, int32ArrayRecord, boolRecord, Vocab, TOKEN_TYPE } from './gguf-vocab.mjs'
+import { readGGUFMetadata, writeDerivedGGUF, stringArrayRecord, int32ArrayRecord, boolRecord, stringRecord, Vocab, TOKEN_TYPE } from './gguf-vocab.mjs'
 
 const HERE = path.dirname(fileURLToPath(import.meta.url))
 const COMMANDS = ['tokenize', 'complete', 'info', 'complete-image', 'embed', 'rerank']
@@ -228,6 +228,13 @@ function writeMarkerModel (model, dst, meta, vocab, keep = new Map()) {
     ['tokenizer.ggml.token_type', int32ArrayRecord('tokenizer.ggml.token_type', new Array(n).fill(TOKEN_TYPE.CONTROL))],
     ['tokenizer.ggml.add_bos_token', boolRecord('tokenizer.ggml.add_bos_token', false)],
   ])
+  // Gemma 4's tokenizer model makes llama.cpp add BOS whatever
+  // add_bos_token says: the copy is a plain BPE vocabulary (no text reaches
+  // its merges, every token being a control marker).
+  if (vocab.model === 'gemma4') {
+    records.set('tokenizer.ggml.model', stringRecord('tokenizer.ggml.model', 'gpt2'))
+    records.set('tokenizer.ggml.pre', stringRecord('tokenizer.ggml.pre', 'default'))
+  }
   // llama.cpp stops generating at any end-of-generation id and then does
   // not say which one it sampled: keep a single one.
   if (meta.kv.has('tokenizer.ggml.eos_token_id')) {
