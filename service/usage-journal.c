@@ -22,7 +22,7 @@ void npd_usage_journal_record(const NpdRequest *r, const NpdEvent *ev)
     /* every value is the daemon's own or checked (app ids and model names
      * have no newlines or '%'); no text of the request goes in */
     int rc = sd_journal_send("MESSAGE=%s by uid %u (%s) on %s with %s: %u prompt + %u generated tokens, %s",
-                             method, r->client->uid, app_id, r->daemon->device, r->model, s->prompt_tokens,
+                             method, r->client->uid, app_id, r->daemon->device->device, r->model, s->prompt_tokens,
                              s->generated_tokens, reason,
                              "MESSAGE_ID=" USAGE_MESSAGE_ID, "PRIORITY=6",
                              "NPULLM_UID=%u", r->client->uid,
@@ -30,7 +30,7 @@ void npd_usage_journal_record(const NpdRequest *r, const NpdEvent *ev)
                              "NPULLM_APP_SOURCE=%s", app != NULL ? app->source : "unknown",
                              "NPULLM_METHOD=%s", method,
                              "NPULLM_MODEL=%s", r->model,
-                             "NPULLM_DEVICE=%s", r->daemon->device,
+                             "NPULLM_DEVICE=%s", r->daemon->device->device,
                              "NPULLM_REASON=%s", reason,
                              "NPULLM_PROMPT_TOKENS=%u", s->prompt_tokens,
                              "NPULLM_CACHED_TOKENS=%u", s->cached_tokens,
