@@ -232,7 +232,6 @@ static int run(NpdMain *m)
     npd_model_catalog_free(d->catalog);
     g_main_loop_unref(m->loop);
     g_object_unref(d->bus);
-    g_dbus_node_info_unref(d->introspection);
     return m->exit_status;
 }
 
@@ -262,6 +261,7 @@ int main(int argc, char **argv)
         return 2;
     }
     int status = run(&m);
+    g_clear_pointer(&m.d.introspection, g_dbus_node_info_unref); /* also when run() stopped early */
     npd_device_plan_free(m.d.device);
     npd_config_clear(&cfg);
     return status;
