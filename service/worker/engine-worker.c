@@ -4,7 +4,7 @@
  * (who waits in which order), models.c, job.c and steps.c. */
 #include "worker-private.h"
 
-static Command *command_new(CommandKind kind)
+Command *npd_worker_command_new(CommandKind kind)
 {
     Command *cmd = g_new0(Command, 1);
     cmd->kind = kind;
@@ -293,16 +293,11 @@ NpdWorker *npd_worker_new(const NpdWorkerConfig *cfg, GMainContext *main_context
     return w;
 }
 
-void npd_worker_send_command(NpdWorker *w, Command *cmd)
-{
-    g_async_queue_push(w->commands, cmd);
-}
-
 void npd_worker_free(NpdWorker *w)
 {
     if (w == NULL)
         return;
-    Command *cmd = command_new(CMD_QUIT);
+    Command *cmd = npd_worker_command_new(CMD_QUIT);
     g_async_queue_push(w->commands, cmd);
     g_thread_join(w->thread);
     while ((cmd = g_async_queue_try_pop(w->commands)) != NULL)
@@ -319,7 +314,7 @@ void npd_worker_free(NpdWorker *w)
 
 void npd_worker_submit(NpdWorker *w, NpdJob *job)
 {
-    Command *cmd = command_new(CMD_SUBMIT);
+    Command *cmd = npd_worker_command_new(CMD_SUBMIT);
     cmd->job = job;
     cmd->t_submit = g_get_monotonic_time();
     g_async_queue_push(w->commands, cmd);
@@ -327,14 +322,14 @@ void npd_worker_submit(NpdWorker *w, NpdJob *job)
 
 void npd_worker_cancel(NpdWorker *w, guint64 job_id)
 {
-    Command *cmd = command_new(CMD_CANCEL);
+    Command *cmd = npd_worker_command_new(CMD_CANCEL);
     cmd->job_id = job_id;
     g_async_queue_push(w->commands, cmd);
 }
 
 void npd_worker_load(NpdWorker *w, const char *name, const char *path, const char *projector, gpointer tag)
 {
-    Command *cmd = command_new(CMD_LOAD);
+    Command *cmd = npd_worker_command_new(CMD_LOAD);
     cmd->name = g_strdup(name);
     cmd->path = g_strdup(path);
     cmd->projector = g_strdup(projector);
@@ -344,7 +339,7 @@ void npd_worker_load(NpdWorker *w, const char *name, const char *path, const cha
 
 void npd_worker_unload(NpdWorker *w, const char *name, gpointer tag)
 {
-    Command *cmd = command_new(CMD_UNLOAD);
+    Command *cmd = npd_worker_command_new(CMD_UNLOAD);
     cmd->name = g_strdup(name);
     cmd->tag = tag;
     g_async_queue_push(w->commands, cmd);
@@ -352,14 +347,14 @@ void npd_worker_unload(NpdWorker *w, const char *name, gpointer tag)
 
 void npd_worker_set_idle_timeout(NpdWorker *w, guint seconds)
 {
-    Command *cmd = command_new(CMD_SET_IDLE);
+    Command *cmd = npd_worker_command_new(CMD_SET_IDLE);
     cmd->seconds = seconds;
     g_async_queue_push(w->commands, cmd);
 }
 
 void npd_worker_forget_cache(NpdWorker *w, guint32 uid, gpointer tag)
 {
-    Command *cmd = command_new(CMD_FORGET_CACHE);
+    Command *cmd = npd_worker_command_new(CMD_FORGET_CACHE);
     cmd->uid = uid;
     cmd->tag = tag;
     g_async_queue_push(w->commands, cmd);

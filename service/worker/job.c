@@ -203,8 +203,7 @@ void npd_worker_render_prompt(gpointer data, gpointer user_data)
         g_free(msgs);
         g_free(counts);
     }
-    Command *cmd = g_new0(Command, 1);
-    cmd->kind = CMD_RENDERED;
+    Command *cmd = npd_worker_command_new(CMD_RENDERED);
     cmd->rendered = t;
     g_async_queue_push(w->commands, cmd);
 }

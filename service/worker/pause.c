@@ -68,25 +68,22 @@ gboolean npd_worker_may_start(NpdWorker *w, const NpdJob *job)
 
 void npd_worker_set_power(NpdWorker *w, guint threads, gboolean background_paused)
 {
-    Command *cmd = g_new0(Command, 1);
-    cmd->kind = CMD_POWER;
+    Command *cmd = npd_worker_command_new(CMD_POWER);
     cmd->threads = threads;
     cmd->background_paused = background_paused;
-    npd_worker_send_command(w, cmd);
+    g_async_queue_push(w->commands, cmd);
 }
 
 void npd_worker_suspend(NpdWorker *w, gboolean unload, gpointer tag)
 {
-    Command *cmd = g_new0(Command, 1);
-    cmd->kind = CMD_SUSPEND;
+    Command *cmd = npd_worker_command_new(CMD_SUSPEND);
     cmd->unload = unload;
     cmd->tag = tag;
-    npd_worker_send_command(w, cmd);
+    g_async_queue_push(w->commands, cmd);
 }
 
 void npd_worker_resume(NpdWorker *w)
 {
-    Command *cmd = g_new0(Command, 1);
-    cmd->kind = CMD_RESUME;
-    npd_worker_send_command(w, cmd);
+    Command *cmd = npd_worker_command_new(CMD_RESUME);
+    g_async_queue_push(w->commands, cmd);
 }

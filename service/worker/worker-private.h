@@ -161,7 +161,8 @@ struct NpdWorker {
 };
 
 /* ---- commands (engine-worker.c) ---- */
-void npd_worker_send_command(NpdWorker *w, Command *cmd);
+/* A zeroed command of that kind, for w->commands. */
+Command *npd_worker_command_new(CommandKind kind);
 
 /* ---- the power policy and sleep (pause.c) ---- */
 /* CMD_POWER, CMD_SUSPEND, CMD_RESUME; between scheduling steps. */
