@@ -123,6 +123,14 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
         if (!read_option_file("--format", format, &opts->format, error))
             return FALSE;
     }
+    /* the service checks the upper bounds; a negative count would reach it
+     * as a huge unsigned one and be named so */
+    if (opts->dimensions < 0 || opts->top_n < 0) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s %d: expected a whole number of 1 or more",
+                    opts->dimensions < 0 ? "--dimensions" : "--top-n",
+                    opts->dimensions < 0 ? opts->dimensions : opts->top_n);
+        return FALSE;
+    }
     if (opts->address != NULL && opts->session_bus) {
         g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                             "--address and --session exclude each other");
@@ -187,11 +195,11 @@ NpullmOptions *npc_options_to_npullm(const NpcOptions *opts)
         g_object_set(o, "tool-choice", opts->tool_choice, NULL);
     if (opts->parallel_tool_calls >= 0)
         g_object_set(o, "parallel-tool-calls", (gboolean)opts->parallel_tool_calls, NULL);
-    if (opts->dimensions != 0) /* a negative one is sent as a huge one: the service names it */
+    if (opts->dimensions != 0) /* the service names one out of range */
         g_object_set(o, "dimensions", (guint)opts->dimensions, NULL);
     if (opts->no_truncate)
         g_object_set(o, "truncate", FALSE, NULL);
-    if (opts->top_n != 0) /* as dimensions: the service names a bad one */
+    if (opts->top_n != 0) /* as dimensions */
         g_object_set(o, "top-n", (guint)opts->top_n, NULL);
     return o;
 }

@@ -116,6 +116,13 @@ class RerankTest(tb.ServiceTestCase):
         out = self.run_client("rerank", "--query", QUERY, "--model", "minilm", "x")
         self.assertEqual(out.returncode, 1, out.stderr)
         self.assertIn(b"not a reranker", out.stderr)
+        for flag in ("--top-n", "--dimensions"):
+            out = self.run_client("rerank", flag, "-1", "--query", QUERY, "x")
+            self.assertEqual(out.returncode, 2, out.stderr)
+            self.assertIn(flag.encode() + b" -1: expected a whole number of 1 or more", out.stderr)
+        out = self.run_client("rerank", "--top-n", "5000", "--query", QUERY, "x")
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertIn(b"out of range", out.stderr)
 
 
 if __name__ == "__main__":
