@@ -5,7 +5,9 @@
 #include <stddef.h>
 #include <string.h>
 
-#define MOE "mixture-of-experts layers (ffn_gate_inp and the expert tensors) are not implemented"
+/* the MoE feed-forward exists (moe.c); what these families add to it does not */
+#define MOE "mixture-of-experts layers with shared experts (ffn_*_shexp) are not implemented"
+#define MOE_LAYOUT "mixture-of-experts layers: this family's layout is not wired to the engine's MoE feed-forward"
 #define MAMBA2 "Mamba 2 state-space layers are not implemented"
 
 static const struct {
@@ -14,20 +16,17 @@ static const struct {
 } refusals[] = {
     {"qwen35moe", "Qwen 3.5 / 3.6 MoE: " MOE " (its DeltaNet and attention layers are qwen35's)"},
     {"qwen3next", "Qwen3-Next: " MOE " (its DeltaNet layers are qwen35's)"},
-    {"qwen3moe", "Qwen 3 MoE: " MOE},
     {"qwen2moe", "Qwen 2 MoE: " MOE},
-    {"lfm2moe", "LFM2 MoE: " MOE " (its convolution layers are lfm2's)"},
-    {"granitemoe", "Granite MoE: " MOE},
+    {"lfm2moe", "LFM2 MoE: " MOE_LAYOUT " (its convolution layers are lfm2's)"},
+    {"granitemoe", "Granite MoE: " MOE_LAYOUT},
     {"granitehybrid", "Granite 4.0-H: " MAMBA2 " (and, in the MoE sizes, " MOE ")"},
     {"nemotron_h", "Nemotron-H: " MAMBA2},
     {"mamba2", MAMBA2},
     {"mamba", "Mamba state-space layers are not implemented"},
-    {"phimoe", "Phi-3.5-MoE: " MOE},
-    {"olmoe", "OLMoE: " MOE},
+    {"phimoe", "Phi-3.5-MoE: " MOE_LAYOUT},
+    {"olmoe", "OLMoE: " MOE_LAYOUT},
     {"llama4", "Llama 4: " MOE " (and chunked attention)"},
     {"deepseek2", "DeepSeek V2 / V3: multi-head latent attention and " MOE},
-    {"gpt-oss", "gpt-oss: " MOE " (MXFP4 experts, attention sinks, alternating sliding windows)"},
-    {"gemma4", "Gemma 4: its layer layout (per-layer embeddings, shared KV layers) is not implemented"},
     {"gemma3n", "Gemma 3n: per-layer embeddings, AltUp and LAuReL blocks are not implemented"},
     {"gemma2", "Gemma 2: attention and final logit soft-capping are not implemented"},
 };
