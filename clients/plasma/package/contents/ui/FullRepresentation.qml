@@ -33,6 +33,13 @@ ColumnLayout {
         font: Kirigami.Theme.smallFont
         elide: Text.ElideRight
     }
+    PlasmaComponents3.Label {
+        id: inUseLabel
+        Layout.fillWidth: true
+        text: root.inUseLine
+        visible: text !== ""
+        wrapMode: Text.Wrap
+    }
 
     RowLayout {
         Layout.fillWidth: true
@@ -171,6 +178,7 @@ ColumnLayout {
             client.writeTestState({
                 indicator: root.indicator,
                 deviceLine: deviceHeading.text,
+                inUseLine: inUseLabel.text,
                 models: root.usable.map(m => m.label),
                 pickerText: picker.displayText,
                 picker: rect(picker),
