@@ -180,10 +180,9 @@ const Indicator = GObject.registerClass({
         const loaded = c.loaded_models || [];
         this._panelLabel.text = Logic.indicatorText(c.device, loaded, this._apps);
         const model = loaded.length ? _('model loaded: %s').format(loaded.join(', ')) : _('no model loaded');
-        const lines = [`${Logic.deviceLabel(c.device)} — ${model}`, c.device_status || ''];
+        // who else uses it before the (long) device status
         const users = Logic.inUseLine(this._apps);
-        if (users)
-            lines.push(users);
+        const lines = [`${Logic.deviceLabel(c.device)} — ${model}`, ...(users ? [users] : []), c.device_status || ''];
         this._deviceItem.label.text = lines.join('\n');
         this._modelMenu.label.text = _('Model: %s').format(this._model || c.default_model || _('none'));
     }

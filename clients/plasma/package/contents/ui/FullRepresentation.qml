@@ -1,5 +1,6 @@
-// The popup: device line, model picker, the conversation, status, the
-// prompt entry and the buttons.
+// The popup: device line, the applications using the service, device
+// status, model picker, the conversation, status, the prompt entry and the
+// buttons.
 import QtQuick 2.15
 import QtQuick.Layouts 1.15
 import QtQuick.Controls 2.15 as QQC2
@@ -25,6 +26,14 @@ ColumnLayout {
         text: root.deviceLine
         elide: Text.ElideRight
     }
+    // who else uses the service, before the (long) device status
+    PlasmaComponents3.Label {
+        id: inUseLabel
+        Layout.fillWidth: true
+        text: root.inUseLine
+        visible: text !== ""
+        wrapMode: Text.Wrap
+    }
     PlasmaComponents3.Label {
         Layout.fillWidth: true
         text: client.deviceStatus
@@ -32,13 +41,6 @@ ColumnLayout {
         opacity: 0.7
         font: Kirigami.Theme.smallFont
         elide: Text.ElideRight
-    }
-    PlasmaComponents3.Label {
-        id: inUseLabel
-        Layout.fillWidth: true
-        text: root.inUseLine
-        visible: text !== ""
-        wrapMode: Text.Wrap
     }
 
     RowLayout {
