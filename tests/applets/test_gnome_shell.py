@@ -4,7 +4,8 @@ against the real npullmd on a private system bus (the project's bus policy,
 polkit mock) with the small test model: the indicator shows the device,
 the shortcut opens the popup, the model picker offers the usable models, a
 typed prompt streams an answer, a follow-up continues it, Copy copies it,
-Stop stops one, a screenshot question goes to the vision model, the
+another application's request shows its name in the indicator and the
+popup, Stop stops one, a screenshot question goes to the vision model, the
 preferences window opens, an error is said in words with the question kept,
 a PNG of the open popup is saved and is not blank, and disable() leaves
 nothing behind.
@@ -25,6 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "service"))
 import npullm_testbus as tb  # noqa: E402
 from gnome_shell_session import GnomeShell  # noqa: E402
 from applet_models import model_dir  # noqa: E402
+from desktop_app import APP_NAME, DesktopApp, use_desktop_files  # noqa: E402
 
 import gi  # noqa: E402
 
@@ -45,6 +47,7 @@ class GnomeShellExtensionTest(tb.ServiceTestCase):
 
     @classmethod
     def setUpClass(cls):
+        use_desktop_files()
         super().setUpClass()
         try:
             cls.shell = GnomeShell(os.path.join(cls.workdir, "shell"), cls.bus.address,
@@ -155,6 +158,21 @@ class GnomeShellExtensionTest(tb.ServiceTestCase):
         # the popup keeps its width and wraps the answer
         self.assertLess(self.eval("%s.menu.actor.width" % IND), 560)
         self.shell.screenshot(os.path.join(os.environ["NPULLM_APPLET_ARTIFACTS"], "gnome-shell-extension.png"))
+
+    def test_3a_other_application_in_indicator(self):
+        # the Shell's own requests are not named: nothing shown so far
+        self.assertNotIn("In use", self.eval("%s._panelLabel.text" % IND))
+        with DesktopApp(self.workdir, self.bus.env) as app:
+            self.assertEqual([a["display_name"] for a in app.applications], [APP_NAME])
+            self.shell.wait_eval("%s._panelLabel.text.replace(/^CPU [●○] /, '')" % IND,
+                                 want=js("· In use by " + APP_NAME))
+            self.open_popup()
+            self.shell.wait_eval("%s._deviceItem.label.text.split('\\n')[1]" % IND,
+                                 want=js("In use by: %s (1 running)" % APP_NAME))
+            self.shell.screenshot(os.path.join(os.environ["NPULLM_APPLET_ARTIFACTS"], "gnome-shell-in-use.png"))
+        # its request went with it: nothing shown again
+        self.shell.wait_eval("/^CPU [●○]$/.test(%s._panelLabel.text) && %s._deviceItem.label.text.split('\\n').length"
+                             % (IND, IND), want="2")
 
     def test_4_stop(self):
         # Stop is clicked as soon as the first token is on screen

@@ -5,10 +5,13 @@ bus policy, polkit mock) with the small test models, driven by xdotool as a
 person would: the indicator shows the device, the model picker offers the
 usable models, a typed prompt streams an answer, a follow-up continues it,
 Copy copies it, a request waiting behind another shows its queue position
-and Stop stops it, npullmd stopping and coming back is followed, "Ask about a screenshot" with a text-only
+(and the other client's application, named by its executable) and Stop
+stops it, npullmd stopping and coming back is followed, "Ask about a screenshot" with a text-only
 model is refused in words and answered by the vision model, a PNG of the
 open widget is saved and is not blank, and closing the viewer leaves the
-service idle.
+service idle. In a panel: a click opens the popup, a question is answered,
+and another application's request shows its name ("Text Editor", from its
+desktop file) in the indicator and the popup.
 
 Environment (tests/applets/meson.build): NPULLMD, NPULLM_CLIENT,
 NPULLM_TEST_MODEL, NPULLM_TEST_VISION_MODEL, NPULLM_TEST_MMPROJ,
@@ -25,12 +28,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "service"))
 import npullm_testbus as tb  # noqa: E402
 from applet_models import model_dir  # noqa: E402
+from desktop_app import APP_NAME, DesktopApp, use_desktop_files  # noqa: E402
 from plasma_session import PlasmoidViewer  # noqa: E402
 
 import gi  # noqa: E402
 
 gi.require_version("GdkPixbuf", "2.0")
-from gi.repository import GdkPixbuf, GLib  # noqa: E402
+from gi.repository import GdkPixbuf, Gio, GLib  # noqa: E402
 
 SCREENSHOT = "plasma-widget.png"
 
@@ -63,6 +67,7 @@ class ViewerTestCase(tb.ServiceTestCase):
 
     @classmethod
     def setUpClass(cls):
+        use_desktop_files()
         super().setUpClass()
         try:
             cls.viewer = PlasmoidViewer(os.path.join(cls.workdir, "plasma"), cls.bus.address,
@@ -157,6 +162,15 @@ class PlasmaWidgetTest(ViewerTestCase):
             self.ask("Are you there?", wait=False, before_return=lambda: self.hold_the_slot(c, "tiny", blocker))
             s = v.wait_state(lambda s: s["status"] == "Waiting: 1 request ahead", what="the queue position")
             self.assertTrue(s["busy"])
+            # the other client is this test: its executable, named as its
+            # desktop file says where there is one (Debian's python3.11.desktop
+            # says "Python (v3.11)"); the widget's own request is not named
+            exe = os.path.basename(os.path.realpath(sys.executable))
+            info = Gio.DesktopAppInfo.new(exe + ".desktop")
+            name = info.get_display_name() if info else exe
+            s = v.wait_state(lambda s: s["inUseLine"] == "In use by: %s (1 running)" % name,
+                             what="the other application in the popup")
+            self.assertEqual(s["indicator"], "CPU ● · In use by " + name)
             v.click(s["stop"])
             s = v.wait_state(lambda s: not s["busy"], what="the request stopped")
             # the slot was held all along
@@ -253,12 +267,19 @@ class PlasmaPanelTest(ViewerTestCase):
         self.assertNotEqual(s["turns"][1]["content"], "")
         self.assertEqual(s["status"], "")
         s = v.wait_state(lambda s: s["indicator"] == "CPU ●", what="the loaded model in the indicator")
-        # the popup is a window of its own, drawn by Mesa's software
-        # renderer on Xvfb: give it a moment to show the last frame
-        time.sleep(1)
-        path = os.path.join(os.environ["NPULLM_APPLET_ARTIFACTS"], "plasma-panel.png")
-        v.screenshot(path)
+        # another application's request: its name in the panel and the popup
+        with DesktopApp(self.workdir, self.bus.env):
+            s = v.wait_state(lambda s: s["indicator"] == "CPU ● · In use by " + APP_NAME and
+                             s["inUseLine"] == "In use by: %s (1 running)" % APP_NAME,
+                             what="the application in the indicator")
+            # the popup is a window of its own, drawn by Mesa's software
+            # renderer on Xvfb: give it a moment to show the last frame
+            time.sleep(1)
+            path = os.path.join(os.environ["NPULLM_APPLET_ARTIFACTS"], "plasma-panel.png")
+            v.screenshot(path)
         assert_not_blank(self, path, s["popup"])
+        # its request went with it
+        s = v.wait_state(lambda s: s["indicator"] == "CPU ●" and s["inUseLine"] == "", what="nobody else")
         # a second click on the indicator closes the popup
         v.click(s["compact"])
         v.wait_state(lambda s: not s["expanded"], what="the popup closed")

@@ -1,13 +1,15 @@
 // The Plasma widget's logic that needs no shell: the request path (against
-// the protocol's own definition), the per-frame token coalescer, and the
-// widget's logic.js (device text, model filtering, errors in words, status
-// lines, the conversation window) run in a QJSEngine with i18n stand-ins.
+// the protocol's own definition), the per-frame token coalescer, when
+// ListApplications is asked, and the widget's logic.js (device text, model
+// filtering, errors in words, status lines, the conversation window, the
+// applications in use) run in a QJSEngine with i18n stand-ins.
 // argv[1]: the plasmoid package folder.
 #include <QFile>
 #include <QJSEngine>
 #include <QSignalSpy>
 #include <QTest>
 
+#include "applications-watch.h"
 #include "request-path.h"
 #include "token-coalescer.h"
 
@@ -49,7 +51,9 @@ private Q_SLOTS:
         js.evaluate(QStringLiteral(
             "function i18n(text) { var a = arguments;"
             "  return text.replace(/%(\\d)/g, function (m, n) { return String(a[Number(n)]); }); }"
-            "function i18np(one, many, n) { return i18n(n === 1 ? one : many, n); }"));
+            "function i18np(one, many, n) {"
+            "  var a = Array.prototype.slice.call(arguments, 2);"
+            "  return i18n.apply(null, [n === 1 ? one : many].concat(a)); }"));
         QFile f(g_packageDir + QStringLiteral("/contents/ui/logic.js"));
         QVERIFY2(f.open(QIODevice::ReadOnly), qPrintable(f.fileName()));
         const QJSValue r = js.evaluate(QString::fromUtf8(f.readAll()), f.fileName());
@@ -132,6 +136,74 @@ private Q_SLOTS:
         // no screen here: one frame at 60 Hz
         const int ms = Npullm::TokenCoalescer::frameIntervalMs();
         QVERIFY(ms >= 2 && ms <= 50);
+    }
+
+    void applicationsWatchAsksOnChangesOnly()
+    {
+        Npullm::ApplicationsWatch w;
+        QSignalSpy asked(&w, &Npullm::ApplicationsWatch::fetchWanted);
+        QSignalSpy changed(&w, &Npullm::ApplicationsWatch::applicationsChanged);
+        const QVariantList editor{QVariantMap{{QStringLiteral("app_id"), QStringLiteral("org.example.TextEditor")}}};
+        const QVariantList two = editor + QVariantList{QVariantMap{{QStringLiteral("app_id"), QStringLiteral("x")}}};
+        w.countsChanged(0, 0);
+        QCOMPARE(asked.count(), 0); // idle: nothing asked, nothing shown
+        QCOMPARE(changed.count(), 0);
+        w.countsChanged(1, 0);
+        QCOMPARE(asked.count(), 1);
+        w.countsChanged(1, 1); // while asking: once more after the answer
+        w.countsChanged(1, 2);
+        QCOMPARE(asked.count(), 1);
+        w.answered(editor);
+        QCOMPARE(w.applications(), editor);
+        QCOMPARE(asked.count(), 2);
+        w.answered(two);
+        QCOMPARE(w.applications(), two);
+        QCOMPARE(asked.count(), 2);
+        QCOMPARE(changed.count(), 2);
+        w.answered(editor); // nobody asked for this one
+        QCOMPARE(w.applications(), two);
+        w.countsChanged(0, 0); // idle clears at once, without a call
+        QCOMPARE(w.applications(), QVariantList());
+        QCOMPARE(asked.count(), 2);
+        w.countsChanged(0, 1);
+        w.countsChanged(0, 0);
+        w.answered(editor); // came back after idle: dropped
+        QCOMPARE(w.applications(), QVariantList());
+        QCOMPARE(asked.count(), 3);
+        w.countsChanged(1, 0);
+        w.answered(editor);
+        w.countsChanged(2, 0);
+        w.failed(); // an npullmd without ListApplications: nothing shown
+        QCOMPARE(w.applications(), QVariantList());
+        QCOMPARE(asked.count(), 5);
+        QCOMPARE(changed.count(), 5);
+    }
+
+    void applicationsInWords()
+    {
+        const char *apps = R"([
+            {"app_id": "org.example.TextEditor", "display_name": "Text Editor", "running": 1, "queued": 1},
+            {"app_id": "plasmashell", "running": 1, "queued": 0},
+            {"app_id": "notes-cli", "running": 0, "queued": 2},
+            {"app_id": "", "source": "unknown", "running": 1, "queued": 0}])";
+        const QJSValue all = parse(apps);
+        QCOMPARE(call("inUseText", {parse("[]")}).toString(), QString());
+        QCOMPARE(call("inUseText", {parse(R"([{"app_id": "plasmoidviewer", "running": 1}])")}).toString(), QString());
+        QCOMPARE(call("inUseText", {parse(R"([{"app_id": "plasmashell"}, {"app_id": "a", "display_name": "Text Editor"}])")})
+                     .toString(),
+                 QStringLiteral("In use by Text Editor"));
+        QCOMPARE(call("inUseText", {parse(R"([{"app_id": "notes-cli"}])")}).toString(), QStringLiteral("In use by notes-cli"));
+        QCOMPARE(call("inUseText", {parse(R"([{"app_id": "a", "display_name": "A"}, {"app_id": "b"}])")}).toString(),
+                 QStringLiteral("In use by A and b"));
+        QCOMPARE(call("inUseText", {all}).toString(), QStringLiteral("In use by Text Editor and 2 others"));
+        QCOMPARE(call("inUseText", {parse(R"([{"app_id": "a"}, {"app_id": "b"}, {"app_id": "c"}])")}).toString(),
+                 QStringLiteral("In use by a and 2 others"));
+        QCOMPARE(call("inUseLine", {all}).toString(),
+                 QStringLiteral("In use by: Text Editor (1 running, 1 waiting), notes-cli (2 waiting), "
+                                "an unknown program (1 running)"));
+        QCOMPARE(call("inUseLine", {parse("[]")}).toString(), QString());
+        QCOMPARE(call("indicatorText", {QStringLiteral("cpu"), parse("['tiny']"), all}).toString(),
+                 QStringLiteral("CPU ● · In use by Text Editor and 2 others"));
     }
 
     void deviceText()

@@ -1,8 +1,9 @@
 // npullm Assistant for GNOME Shell 43: a panel indicator (device, model
-// loaded) and a popup that asks npullmd through libnpullm-1. Every D-Bus
-// call is asynchronous (the compositor thread never waits), tokens are
-// coalesced into one redraw per frame, and disable() cancels what is in
-// flight and drops every signal connection.
+// loaded, the other applications using the service) and a popup that asks
+// npullmd through libnpullm-1. Every D-Bus call is asynchronous (the
+// compositor thread never waits), tokens are coalesced into one redraw per
+// frame, and disable() cancels what is in flight and drops every signal
+// connection.
 /* exported init */
 
 const {Gio, GLib, GObject, Meta, Shell, St} = imports.gi;
@@ -56,6 +57,11 @@ const Indicator = GObject.registerClass({
         this._turns = []; // [{role, content}] shown and sent as context
         this._model = settings.get_string('default-model');
         this._models = [];
+        this._apps = []; // ListApplications' answer (the Shell's own left out when shown)
+        this._appsWatch = new Logic.ApplicationsWatch(done => this._listApplications(done), apps => {
+            this._apps = apps;
+            this._syncDevice();
+        });
         this._coalescer = new Logic.TokenCoalescer(
             fn => Meta.later_add(Meta.LaterType.BEFORE_REDRAW, fn),
             id => Meta.later_remove(id),
@@ -162,17 +168,45 @@ const Indicator = GObject.registerClass({
         }
         for (const prop of ['device', 'device-status', 'loaded-models', 'default-model'])
             this._clientSignals.push(this._client.connect(`notify::${prop}`, () => this._syncDevice()));
+        for (const prop of ['active-requests', 'queued-requests'])
+            this._clientSignals.push(this._client.connect(`notify::${prop}`, () => this._syncApplications()));
         this._syncDevice();
+        this._syncApplications();
         this._syncButtons();
     }
 
     _syncDevice() {
         const c = this._client;
         const loaded = c.loaded_models || [];
-        this._panelLabel.text = Logic.indicatorText(c.device, loaded);
+        this._panelLabel.text = Logic.indicatorText(c.device, loaded, this._apps);
         const model = loaded.length ? _('model loaded: %s').format(loaded.join(', ')) : _('no model loaded');
-        this._deviceItem.label.text = `${Logic.deviceLabel(c.device)} — ${model}\n${c.device_status || ''}`;
+        // who else uses it before the (long) device status
+        const users = Logic.inUseLine(this._apps);
+        const lines = [`${Logic.deviceLabel(c.device)} — ${model}`, ...(users ? [users] : []), c.device_status || ''];
+        this._deviceItem.label.text = lines.join('\n');
         this._modelMenu.label.text = _('Model: %s').format(this._model || c.default_model || _('none'));
+    }
+
+    _syncApplications() {
+        this._appsWatch.countsChanged(this._client.active_requests, this._client.queued_requests);
+    }
+
+    // ListApplications (libnpullm-1 has no call for it): done(apps), or
+    // done(null) when it failed, e.g. an npullmd without the method. No
+    // interactive authorization: nobody asked for this.
+    _listApplications(done) {
+        this._client.get_connection().call('org.npullm', '/org/npullm', 'org.npullm.Manager', 'ListApplications',
+            null, new GLib.VariantType('(aa{sv})'), Gio.DBusCallFlags.NONE, -1, this._cancellable, (conn, res) => {
+                let apps;
+                try {
+                    apps = conn.call_finish(res).recursiveUnpack()[0];
+                } catch (e) {
+                    if (e.matches(Gio.IOErrorEnum, Gio.IOErrorEnum.CANCELLED))
+                        return; // disabled: nothing to show any more
+                    apps = null;
+                }
+                done(apps);
+            });
     }
 
     _refreshModels() {
@@ -418,6 +452,6 @@ class Extension {
 
 function init() {
     ExtensionUtils.initTranslations();
-    Logic.setGettext(_);
+    Logic.setGettext(_, ExtensionUtils.ngettext);
     return new Extension();
 }

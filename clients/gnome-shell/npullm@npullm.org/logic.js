@@ -1,14 +1,20 @@
 // What the npullm extension decides without the Shell: indicator text,
 // which models to offer, error messages in words, the per-frame token
-// coalescer and the conversation window. No St/Clutter/Main imports here,
+// coalescer, the conversation window, and which applications use the
+// service (when to ask, what to say). No St/Clutter/Main imports here,
 // so tests/applets/test_logic.js runs it under plain gjs.
 /* exported setGettext, deviceLabel, indicatorText, usableModels, errorText,
-   progressText, finishText, TokenCoalescer, trimHistory, MODEL_HINT */
+   progressText, finishText, TokenCoalescer, trimHistory, MODEL_HINT,
+   SHELL_APP_IDS, appNames, inUseText, inUseLine, ApplicationsWatch */
 
-// gettext is injected by the caller (the extension's domain; identity in tests)
+// gettext and ngettext are injected by the caller (the extension's domain;
+// identity in tests)
 let _ = s => s;
-var setGettext = fn => {
+let ngettext = (one, many, n) => n === 1 ? one : many;
+var setGettext = (fn, nfn) => {
     _ = fn;
+    if (nfn)
+        ngettext = nfn;
 };
 
 // '%s'/'%d' placeholders in order (String.prototype.format is the Shell's,
@@ -34,10 +40,12 @@ function deviceLabel(device) {
     return device.toUpperCase();
 }
 
-// Panel text: the device, and a filled dot while a model is in memory.
-function indicatorText(device, loadedModels) {
+// Panel text: the device, a filled dot while a model is in memory, and the
+// other applications using the service (ListApplications' entries).
+function indicatorText(device, loadedModels, apps = []) {
     const loaded = loadedModels && loadedModels.length > 0;
-    return `${deviceLabel(device)} ${loaded ? '●' : '○'}`;
+    const inUse = inUseText(apps);
+    return `${deviceLabel(device)} ${loaded ? '●' : '○'}${inUse ? ` · ${inUse}` : ''}`;
 }
 
 // ListModels entries (plain objects: name, supported, vision, ...) -> the
@@ -161,3 +169,98 @@ function trimHistory(messages, exchanges) {
     }
     return system.concat(rest.slice(start));
 }
+
+// The ids npullmd gives the Shell itself (its executable, or its app id):
+// the popup's own requests are not "another application".
+var SHELL_APP_IDS = ['gnome-shell', 'org.gnome.Shell'];
+
+// ListApplications entries ({app_id, display_name?, running, queued}) ->
+// [{name, running, queued}] without the Shell's own, in the service's
+// order. The name is the desktop file's, else the app id.
+function appNames(apps, selfIds = SHELL_APP_IDS) {
+    return (apps || []).filter(a => !selfIds.includes(a.app_id || ''))
+        .map(a => ({
+            name: a.display_name || a.app_id || _('an unknown program'),
+            running: a.running || 0,
+            queued: a.queued || 0,
+        }));
+}
+
+// The panel's words: '' (nobody else), "In use by Text Editor", "In use by
+// Text Editor and Notes", "In use by Text Editor and 2 others".
+function inUseText(apps) {
+    const names = appNames(apps).map(a => a.name);
+    if (names.length === 0)
+        return '';
+    if (names.length === 1)
+        return fmt(_('In use by %s'), names[0]);
+    if (names.length === 2)
+        return fmt(_('In use by %s and %s'), names[0], names[1]);
+    const others = names.length - 1;
+    return fmt(ngettext('In use by %s and %d other', 'In use by %s and %d others', others), names[0], others);
+}
+
+// The popup's line: every application with its counts, "In use by: Text
+// Editor (1 running), Notes (2 waiting)"; '' when nobody else.
+function inUseLine(apps) {
+    const parts = appNames(apps).map(a => {
+        const counts = [];
+        if (a.running)
+            counts.push(fmt(_('%d running'), a.running));
+        if (a.queued)
+            counts.push(fmt(_('%d waiting'), a.queued));
+        return counts.length ? `${a.name} (${counts.join(', ')})` : a.name;
+    });
+    return parts.length ? fmt(_('In use by: %s'), parts.join(', ')) : '';
+}
+
+// Asks ListApplications when the request counts change, never otherwise
+// (no polling): `fetch(done)` makes the call and calls done(apps), or
+// done(null) when it failed (an older npullmd without the method, polkit
+// said no: nothing is shown, as before); `update(apps)` shows them. At most
+// one call is in flight; counts that change meanwhile ask once more after
+// it. Idle (both counts 0) clears at once, without a call, and an answer
+// that arrives after that is dropped.
+var ApplicationsWatch = class ApplicationsWatch {
+    constructor(fetch, update) {
+        this._fetch = fetch;
+        this._update = update;
+        this._inFlight = false;
+        this._again = false;
+        this._idle = true;
+        this._shown = false;
+    }
+
+    countsChanged(active, queued) {
+        this._idle = !active && !queued;
+        if (this._idle) {
+            this._again = false;
+            this._show([]);
+        } else if (this._inFlight) {
+            this._again = true;
+        } else {
+            this._ask();
+        }
+    }
+
+    _ask() {
+        this._inFlight = true;
+        this._again = false;
+        this._fetch(apps => {
+            this._inFlight = false;
+            if (this._idle)
+                return;
+            this._show(apps || []);
+            if (this._again)
+                this._ask();
+        });
+    }
+
+    _show(apps) {
+        // nothing to nothing is no change
+        if (apps.length === 0 && !this._shown)
+            return;
+        this._shown = apps.length > 0;
+        this._update(apps);
+    }
+};

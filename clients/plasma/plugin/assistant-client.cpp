@@ -54,6 +54,19 @@ QVariant plain(const QVariant &v)
     }
     return u;
 }
+
+// aa{sv} entries (ListModels, ListApplications) with plain values, for QML
+QVariantList plainList(const MessageList &entries)
+{
+    QVariantList out;
+    for (const QVariantMap &m : entries) {
+        QVariantMap entry;
+        for (auto it = m.begin(); it != m.end(); ++it)
+            entry.insert(it.key(), plain(it.value()));
+        out.append(entry);
+    }
+    return out;
+}
 } // namespace
 
 AssistantClient::AssistantClient(QObject *parent)
@@ -63,6 +76,8 @@ AssistantClient::AssistantClient(QObject *parent)
 {
     qDBusRegisterMetaType<MessageList>();
     connect(&m_coalescer, &TokenCoalescer::flushed, this, &AssistantClient::tokens);
+    connect(&m_appsWatch, &ApplicationsWatch::fetchWanted, this, &AssistantClient::listApplications);
+    connect(&m_appsWatch, &ApplicationsWatch::applicationsChanged, this, &AssistantClient::applicationsChanged);
     if (!m_bus.isConnected())
         return;
     m_watcher = new QDBusServiceWatcher(kService, m_bus, QDBusServiceWatcher::WatchForOwnerChange, this);
@@ -134,6 +149,7 @@ void AssistantClient::setOwner(const QString &owner)
         m_modelsError.clear();
         Q_EMIT modelsChanged();
     }
+    syncApplications();
     Q_EMIT managerChanged();
 }
 
@@ -150,6 +166,7 @@ void AssistantClient::fetchManagerProperties()
         const QVariantMap all = reply.value();
         for (auto it = all.begin(); it != all.end(); ++it)
             m_props.insert(it.key(), plain(it.value()));
+        syncApplications();
         Q_EMIT managerChanged();
     });
 }
@@ -166,7 +183,35 @@ void AssistantClient::onManagerPropertiesChanged(const QString &iface, const QVa
     // a model loaded or unloaded: the list's "loaded" flags changed too
     if (changed.contains(QStringLiteral("LoadedModels")))
         refreshModels();
+    if (changed.contains(QStringLiteral("ActiveRequests")) || changed.contains(QStringLiteral("QueuedRequests")))
+        syncApplications();
     Q_EMIT managerChanged();
+}
+
+void AssistantClient::syncApplications()
+{
+    m_appsWatch.countsChanged(m_props.value(QStringLiteral("ActiveRequests")).toUInt(),
+                              m_props.value(QStringLiteral("QueuedRequests")).toUInt());
+}
+
+// No interactive authorization: nobody asked for this.
+void AssistantClient::listApplications()
+{
+    if (m_owner.isEmpty()) {
+        m_appsWatch.failed();
+        return;
+    }
+    QDBusMessage msg =
+        QDBusMessage::createMethodCall(m_owner, kManagerPath, kManagerIface, QStringLiteral("ListApplications"));
+    auto *w = new QDBusPendingCallWatcher(m_bus.asyncCall(msg), this);
+    connect(w, &QDBusPendingCallWatcher::finished, this, [this](QDBusPendingCallWatcher *w) {
+        w->deleteLater();
+        QDBusPendingReply<MessageList> reply = *w;
+        if (reply.isError())
+            m_appsWatch.failed();
+        else
+            m_appsWatch.answered(plainList(reply.value()));
+    });
 }
 
 void AssistantClient::onModelsChanged()
@@ -188,12 +233,7 @@ void AssistantClient::refreshModels()
             m_modelsError = reply.error().name();
         } else {
             m_modelsError.clear();
-            for (const QVariantMap &m : reply.value()) {
-                QVariantMap entry;
-                for (auto it = m.begin(); it != m.end(); ++it)
-                    entry.insert(it.key(), plain(it.value()));
-                m_models.append(entry);
-            }
+            m_models = plainList(reply.value());
         }
         Q_EMIT modelsChanged();
     });

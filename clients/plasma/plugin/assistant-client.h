@@ -1,5 +1,7 @@
 // The widget's side of the npullm D-Bus protocol (QtDBus, system bus):
-// the Manager's properties and model list, and one request at a time
+// the Manager's properties and model list, the applications using the
+// service (ListApplications, asked when the request counts change), and one
+// request at a time
 // (Chat, or DescribeImage with a screenshot passed as a file descriptor).
 // Every call is asynchronous; a request's signals are subscribed on the
 // path computed from handle_token before the call is made.
@@ -12,6 +14,7 @@
 #include <QVariantList>
 #include <QVariantMap>
 
+#include "applications-watch.h"
 #include "token-coalescer.h"
 
 class QDBusPendingCallWatcher;
@@ -29,6 +32,8 @@ class AssistantClient : public QObject
     Q_PROPERTY(QStringList loadedModels READ loadedModels NOTIFY managerChanged)
     Q_PROPERTY(QVariantList models READ models NOTIFY modelsChanged)
     Q_PROPERTY(QString modelsError READ modelsError NOTIFY modelsChanged)
+    // ListApplications' entries ({app_id, display_name?, source, running, queued}); [] when idle
+    Q_PROPERTY(QVariantList applications READ applications NOTIFY applicationsChanged)
     Q_PROPERTY(bool busy READ busy NOTIFY busyChanged)
     Q_PROPERTY(QString requestState READ requestState NOTIFY requestStateChanged)
     Q_PROPERTY(uint queuePosition READ queuePosition NOTIFY requestStateChanged)
@@ -45,6 +50,7 @@ public:
     QStringList loadedModels() const { return m_props.value(QStringLiteral("LoadedModels")).toStringList(); }
     QVariantList models() const { return m_models; }
     QString modelsError() const { return m_modelsError; }
+    QVariantList applications() const { return m_appsWatch.applications(); }
     bool busy() const { return m_busy; }
     QString requestState() const { return m_state; }
     uint queuePosition() const { return m_queuePosition; }
@@ -63,6 +69,7 @@ public:
 Q_SIGNALS:
     void managerChanged();
     void modelsChanged();
+    void applicationsChanged();
     void busyChanged();
     void requestStateChanged();
     // The request was accepted (the reply named its path).
@@ -84,6 +91,8 @@ private Q_SLOTS:
 private:
     void setOwner(const QString &owner);
     void fetchManagerProperties();
+    void syncApplications();
+    void listApplications();
     void startRequest(const QString &method, const QVariantList &args, const QString &model, int maxTokens);
     void subscribeRequest(bool on);
     void endRequest();
@@ -97,6 +106,7 @@ private:
     QVariantList m_models;
     QString m_modelsError;
     TokenCoalescer m_coalescer;
+    ApplicationsWatch m_appsWatch;
 
     bool m_busy = false;
     bool m_replied = false;

@@ -1,4 +1,5 @@
-// In the panel: the device and whether a model is loaded ("CPU ●").
+// In the panel: the device, whether a model is loaded, and the other
+// applications using the service ("CPU ● · In use by Text Editor").
 import QtQuick 2.15
 import QtQuick.Layouts 1.15
 import org.kde.plasma.plasmoid 2.0

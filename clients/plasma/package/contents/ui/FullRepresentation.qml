@@ -1,5 +1,6 @@
-// The popup: device line, model picker, the conversation, status, the
-// prompt entry and the buttons.
+// The popup: device line, the applications using the service, device
+// status, model picker, the conversation, status, the prompt entry and the
+// buttons.
 import QtQuick 2.15
 import QtQuick.Layouts 1.15
 import QtQuick.Controls 2.15 as QQC2
@@ -24,6 +25,14 @@ ColumnLayout {
         level: 4
         text: root.deviceLine
         elide: Text.ElideRight
+    }
+    // who else uses the service, before the (long) device status
+    PlasmaComponents3.Label {
+        id: inUseLabel
+        Layout.fillWidth: true
+        text: root.inUseLine
+        visible: text !== ""
+        wrapMode: Text.Wrap
     }
     PlasmaComponents3.Label {
         Layout.fillWidth: true
@@ -171,6 +180,7 @@ ColumnLayout {
             client.writeTestState({
                 indicator: root.indicator,
                 deviceLine: deviceHeading.text,
+                inUseLine: inUseLabel.text,
                 models: root.usable.map(m => m.label),
                 pickerText: picker.displayText,
                 picker: rect(picker),

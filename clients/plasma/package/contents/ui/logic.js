@@ -1,6 +1,6 @@
 // What the npullm widget decides without Plasma: indicator text, which
 // models to offer, errors in words, status lines and the conversation
-// window. Plain JavaScript on i18n() only (the widget's own in Plasma, a
+// window, and the words for the applications using the service. Plain JavaScript on i18n() only (the widget's own in Plasma, a
 // stand-in in tests/applets/test_plasma_logic.cpp), so it is tested
 // without a shell.
 
@@ -20,10 +20,12 @@ function deviceLabel(device) {
     return device.toUpperCase();
 }
 
-// Panel text: the device, and a filled dot while a model is in memory.
-function indicatorText(device, loadedModels) {
+// Panel text: the device, a filled dot while a model is in memory, and the
+// other applications using the service (ListApplications' entries).
+function indicatorText(device, loadedModels, apps) {
     var loaded = loadedModels && loadedModels.length > 0;
-    return deviceLabel(device) + " " + (loaded ? "●" : "○");
+    var inUse = inUseText(apps || []);
+    return deviceLabel(device) + " " + (loaded ? "●" : "○") + (inUse ? " · " + inUse : "");
 }
 
 // The popup's first line: the device and the models in memory.
@@ -148,4 +150,53 @@ function lastAnswer(turns) {
         if (turns[i].role === "assistant" && turns[i].content)
             return turns[i].content;
     return "";
+}
+
+// The ids npullmd gives the widget's own process (its executable, or its
+// app id): the popup's own requests are not "another application".
+var SHELL_APP_IDS = ["plasmashell", "org.kde.plasmashell", "plasmoidviewer", "org.kde.plasmoidviewer"];
+
+// ListApplications entries ({app_id, display_name?, running, queued}) ->
+// [{name, running, queued}] without the widget's own, in the service's
+// order. The name is the desktop file's, else the app id.
+function appNames(apps) {
+    var out = [];
+    for (var i = 0; i < (apps || []).length; i++) {
+        var a = apps[i];
+        if (SHELL_APP_IDS.indexOf(a.app_id || "") >= 0)
+            continue;
+        out.push({
+            name: a.display_name || a.app_id || i18n("an unknown program"),
+            running: a.running || 0,
+            queued: a.queued || 0,
+        });
+    }
+    return out;
+}
+
+// The panel's words: "" (nobody else), "In use by Text Editor", "In use by
+// Text Editor and Notes", "In use by Text Editor and 2 others".
+function inUseText(apps) {
+    var names = appNames(apps).map(function (a) { return a.name; });
+    if (names.length === 0)
+        return "";
+    if (names.length === 1)
+        return i18n("In use by %1", names[0]);
+    if (names.length === 2)
+        return i18n("In use by %1 and %2", names[0], names[1]);
+    return i18np("In use by %2 and 1 other", "In use by %2 and %1 others", names.length - 1, names[0]);
+}
+
+// The popup's line: every application with its counts, "In use by: Text
+// Editor (1 running), Notes (2 waiting)"; "" when nobody else.
+function inUseLine(apps) {
+    var parts = appNames(apps).map(function (a) {
+        var counts = [];
+        if (a.running)
+            counts.push(i18n("%1 running", a.running));
+        if (a.queued)
+            counts.push(i18n("%1 waiting", a.queued));
+        return counts.length ? a.name + " (" + counts.join(", ") + ")" : a.name;
+    });
+    return parts.length ? i18n("In use by: %1", parts.join(", ")) : "";
 }

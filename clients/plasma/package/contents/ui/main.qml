@@ -24,12 +24,13 @@ Item {
     // the panel's part (for the tests' state file)
     property Item compactItem: null
     readonly property var usable: Logic.usableModels(client.models)
-    readonly property string indicator: Logic.indicatorText(client.device, client.loadedModels)
+    readonly property string indicator: Logic.indicatorText(client.device, client.loadedModels, client.applications)
+    readonly property string inUseLine: Logic.inUseLine(client.applications)
     readonly property string deviceLine: Logic.deviceLine(client.serviceRunning, client.device, client.loadedModels)
 
     Plasmoid.icon: "dialog-messages"
     Plasmoid.toolTipMainText: i18n("npullm Assistant")
-    Plasmoid.toolTipSubText: deviceLine
+    Plasmoid.toolTipSubText: inUseLine ? deviceLine + "\n" + inUseLine : deviceLine
     Plasmoid.switchWidth: Kirigami.Units.gridUnit * 14
     Plasmoid.switchHeight: Kirigami.Units.gridUnit * 14
     Plasmoid.compactRepresentation: CompactRepresentation {}
