@@ -638,15 +638,23 @@ static void manager_call_cb(GObject *source, GAsyncResult *res, gpointer data)
 
 /* Calls through the well-known name (so that it starts the service);
  * these calls create no objects whose signals must be followed. */
+static void manager_call_with_flags(NpullmClient *self, gpointer tag, const char *iface, const char *method,
+                                    GVariant *params, const GVariantType *reply, GDBusCallFlags flags,
+                                    GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+    GTask *task = g_task_new(self, cancellable, callback, user_data);
+    g_task_set_source_tag(task, tag);
+    g_dbus_connection_call(self->bus, NPP_BUS_NAME, NPP_MANAGER_PATH, iface, method, params, reply, flags, G_MAXINT,
+                           cancellable, manager_call_cb, task);
+}
+
+/* What the user asked for may ask them to authenticate. */
 static void manager_call(NpullmClient *self, gpointer tag, const char *iface, const char *method, GVariant *params,
                          const GVariantType *reply, GCancellable *cancellable, GAsyncReadyCallback callback,
                          gpointer user_data)
 {
-    GTask *task = g_task_new(self, cancellable, callback, user_data);
-    g_task_set_source_tag(task, tag);
-    g_dbus_connection_call(self->bus, NPP_BUS_NAME, NPP_MANAGER_PATH, iface, method, params, reply,
-                           G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION, G_MAXINT, cancellable, manager_call_cb,
-                           task);
+    manager_call_with_flags(self, tag, iface, method, params, reply, G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION,
+                            cancellable, callback, user_data);
 }
 
 void _npullm_client_manager_call(NpullmClient *self, gpointer tag, const char *method, GVariant *params,
@@ -669,6 +677,14 @@ static void model_call(NpullmClient *self, gpointer tag, const char *method, con
     }
     manager_call(self, tag, NPP_MANAGER_IFACE, method, g_variant_new("(s)", name), NULL, cancellable, callback,
                  user_data);
+}
+
+/* The aa{sv} of a (aa{sv}) reply. */
+static GVariant *list_finish(NpullmClient *self, GAsyncResult *result, GError **error)
+{
+    g_return_val_if_fail(g_task_is_valid(result, self), NULL);
+    g_autoptr(GVariant) ret = g_task_propagate_pointer(G_TASK(result), error);
+    return ret != NULL ? g_variant_get_child_value(ret, 0) : NULL;
 }
 
 static gboolean manager_call_finish(NpullmClient *self, GAsyncResult *result, GError **error)
@@ -713,9 +729,48 @@ void npullm_client_list_models_async(NpullmClient *self, GCancellable *cancellab
  */
 GVariant *npullm_client_list_models_finish(NpullmClient *self, GAsyncResult *result, GError **error)
 {
-    g_return_val_if_fail(g_task_is_valid(result, self), NULL);
-    g_autoptr(GVariant) ret = g_task_propagate_pointer(G_TASK(result), error);
-    return ret != NULL ? g_variant_get_child_value(ret, 0) : NULL;
+    return list_finish(self, result, error);
+}
+
+/**
+ * npullm_client_list_applications_async:
+ * @self: the client
+ * @cancellable: (nullable): a #GCancellable
+ * @callback: (scope async): called with the result
+ * @user_data: data for @callback
+ *
+ * Lists the applications of the caller's own Unix user that have requests
+ * running or queued (the Manager's ListApplications). Never asks the user
+ * to authenticate: panels call it when the request counts change, without
+ * the user having asked.
+ *
+ * Since: 1.0
+ */
+void npullm_client_list_applications_async(NpullmClient *self, GCancellable *cancellable,
+                                           GAsyncReadyCallback callback, gpointer user_data)
+{
+    g_return_if_fail(NPULLM_IS_CLIENT(self));
+    manager_call_with_flags(self, npullm_client_list_applications_async, NPP_MANAGER_IFACE, "ListApplications", NULL,
+                            G_VARIANT_TYPE("(aa{sv})"), G_DBUS_CALL_FLAGS_NONE, cancellable, callback, user_data);
+}
+
+/**
+ * npullm_client_list_applications_finish:
+ * @self: the client
+ * @result: the result given to the callback
+ * @error: return location for an error
+ *
+ * Finishes npullm_client_list_applications_async().
+ *
+ * Returns: (transfer full) (nullable): an aa{sv} with one dictionary per
+ *   application (app_id, display_name when known, source, running,
+ *   queued), or %NULL with @error set
+ *
+ * Since: 1.0
+ */
+GVariant *npullm_client_list_applications_finish(NpullmClient *self, GAsyncResult *result, GError **error)
+{
+    return list_finish(self, result, error);
 }
 
 /**

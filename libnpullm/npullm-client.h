@@ -35,6 +35,10 @@ NPULLM_EXPORT guint npullm_client_get_idle_timeout(NpullmClient *self);
 NPULLM_EXPORT void npullm_client_list_models_async(NpullmClient *self, GCancellable *cancellable,
                                                    GAsyncReadyCallback callback, gpointer user_data);
 NPULLM_EXPORT GVariant *npullm_client_list_models_finish(NpullmClient *self, GAsyncResult *result, GError **error);
+NPULLM_EXPORT void npullm_client_list_applications_async(NpullmClient *self, GCancellable *cancellable,
+                                                         GAsyncReadyCallback callback, gpointer user_data);
+NPULLM_EXPORT GVariant *npullm_client_list_applications_finish(NpullmClient *self, GAsyncResult *result,
+                                                               GError **error);
 NPULLM_EXPORT void npullm_client_load_model_async(NpullmClient *self, const char *name, GCancellable *cancellable,
                                                   GAsyncReadyCallback callback, gpointer user_data);
 NPULLM_EXPORT gboolean npullm_client_load_model_finish(NpullmClient *self, GAsyncResult *result, GError **error);

@@ -170,6 +170,33 @@ static void case_stream(void)
     g_object_unref(res);
     ENSURE(models != NULL && g_variant_n_children(models) >= 2);
 
+    /* applications: this program while its request runs (long enough to
+     * outlast the call, then cancelled), nothing once idle */
+    g_autoptr(NpullmOptions) long_opts = greedy(2000);
+    NpullmRequest *busy = generate("Hello there", long_opts, NULL, NULL);
+    ENSURE(busy != NULL);
+    res = NULL;
+    npullm_client_list_applications_async(client, NULL, store_result, &res);
+    g_autoptr(GVariant) apps = npullm_client_list_applications_finish(client, wait_result(&res), NULL);
+    g_object_unref(res);
+    ENSURE(apps != NULL && g_variant_n_children(apps) == 1);
+    g_autoptr(GVariant) app = g_variant_get_child_value(apps, 0);
+    const char *app_id = NULL;
+    guint32 running = 0, queued = 0;
+    ENSURE(g_variant_lookup(app, "app_id", "&s", &app_id) && g_str_has_prefix(app_id, "test-libnpullm"));
+    ENSURE(g_variant_lookup(app, "running", "u", &running) && g_variant_lookup(app, "queued", "u", &queued));
+    ENSURE(running + queued == 1);
+    Stream *bs = stream_new(busy);
+    npullm_request_cancel(busy);
+    stream_wait(bs);
+    stream_free(bs);
+    wait_idle();
+    res = NULL;
+    npullm_client_list_applications_async(client, NULL, store_result, &res);
+    g_autoptr(GVariant) none = npullm_client_list_applications_finish(client, wait_result(&res), NULL);
+    g_object_unref(res);
+    ENSURE(none != NULL && g_variant_n_children(none) == 0);
+
     /* manage: load, unload, IdleTimeout (the polkit mock allows them) */
     g_autoptr(GError) error = NULL;
     res = NULL;

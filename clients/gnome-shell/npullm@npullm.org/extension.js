@@ -191,22 +191,21 @@ const Indicator = GObject.registerClass({
         this._appsWatch.countsChanged(this._client.active_requests, this._client.queued_requests);
     }
 
-    // ListApplications (libnpullm-1 has no call for it): done(apps), or
-    // done(null) when it failed, e.g. an npullmd without the method. No
-    // interactive authorization: nobody asked for this.
+    // ListApplications: done(apps), or done(null) when it failed, e.g. an
+    // npullmd without the method. The library never asks for a password
+    // here: nobody asked for this.
     _listApplications(done) {
-        this._client.get_connection().call('org.npullm', '/org/npullm', 'org.npullm.Manager', 'ListApplications',
-            null, new GLib.VariantType('(aa{sv})'), Gio.DBusCallFlags.NONE, -1, this._cancellable, (conn, res) => {
-                let apps;
-                try {
-                    apps = conn.call_finish(res).recursiveUnpack()[0];
-                } catch (e) {
-                    if (e.matches(Gio.IOErrorEnum, Gio.IOErrorEnum.CANCELLED))
-                        return; // disabled: nothing to show any more
-                    apps = null;
-                }
-                done(apps);
-            });
+        this._client.list_applications_async(this._cancellable, (c, res) => {
+            let apps;
+            try {
+                apps = c.list_applications_finish(res).recursiveUnpack();
+            } catch (e) {
+                if (e.matches(Gio.IOErrorEnum, Gio.IOErrorEnum.CANCELLED))
+                    return; // disabled: nothing to show any more
+                apps = null;
+            }
+            done(apps);
+        });
     }
 
     _refreshModels() {
