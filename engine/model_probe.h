@@ -31,6 +31,10 @@ typedef struct npl_model_facts {
     char reason[256];        /* why not, when !supported; "" otherwise */
 } npl_model_facts;
 
+/* The text architecture a projector type feeds ("gemma3" for gemma3,
+ * "gemma4" for gemma4v), NULL for a type the vision tower does not run. */
+const char *npl_projector_text_arch(const char *projector_type);
+
 /* Fills *out from the GGUF file at path. A well-formed file the engine
  * cannot run (another architecture, a missing tensor, an unsupported
  * weight type) is NPL_OK with supported = false and the loader's reason.

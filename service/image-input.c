@@ -239,7 +239,12 @@ static NpdImagePixels *decode_and_preprocess(ReadJob *j, const GByteArray *bytes
         g_set_error(error, NPD_ERROR, NPD_ERROR_MODEL_LOAD_FAILED, "the vision projector: %s", err.message);
         return NULL;
     }
-    guint64 tensor_bytes = npl_vision_pixel_count(pp) * sizeof(float);
+    guint64 tensor_bytes = npl_vision_pixel_count_for(pp, info.width, info.height) * sizeof(float);
+    if (tensor_bytes == 0) {
+        g_set_error(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                    "image: a %u x %u image is too elongated for the vision projector", info.width, info.height);
+        return NULL;
+    }
     guint64 need = info.decode_bytes + tensor_bytes;
     if (need + bytes->len > npd_image_budget_max_bytes(j->budget)) {
         /* not Busy: this image never fits, however long one waits */

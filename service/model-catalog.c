@@ -171,8 +171,9 @@ static void projector_free(Projector *p)
 
 gboolean npd_model_projector_fits(const npl_model_facts *model, const npl_model_facts *proj)
 {
-    return proj->is_projector && proj->supported && model->embedding_length != 0 &&
-           strcmp(proj->projector_type, model->architecture) == 0 &&
+    const char *arch = npl_projector_text_arch(proj->projector_type);
+    return proj->is_projector && proj->supported && model->embedding_length != 0 && arch != NULL &&
+           strcmp(arch, model->architecture) == 0 &&
            proj->embedding_length == model->embedding_length;
 }
 

@@ -52,6 +52,15 @@ static uint32_t arch_u32(const npl_gguf *g, const char *arch, const char *key)
     return npl_gguf_get_u32(g, k, &v) ? v : 0;
 }
 
+const char *npl_projector_text_arch(const char *projector_type)
+{
+    if (strcmp(projector_type, "gemma3") == 0)
+        return "gemma3";
+    if (strcmp(projector_type, "gemma4v") == 0)
+        return "gemma4";
+    return NULL;
+}
+
 /* A projector is supported when its type is one the vision tower runs;
  * its width is what pairs it with a model. */
 static void probe_projector(const npl_gguf *g, npl_model_facts *f)
@@ -61,15 +70,17 @@ static void probe_projector(const npl_gguf *g, npl_model_facts *f)
         npl_gguf_get_str(g, "clip.vision.projector_type", &proj);
     copy_str(f->projector_type, sizeof f->projector_type, proj);
     uint32_t dim = 0;
+    /* Gemma 3's projection is stored [text width, n_embd], gemma4v's [n_embd, text width] */
+    int out_dim = strcmp(f->projector_type, "gemma4v") == 0 ? 1 : 0;
     const npl_gguf_tensor *t = npl_gguf_find_tensor(g, "mm.input_projection.weight");
-    if (!npl_gguf_get_u32(g, "clip.vision.projection_dim", &dim) && t && t->n_dims >= 2 && t->ne[0] <= UINT32_MAX)
-        dim = (uint32_t)t->ne[0];
+    if (!npl_gguf_get_u32(g, "clip.vision.projection_dim", &dim) && t && t->n_dims >= 2 && t->ne[out_dim] <= UINT32_MAX)
+        dim = (uint32_t)t->ne[out_dim];
     f->embedding_length = dim;
     bool vision = false;
     if (!npl_gguf_get_bool(g, "clip.has_vision_encoder", &vision) || !vision)
         snprintf(f->reason, sizeof f->reason, "not a vision projector (clip.has_vision_encoder is not true)");
-    else if (strcmp(f->projector_type, "gemma3") != 0)
-        snprintf(f->reason, sizeof f->reason, "projector type '%s' is not supported (supported: gemma3)",
+    else if (!npl_projector_text_arch(f->projector_type))
+        snprintf(f->reason, sizeof f->reason, "projector type '%s' is not supported (supported: gemma3, gemma4v)",
                  f->projector_type);
     else
         f->supported = true;

@@ -7,10 +7,12 @@
  * crash or a partial image.
  *
  * Vision tower: the SigLIP encoder and Gemma 3 projector of a separate
- * "mmproj" GGUF file (clip.projector_type = gemma3). It turns one image
- * into n_tokens embeddings of the text model's width, which the text model
- * reads in place of token embeddings between <start_of_image> and
- * <end_of_image>. Encoding runs in stages (one encoder block per stage) so
+ * "mmproj" GGUF file (clip.projector_type = gemma3), or Gemma 4's tower
+ * (gemma4v: images at their own aspect ratio, so the number of embeddings
+ * depends on the image). It turns one image into embeddings of the text
+ * model's width, which the text model reads in place of token embeddings
+ * between <start_of_image> and <end_of_image> (Gemma 4: <|image> and
+ * <image|>). Encoding runs in stages (one encoder block per stage) so
  * a scheduler can interleave it with other work.
  *
  * Threading: like npl_model, one thread at a time per npl_vision; the
@@ -121,7 +123,7 @@ typedef struct npl_vision_params {
 void npl_vision_params_default(npl_vision_params *p);
 
 typedef struct npl_vision_info {
-    const char *projector;  /* "gemma3" */
+    const char *projector;  /* "gemma3" or "gemma4v" */
     uint32_t image_size;    /* input side in pixels (896 for Gemma 3) */
     uint32_t patch_size;    /* 14 */
     uint32_t n_embd;        /* encoder width (1152) */
@@ -129,7 +131,9 @@ typedef struct npl_vision_info {
     uint32_t n_head;
     uint32_t n_layer;       /* encoder blocks (27) */
     uint32_t pool;          /* patches per side averaged into one token (4) */
-    uint32_t n_tokens;      /* image embeddings produced (256) */
+    uint32_t n_tokens;      /* image embeddings produced (256); gemma4v: the most an image of ordinary
+                             * proportions gives (its max_tokens), each image's own count is
+                             * npl_vision_image_n_tokens */
     uint32_t n_embd_out;    /* their width: the text model's n_embd */
     float image_mean[3];
     float image_std[3];
@@ -148,7 +152,11 @@ const npl_vision_info *npl_vision_get_info(const npl_vision *v);
  * keeping its aspect ratio (bilinear, sampling grid aligned on the corner
  * pixels), centred on black, then normalised per channel with the file's
  * mean and std. out: 3 planes of image_size^2 floats (R, G, B), rows top
- * to bottom. This is llama.cpp's preprocessing for this projector. */
+ * to bottom. This is llama.cpp's preprocessing for this projector.
+ * gemma4v: the target is the image's own proportions (sides multiples of
+ * align, area within [min_pixels, max_pixels], llama.cpp's "smart
+ * resize"), the image letterboxed into it the same way; out holds
+ * npl_vision_pixel_count_for floats (a two-float header, then the planes). */
 npl_status npl_vision_preprocess(const npl_vision *v, const npl_image *img, float *out, npl_error *err);
 
 /* What preprocessing needs of a projector, and nothing else: so that a
@@ -158,14 +166,29 @@ typedef struct npl_vision_pixel_params {
     uint32_t image_size;
     float image_mean[3];
     float image_std[3];
+    /* gemma4v (0 otherwise): the image keeps its aspect ratio, its sides
+     * multiples of align (patch size times pooling), its area between
+     * min_pixels and max_pixels where the proportions allow. */
+    uint32_t align;
+    uint32_t min_pixels;
+    uint32_t max_pixels;
 } npl_vision_pixel_params;
 
 /* From an mmproj file's metadata alone (the same checks as
  * npl_vision_load makes of these keys; no weight is read). */
 npl_status npl_vision_read_pixel_params(const char *mmproj_path, npl_vision_pixel_params *out, npl_error *err);
 void npl_vision_get_pixel_params(const npl_vision *v, npl_vision_pixel_params *out);
-/* Floats in a preprocessed image: 3 * image_size^2. */
+/* Floats in a preprocessed image of a fixed-size projector: 3 *
+ * image_size^2; 0 for gemma4v, whose tensor depends on the image (the
+ * functions below serve both). */
 size_t npl_vision_pixel_count(const npl_vision_pixel_params *p);
+/* Floats of the preprocessed tensor of a width x height image; 0 when the
+ * image cannot be fitted (gemma4v: more than 65536 patches). gemma4v's
+ * tensor starts with two floats, its width and height in pixels, then
+ * the 3 planes. */
+size_t npl_vision_pixel_count_for(const npl_vision_pixel_params *p, uint32_t width, uint32_t height);
+/* Floats of a preprocessed tensor (p's layout). */
+size_t npl_vision_pixels_len(const npl_vision_pixel_params *p, const float *pixels);
 /* npl_vision_preprocess with the parameters given instead of a tower. */
 npl_status npl_image_preprocess(const npl_vision_pixel_params *p, const npl_image *img, float *out, npl_error *err);
 
@@ -186,7 +209,13 @@ npl_status npl_vision_encoding_step(npl_vision_encoding *e, bool *done, npl_erro
 /* Stages in all (n_layer + 2) and already run. */
 uint32_t npl_vision_encoding_n_stages(const npl_vision_encoding *e);
 uint32_t npl_vision_encoding_stages_done(const npl_vision_encoding *e);
-/* After the last stage: n_tokens rows of n_embd_out floats. NULL before. */
+/* Embeddings this encoding produces (gemma4v: depends on the image). */
+uint32_t npl_vision_encoding_n_tokens(const npl_vision_encoding *e);
+/* Embeddings an image of width x height gives with this tower (0 when it
+ * cannot be fitted), and those of an image preprocessed with p. */
+uint32_t npl_vision_image_n_tokens(const npl_vision *v, uint32_t width, uint32_t height);
+uint32_t npl_vision_pixels_n_tokens(const npl_vision *v, const npl_vision_pixel_params *p, const float *pixels);
+/* After the last stage: npl_vision_encoding_n_tokens rows of n_embd_out floats. NULL before. */
 const float *npl_vision_encoding_output(const npl_vision_encoding *e);
 
 /* Seconds spent so far in each part of an encoding (benchmarks): patch
@@ -203,7 +232,8 @@ typedef struct npl_vision_timings {
 
 void npl_vision_encoding_get_timings(const npl_vision_encoding *e, npl_vision_timings *out);
 
-/* Whole encoding in one call: out receives n_tokens * n_embd_out floats. */
+/* Whole encoding in one call: out receives npl_vision_image_n_tokens *
+ * n_embd_out floats. */
 npl_status npl_vision_encode(npl_vision *v, const npl_image *img, float *out, npl_error *err);
 
 /* ---- prompts with an image ----------------------------------------------- */

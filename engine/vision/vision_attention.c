@@ -14,10 +14,10 @@
 #include "attention_noncausal.h"
 #include "vision_internal.h"
 
-npl_status npl_vision_attn_alloc(const npl_vision *v, npl_vision_attn *a, npl_error *err)
+npl_status npl_vision_attn_alloc(const npl_vision *v, size_t n_patches, npl_vision_attn *a, npl_error *err)
 {
     memset(a, 0, sizeof *a);
-    size_t N = v->n_patches, H = v->info.n_head, hd = v->head_dim;
+    size_t N = n_patches, H = v->info.n_head, hd = v->head_dim;
     size_t T = (size_t)npl_threadpool_size(v->pool);
     a->keys_floats = npl_attention_nc_keys_floats(N, hd);
     /* whole cache lines per thread */
@@ -47,6 +47,8 @@ typedef struct attn_job {
     npl_vision_attn *a;
     const float *q, *k, *val;
     float *out;
+    size_t n;    /* patches */
+    float scale; /* of q.k */
 } attn_job;
 
 /* Patches [begin, end): their keys and values into each head's layout. */
@@ -55,7 +57,7 @@ static void keys_task(void *ctx, size_t begin, size_t end, int thread)
     (void)thread;
     const attn_job *j = ctx;
     const npl_vision *v = j->v;
-    size_t N = v->n_patches, E = v->info.n_embd, hd = v->head_dim;
+    size_t N = j->n, E = v->info.n_embd, hd = v->head_dim;
     for (size_t p = begin; p < end; p++)
         for (size_t h = 0; h < v->info.n_head; h++) {
             npl_attention_nc_store_key(j->k + p * E + h * hd, p, hd, j->a->kt + h * j->a->keys_floats);
@@ -63,9 +65,9 @@ static void keys_task(void *ctx, size_t begin, size_t end, int thread)
         }
 }
 
-static size_t chunks_per_head(const npl_vision *v)
+static size_t chunks_per_head(size_t n_patches)
 {
-    return (v->n_patches + NPL_VISION_ATTN_QUERIES - 1) / NPL_VISION_ATTN_QUERIES;
+    return (n_patches + NPL_VISION_ATTN_QUERIES - 1) / NPL_VISION_ATTN_QUERIES;
 }
 
 /* Tasks [begin, end) of (head, query chunk). */
@@ -73,9 +75,9 @@ static void attn_task(void *ctx, size_t begin, size_t end, int thread)
 {
     const attn_job *j = ctx;
     const npl_vision *v = j->v;
-    size_t N = v->n_patches, E = v->info.n_embd, hd = v->head_dim;
-    size_t per_head = chunks_per_head(v);
-    float scale = 1.0f / sqrtf((float)hd);
+    size_t N = j->n, E = v->info.n_embd, hd = v->head_dim;
+    size_t per_head = chunks_per_head(N);
+    float scale = j->scale;
     float *scratch = j->a->scratch + (size_t)thread * j->a->scratch_floats;
     for (size_t t = begin; t < end; t++) {
         size_t h = t / per_head, r0 = (t % per_head) * NPL_VISION_ATTN_QUERIES;
@@ -85,10 +87,10 @@ static void attn_task(void *ctx, size_t begin, size_t end, int thread)
     }
 }
 
-void npl_vision_attention_fast(const npl_vision *v, npl_vision_attn *a, const float *q, const float *k,
-                               const float *val, float *out)
+void npl_vision_attention_fast(const npl_vision *v, npl_vision_attn *a, size_t n_patches, float scale, const float *q,
+                               const float *k, const float *val, float *out)
 {
-    attn_job j = {.v = v, .a = a, .q = q, .k = k, .val = val, .out = out};
-    npl_threadpool_run(v->pool, v->n_patches, keys_task, &j);
-    npl_threadpool_run(v->pool, v->info.n_head * chunks_per_head(v), attn_task, &j);
+    attn_job j = {.v = v, .a = a, .q = q, .k = k, .val = val, .out = out, .n = n_patches, .scale = scale};
+    npl_threadpool_run(v->pool, n_patches, keys_task, &j);
+    npl_threadpool_run(v->pool, v->info.n_head * chunks_per_head(n_patches), attn_task, &j);
 }

@@ -16,14 +16,6 @@
 #include "ggml_types.h"
 #include "vision_internal.h"
 
-typedef struct loader {
-    npl_vision *v;
-    const char *path;
-    npl_error *err;
-    float *arena; /* next free float of v->vectors */
-    float *arena_end;
-} loader;
-
 void npl_vision_params_default(npl_vision_params *p)
 {
     p->n_threads = 0;
@@ -34,7 +26,7 @@ void npl_vision_params_default(npl_vision_params *p)
 
 /* ---- metadata ---------------------------------------------------------- */
 
-static npl_status get_u32(const loader *L, const char *key, bool required, uint32_t def, uint32_t *out)
+npl_status npl_vision_get_u32(const npl_vision_loader *L, const char *key, bool required, uint32_t def, uint32_t *out)
 {
     const npl_gguf *g = L->v->gguf;
     if (!npl_gguf_find(g, key)) {
@@ -49,10 +41,10 @@ static npl_status get_u32(const loader *L, const char *key, bool required, uint3
     return NPL_OK;
 }
 
-static npl_status get_range(const loader *L, const char *key, bool required, uint32_t def, uint32_t lo,
+npl_status npl_vision_get_range(const npl_vision_loader *L, const char *key, bool required, uint32_t def, uint32_t lo,
                             uint32_t hi, uint32_t *out)
 {
-    npl_status st = get_u32(L, key, required, def, out);
+    npl_status st = npl_vision_get_u32(L, key, required, def, out);
     if (st)
         return st;
     if (*out < lo || *out > hi)
@@ -61,7 +53,7 @@ static npl_status get_range(const loader *L, const char *key, bool required, uin
     return NPL_OK;
 }
 
-static npl_status get_bool(const loader *L, const char *key, bool *out)
+npl_status npl_vision_get_bool(const npl_vision_loader *L, const char *key, bool *out)
 {
     const npl_gguf *g = L->v->gguf;
     *out = false;
@@ -73,7 +65,7 @@ static npl_status get_bool(const loader *L, const char *key, bool *out)
 }
 
 /* Three per-channel values (mean or std); `def` for each when absent. */
-static npl_status get_rgb(const loader *L, const char *key, float def, bool positive, float out[3])
+static npl_status get_rgb(const npl_vision_loader *L, const char *key, float def, bool positive, float out[3])
 {
     const npl_gguf *g = L->v->gguf;
     out[0] = out[1] = out[2] = def;
@@ -93,11 +85,11 @@ static npl_status get_rgb(const loader *L, const char *key, float def, bool posi
     return NPL_OK;
 }
 
-static npl_status check_projector(loader *L)
+static npl_status check_projector(npl_vision_loader *L)
 {
     const npl_gguf *g = L->v->gguf;
     bool has_vision = false;
-    npl_status st = get_bool(L, "clip.has_vision_encoder", &has_vision);
+    npl_status st = npl_vision_get_bool(L, "clip.has_vision_encoder", &has_vision);
     if (st)
         return st;
     if (!has_vision)
@@ -106,23 +98,27 @@ static npl_status check_projector(loader *L)
     npl_str proj = {NULL, 0};
     if (!npl_gguf_get_str(g, "clip.projector_type", &proj) && !npl_gguf_get_str(g, "clip.vision.projector_type", &proj))
         return npl_error_set(L->err, NPL_ERR_FORMAT, "%s: missing required key 'clip.projector_type'", L->path);
-    if (!npl_str_eq(proj, "gemma3"))
+    if (!npl_str_eq(proj, "gemma3") && !npl_str_eq(proj, "gemma4v"))
         return npl_error_set(L->err, NPL_ERR_UNSUPPORTED,
-                             "%s: projector type '%.*s' is not supported (supported: gemma3)", L->path,
+                             "%s: projector type '%.*s' is not supported (supported: gemma3, gemma4v)", L->path,
                              (int)(proj.len > 64 ? 64 : proj.len), proj.ptr);
-    L->v->info.projector = "gemma3";
+    L->v->gemma4v = npl_str_eq(proj, "gemma4v");
+    L->v->info.projector = L->v->gemma4v ? "gemma4v" : "gemma3";
     return NPL_OK;
 }
 
 /* The keys preprocessing needs (npl_vision_read_pixel_params reads only
  * these). */
-static npl_status read_pixel_params(const loader *L, npl_vision_pixel_params *out)
+static npl_status read_pixel_params(const npl_vision_loader *L, npl_vision_pixel_params *out)
 {
-    npl_status st = get_range(L, "clip.vision.image_size", true, 0, 1, NPL_VISION_MAX_IMAGE, &out->image_size);
+    memset(out, 0, sizeof *out);
+    npl_status st = npl_vision_get_range(L, "clip.vision.image_size", true, 0, 1, NPL_VISION_MAX_IMAGE, &out->image_size);
     if (st == NPL_OK)
         st = get_rgb(L, "clip.vision.image_mean", 0.5f, false, out->image_mean);
     if (st == NPL_OK)
         st = get_rgb(L, "clip.vision.image_std", 0.5f, true, out->image_std);
+    if (st == NPL_OK && L->v->gemma4v)
+        st = npl_gemma4v_pixel_params(L, out);
     return st;
 }
 
@@ -138,7 +134,7 @@ npl_status npl_vision_read_pixel_params(const char *mmproj_path, npl_vision_pixe
     tmp.gguf = npl_gguf_open(mmproj_path, err);
     if (!tmp.gguf)
         return err->code != NPL_OK ? err->code : NPL_ERR_FORMAT;
-    loader L = {.v = &tmp, .path = mmproj_path, .err = err};
+    npl_vision_loader L = {.v = &tmp, .path = mmproj_path, .err = err};
     npl_status st = check_projector(&L);
     if (st == NPL_OK)
         st = read_pixel_params(&L, out);
@@ -146,18 +142,18 @@ npl_status npl_vision_read_pixel_params(const char *mmproj_path, npl_vision_pixe
     return st;
 }
 
-static npl_status read_hparams(loader *L)
+static npl_status read_hparams(npl_vision_loader *L)
 {
     npl_vision *v = L->v;
     npl_vision_info *in = &v->info;
     npl_status st;
 #define TRY(x) do { if ((st = (x)) != NPL_OK) return st; } while (0)
-    TRY(get_range(L, "clip.vision.embedding_length", true, 0, 1, NPL_VISION_MAX_EMBD, &in->n_embd));
-    TRY(get_range(L, "clip.vision.feed_forward_length", true, 0, 1, NPL_VISION_MAX_FF, &in->n_ff));
-    TRY(get_range(L, "clip.vision.block_count", true, 0, 1, NPL_VISION_MAX_LAYERS, &in->n_layer));
-    TRY(get_range(L, "clip.vision.attention.head_count", true, 0, 1, NPL_VISION_MAX_EMBD, &in->n_head));
-    TRY(get_range(L, "clip.vision.patch_size", true, 0, 1, NPL_VISION_MAX_IMAGE, &in->patch_size));
-    TRY(get_range(L, "clip.vision.projector.scale_factor", false, 4, 1, NPL_VISION_MAX_IMAGE, &in->pool));
+    TRY(npl_vision_get_range(L, "clip.vision.embedding_length", true, 0, 1, NPL_VISION_MAX_EMBD, &in->n_embd));
+    TRY(npl_vision_get_range(L, "clip.vision.feed_forward_length", true, 0, 1, NPL_VISION_MAX_FF, &in->n_ff));
+    TRY(npl_vision_get_range(L, "clip.vision.block_count", true, 0, 1, NPL_VISION_MAX_LAYERS, &in->n_layer));
+    TRY(npl_vision_get_range(L, "clip.vision.attention.head_count", true, 0, 1, NPL_VISION_MAX_EMBD, &in->n_head));
+    TRY(npl_vision_get_range(L, "clip.vision.patch_size", true, 0, 1, NPL_VISION_MAX_IMAGE, &in->patch_size));
+    TRY(npl_vision_get_range(L, "clip.vision.projector.scale_factor", false, v->gemma4v ? 3 : 4, 1, NPL_VISION_MAX_IMAGE, &in->pool));
     if (!npl_gguf_get_f32(v->gguf, "clip.vision.attention.layer_norm_epsilon", &v->eps))
         return npl_error_set(L->err, NPL_ERR_FORMAT, "%s: missing or non-numeric 'clip.vision.attention.layer_norm_epsilon'",
                              L->path);
@@ -166,12 +162,13 @@ static npl_status read_hparams(loader *L)
                              (double)v->eps);
     npl_vision_pixel_params px;
     TRY(read_pixel_params(L, &px));
+    v->pixel = px;
     in->image_size = px.image_size;
     memcpy(in->image_mean, px.image_mean, sizeof px.image_mean);
     memcpy(in->image_std, px.image_std, sizeof px.image_std);
     bool gelu = false, silu = false;
-    TRY(get_bool(L, "clip.use_gelu", &gelu));
-    TRY(get_bool(L, "clip.use_silu", &silu));
+    TRY(npl_vision_get_bool(L, "clip.use_gelu", &gelu));
+    TRY(npl_vision_get_bool(L, "clip.use_silu", &silu));
     if (gelu && silu)
         return npl_error_set(L->err, NPL_ERR_FORMAT, "%s: both clip.use_gelu and clip.use_silu are set", L->path);
     v->act = gelu ? NPL_VISION_GELU : silu ? NPL_VISION_SILU : NPL_VISION_GELU_QUICK;
@@ -181,6 +178,8 @@ static npl_status read_hparams(loader *L)
         return npl_error_set(L->err, NPL_ERR_FORMAT, "%s: embedding_length %u is not a multiple of head_count %u",
                              L->path, in->n_embd, in->n_head);
     v->head_dim = in->n_embd / in->n_head;
+    if (v->gemma4v)
+        return npl_gemma4v_hparams(L);
     if (in->image_size % in->patch_size != 0)
         return npl_error_set(L->err, NPL_ERR_UNSUPPORTED, "%s: image_size %u is not a multiple of patch_size %u",
                              L->path, in->image_size, in->patch_size);
@@ -200,7 +199,7 @@ static npl_status read_hparams(loader *L)
 
 /* ---- tensors ----------------------------------------------------------- */
 
-static const npl_gguf_tensor *find(const loader *L, const char *name, bool required)
+const npl_gguf_tensor *npl_vision_find(const npl_vision_loader *L, const char *name, bool required)
 {
     const npl_gguf_tensor *t = npl_gguf_find_tensor(L->v->gguf, name);
     if (!t && required)
@@ -208,12 +207,12 @@ static const npl_gguf_tensor *find(const loader *L, const char *name, bool requi
     return t;
 }
 
-static bool shape_is(const npl_gguf_tensor *t, uint64_t ne0, uint64_t ne1, uint64_t ne2, uint64_t ne3)
+bool npl_vision_shape_is(const npl_gguf_tensor *t, uint64_t ne0, uint64_t ne1, uint64_t ne2, uint64_t ne3)
 {
     return t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == ne2 && t->ne[3] == ne3;
 }
 
-static npl_status shape_error(const loader *L, const npl_gguf_tensor *t, const char *name, const char *want)
+npl_status npl_vision_shape_error(const npl_vision_loader *L, const npl_gguf_tensor *t, const char *name, const char *want)
 {
     char got[96];
     int n = snprintf(got, sizeof got, "[");
@@ -233,7 +232,7 @@ static const char *type_name(uint32_t type)
 
 /* A weight matrix of n_rows rows of n_cols, read in place. `want`
  * describes the expected shape for the error message. */
-static npl_status bind_matrix(const loader *L, const npl_gguf_tensor *t, const char *name, int64_t n_cols,
+npl_status npl_vision_bind_matrix(const npl_vision_loader *L, const npl_gguf_tensor *t, const char *name, int64_t n_cols,
                               int64_t n_rows, const char *want, npl_matrix *out)
 {
     if (!npl_matmul_type_supported(t->type))
@@ -246,19 +245,19 @@ static npl_status bind_matrix(const loader *L, const npl_gguf_tensor *t, const c
     return NPL_OK;
 }
 
-static npl_status matrix2(const loader *L, const char *name, uint64_t ne0, uint64_t ne1, const char *want,
+npl_status npl_vision_matrix2(const npl_vision_loader *L, const char *name, uint64_t ne0, uint64_t ne1, const char *want,
                           npl_matrix *out)
 {
-    const npl_gguf_tensor *t = find(L, name, true);
+    const npl_gguf_tensor *t = npl_vision_find(L, name, true);
     if (!t)
         return NPL_ERR_FORMAT;
-    if (!shape_is(t, ne0, ne1, 1, 1))
-        return shape_error(L, t, name, want);
-    return bind_matrix(L, t, name, (int64_t)ne0, (int64_t)ne1, want, out);
+    if (!npl_vision_shape_is(t, ne0, ne1, 1, 1))
+        return npl_vision_shape_error(L, t, name, want);
+    return npl_vision_bind_matrix(L, t, name, (int64_t)ne0, (int64_t)ne1, want, out);
 }
 
 /* Converts n elements of t into the arena. */
-static npl_status to_floats(loader *L, const npl_gguf_tensor *t, const char *name, uint64_t n, const float **out)
+static npl_status to_floats(npl_vision_loader *L, const npl_gguf_tensor *t, const char *name, uint64_t n, const float **out)
 {
     if ((uint64_t)(L->arena_end - L->arena) < n)
         return npl_error_set(L->err, NPL_ERR_INTERNAL, "%s: vector storage exhausted at '%s'", L->path, name);
@@ -275,33 +274,33 @@ static npl_status to_floats(loader *L, const npl_gguf_tensor *t, const char *nam
 }
 
 /* A 1-D vector of n elements; NULL (no error) when optional and absent. */
-static npl_status vector(loader *L, const char *name, uint64_t n, bool required, const float **out)
+npl_status npl_vision_vector(npl_vision_loader *L, const char *name, uint64_t n, bool required, const float **out)
 {
     *out = NULL;
-    const npl_gguf_tensor *t = find(L, name, required);
+    const npl_gguf_tensor *t = npl_vision_find(L, name, required);
     if (!t)
         return required ? NPL_ERR_FORMAT : NPL_OK;
-    if (!shape_is(t, n, 1, 1, 1)) {
+    if (!npl_vision_shape_is(t, n, 1, 1, 1)) {
         char want[48];
         snprintf(want, sizeof want, "[%llu]", (unsigned long long)n);
-        return shape_error(L, t, name, want);
+        return npl_vision_shape_error(L, t, name, want);
     }
     return to_floats(L, t, name, n, out);
 }
 
 /* A norm's weight and optional bias: NAME.weight, NAME.bias. */
-static npl_status norm_pair(loader *L, const char *base, uint64_t n, bool required, const float **w, const float **b)
+static npl_status norm_pair(npl_vision_loader *L, const char *base, uint64_t n, bool required, const float **w, const float **b)
 {
     char name[96];
     snprintf(name, sizeof name, "%s.weight", base);
-    npl_status st = vector(L, name, n, required, w);
+    npl_status st = npl_vision_vector(L, name, n, required, w);
     if (st || !*w)
         return st;
     snprintf(name, sizeof name, "%s.bias", base);
-    return vector(L, name, n, false, b);
+    return npl_vision_vector(L, name, n, false, b);
 }
 
-static npl_status bind_block(loader *L, uint32_t il)
+static npl_status bind_block(npl_vision_loader *L, uint32_t il)
 {
     npl_vision *v = L->v;
     npl_vision_block *B = &v->blocks[il];
@@ -311,14 +310,14 @@ static npl_status bind_block(loader *L, uint32_t il)
 #define TRY(x) do { if ((st = (x)) != NPL_OK) return st; } while (0)
 #define NAME(fmt) (snprintf(name, sizeof name, "v.blk.%u." fmt, il), name)
     snprintf(want, sizeof want, "[%u, %u] (n_embd, n_embd)", e, e);
-    TRY(matrix2(L, NAME("attn_q.weight"), e, e, want, &B->wq));
-    TRY(matrix2(L, NAME("attn_k.weight"), e, e, want, &B->wk));
-    TRY(matrix2(L, NAME("attn_v.weight"), e, e, want, &B->wv));
-    TRY(matrix2(L, NAME("attn_out.weight"), e, e, want, &B->wo));
-    TRY(vector(L, NAME("attn_q.bias"), e, false, &B->bq));
-    TRY(vector(L, NAME("attn_k.bias"), e, false, &B->bk));
-    TRY(vector(L, NAME("attn_v.bias"), e, false, &B->bv));
-    TRY(vector(L, NAME("attn_out.bias"), e, false, &B->bo));
+    TRY(npl_vision_matrix2(L, NAME("attn_q.weight"), e, e, want, &B->wq));
+    TRY(npl_vision_matrix2(L, NAME("attn_k.weight"), e, e, want, &B->wk));
+    TRY(npl_vision_matrix2(L, NAME("attn_v.weight"), e, e, want, &B->wv));
+    TRY(npl_vision_matrix2(L, NAME("attn_out.weight"), e, e, want, &B->wo));
+    TRY(npl_vision_vector(L, NAME("attn_q.bias"), e, false, &B->bq));
+    TRY(npl_vision_vector(L, NAME("attn_k.bias"), e, false, &B->bk));
+    TRY(npl_vision_vector(L, NAME("attn_v.bias"), e, false, &B->bv));
+    TRY(npl_vision_vector(L, NAME("attn_out.bias"), e, false, &B->bo));
     snprintf(base, sizeof base, "v.blk.%u.ln1", il);
     TRY(norm_pair(L, base, e, true, &B->ln1_w, &B->ln1_b));
     snprintf(base, sizeof base, "v.blk.%u.ln2", il);
@@ -327,31 +326,31 @@ static npl_status bind_block(loader *L, uint32_t il)
     /* Older converters named fc1 "ffn_down" and fc2 "ffn_up": recognise
      * them by shape (a down projection has n_ff inputs). When n_ff equals
      * n_embd the shapes cannot tell, and the names are trusted. */
-    const npl_gguf_tensor *up = find(L, NAME("ffn_up.weight"), true);
+    const npl_gguf_tensor *up = npl_vision_find(L, NAME("ffn_up.weight"), true);
     if (!up)
         return NPL_ERR_FORMAT;
-    const npl_gguf_tensor *down = find(L, NAME("ffn_down.weight"), true);
+    const npl_gguf_tensor *down = npl_vision_find(L, NAME("ffn_down.weight"), true);
     if (!down)
         return NPL_ERR_FORMAT;
-    bool swapped = f != e && shape_is(down, e, f, 1, 1) && shape_is(up, f, e, 1, 1);
+    bool swapped = f != e && npl_vision_shape_is(down, e, f, 1, 1) && npl_vision_shape_is(up, f, e, 1, 1);
     const char *up_name = swapped ? "ffn_down" : "ffn_up";
     const char *down_name = swapped ? "ffn_up" : "ffn_down";
     const npl_gguf_tensor *t_up = swapped ? down : up;
     const npl_gguf_tensor *t_down = swapped ? up : down;
     snprintf(name, sizeof name, "v.blk.%u.%s.weight", il, up_name);
     snprintf(want, sizeof want, "[%u, %u] (n_embd, n_ff)", e, f);
-    if (!shape_is(t_up, e, f, 1, 1))
-        return shape_error(L, t_up, name, want);
-    TRY(bind_matrix(L, t_up, name, e, f, want, &B->w_up));
+    if (!npl_vision_shape_is(t_up, e, f, 1, 1))
+        return npl_vision_shape_error(L, t_up, name, want);
+    TRY(npl_vision_bind_matrix(L, t_up, name, e, f, want, &B->w_up));
     snprintf(name, sizeof name, "v.blk.%u.%s.weight", il, down_name);
     snprintf(want, sizeof want, "[%u, %u] (n_ff, n_embd)", f, e);
-    if (!shape_is(t_down, f, e, 1, 1))
-        return shape_error(L, t_down, name, want);
-    TRY(bind_matrix(L, t_down, name, f, e, want, &B->w_down));
+    if (!npl_vision_shape_is(t_down, f, e, 1, 1))
+        return npl_vision_shape_error(L, t_down, name, want);
+    TRY(npl_vision_bind_matrix(L, t_down, name, f, e, want, &B->w_down));
     snprintf(name, sizeof name, "v.blk.%u.%s.bias", il, up_name);
-    TRY(vector(L, name, f, false, &B->b_up));
+    TRY(npl_vision_vector(L, name, f, false, &B->b_up));
     snprintf(name, sizeof name, "v.blk.%u.%s.bias", il, down_name);
-    TRY(vector(L, name, e, false, &B->b_down));
+    TRY(npl_vision_vector(L, name, e, false, &B->b_down));
     if (swapped)
         v->info.ffn_swapped = true;
 #undef NAME
@@ -359,28 +358,43 @@ static npl_status bind_block(loader *L, uint32_t il)
     return NPL_OK;
 }
 
-/* mm.input_projection.weight [n_embd_out, n_embd] -> proj_t, one row of
- * n_embd per output dimension. */
-static npl_status bind_projection(loader *L)
+npl_status npl_vision_projection(npl_vision_loader *L, int out_axis, const npl_gguf_tensor **out_t, uint32_t *n_out)
 {
-    npl_vision *v = L->v;
-    uint32_t e = v->info.n_embd;
+    uint32_t e = L->v->info.n_embd;
     const char *name = "mm.input_projection.weight";
-    const npl_gguf_tensor *t = find(L, name, true);
+    const npl_gguf_tensor *t = npl_vision_find(L, name, true);
     if (!t)
         return NPL_ERR_FORMAT;
     char want[96];
-    snprintf(want, sizeof want, "[n_embd_out, %u] (text width, encoder width)", e);
-    if (t->ne[1] != e || t->ne[2] != 1 || t->ne[3] != 1 || t->ne[0] < 1 || t->ne[0] > NPL_VISION_MAX_OUT_EMBD)
-        return shape_error(L, t, name, want);
-    uint32_t out = (uint32_t)t->ne[0];
+    snprintf(want, sizeof want, out_axis ? "[%u, n_embd_out] (encoder width, text width)"
+                                         : "[n_embd_out, %u] (text width, encoder width)", e);
+    if (t->ne[1 - out_axis] != e || t->ne[2] != 1 || t->ne[3] != 1 || t->ne[out_axis] < 1 ||
+        t->ne[out_axis] > NPL_VISION_MAX_OUT_EMBD)
+        return npl_vision_shape_error(L, t, name, want);
+    uint32_t out = (uint32_t)t->ne[out_axis];
     uint32_t declared = 0;
-    npl_status st = get_u32(L, "clip.vision.projection_dim", false, out, &declared);
+    npl_status st = npl_vision_get_u32(L, "clip.vision.projection_dim", false, out, &declared);
     if (st)
         return st;
     if (declared != out)
         return npl_error_set(L->err, NPL_ERR_FORMAT, "%s: clip.vision.projection_dim = %u but %s has %u outputs",
                              L->path, declared, name, out);
+    *out_t = t;
+    *n_out = out;
+    return NPL_OK;
+}
+
+/* mm.input_projection.weight [n_embd_out, n_embd] -> proj_t, one row of
+ * n_embd per output dimension. */
+static npl_status bind_projection(npl_vision_loader *L)
+{
+    npl_vision *v = L->v;
+    uint32_t e = v->info.n_embd, out = 0;
+    const char *name = "mm.input_projection.weight";
+    const npl_gguf_tensor *t = NULL;
+    npl_status st = npl_vision_projection(L, 0, &t, &out);
+    if (st)
+        return st;
     size_t rb = npl_type_row_size(t->type, out);
     const npl_type_traits *tr = npl_type_traits_get(t->type);
     if (rb == 0 || !tr || !tr->can_dequantize)
@@ -406,11 +420,13 @@ static npl_status bind_projection(loader *L)
 
 npl_status npl_vision_load_weights(npl_vision *v, npl_error *err)
 {
-    loader L = {.v = v, .path = npl_gguf_path(v->gguf), .err = err};
+    npl_vision_loader L = {.v = v, .path = npl_gguf_path(v->gguf), .err = err};
     npl_status st;
 #define TRY(x) do { if ((st = (x)) != NPL_OK) return st; } while (0)
     TRY(check_projector(&L));
     TRY(read_hparams(&L));
+    if (v->gemma4v)
+        return npl_gemma4v_load_tensors(&L);
     const npl_vision_info *in = &v->info;
     uint64_t e = in->n_embd, f = in->n_ff;
     size_t n_vec = (size_t)in->n_layer * (9 * e + f) + 6 * e;
@@ -425,22 +441,22 @@ npl_status npl_vision_load_weights(npl_vision *v, npl_error *err)
      * i.e. one row of 3 * patch^2 (channel, y, x) per output. */
     uint32_t p = in->patch_size;
     const char *name = "v.patch_embd.weight";
-    const npl_gguf_tensor *t = find(&L, name, true);
+    const npl_gguf_tensor *t = npl_vision_find(&L, name, true);
     if (!t)
         return NPL_ERR_FORMAT;
     char want[96];
     snprintf(want, sizeof want, "[%u, %u, 3, %u] (patch, patch, channels, n_embd)", p, p, in->n_embd);
-    if (!shape_is(t, p, p, 3, e))
-        return shape_error(&L, t, name, want);
-    TRY(bind_matrix(&L, t, name, (int64_t)3 * p * p, (int64_t)e, want, &v->patch_embd));
-    TRY(vector(&L, "v.patch_embd.bias", e, false, &v->patch_bias));
+    if (!npl_vision_shape_is(t, p, p, 3, e))
+        return npl_vision_shape_error(&L, t, name, want);
+    TRY(npl_vision_bind_matrix(&L, t, name, (int64_t)3 * p * p, (int64_t)e, want, &v->patch_embd));
+    TRY(npl_vision_vector(&L, "v.patch_embd.bias", e, false, &v->patch_bias));
     snprintf(want, sizeof want, "[%u, %u] (n_embd, patches)", in->n_embd, v->n_patches);
-    TRY(matrix2(&L, "v.position_embd.weight", e, v->n_patches, want, &v->pos_embd));
+    TRY(npl_vision_matrix2(&L, "v.position_embd.weight", e, v->n_patches, want, &v->pos_embd));
     TRY(norm_pair(&L, "v.pre_ln", e, false, &v->pre_ln_w, &v->pre_ln_b));
     for (uint32_t il = 0; il < in->n_layer; il++)
         TRY(bind_block(&L, il));
     TRY(norm_pair(&L, "v.post_ln", e, false, &v->post_ln_w, &v->post_ln_b));
-    TRY(vector(&L, "mm.soft_emb_norm.weight", e, true, &v->soft_emb_norm));
+    TRY(npl_vision_vector(&L, "mm.soft_emb_norm.weight", e, true, &v->soft_emb_norm));
     TRY(bind_projection(&L));
     if (npl_gguf_find_tensor(v->gguf, "v.blk.0.attn_qkv.weight") || npl_gguf_find_tensor(v->gguf, "v.blk.0.ffn_gate.weight"))
         return npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s: fused QKV or gated FFN tensors are not part of the gemma3 projector",

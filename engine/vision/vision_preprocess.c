@@ -52,50 +52,90 @@ static void scale_bilinear(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t
     }
 }
 
-/* Size of the scaled image inside the square: the larger scale that fits,
- * sides rounded up (and capped at the square). */
-static void fit_size(uint32_t w, uint32_t h, uint32_t s, uint32_t *fw, uint32_t *fh)
+/* Size of the scaled image inside a tw x th target: the larger scale that
+ * fits, sides rounded up (and capped at the target). */
+static void fit_size(uint32_t w, uint32_t h, uint32_t tw, uint32_t th, uint32_t *fw, uint32_t *fh)
 {
-    float scale_w = (float)s / (float)w;
-    float scale_h = (float)s / (float)h;
+    float scale_w = (float)tw / (float)w;
+    float scale_h = (float)th / (float)h;
     float scale = scale_w < scale_h ? scale_w : scale_h;
     float nw = ceilf((float)w * scale), nh = ceilf((float)h * scale);
-    *fw = nw >= (float)s ? s : (nw < 1.0f ? 1u : (uint32_t)nw);
-    *fh = nh >= (float)s ? s : (nh < 1.0f ? 1u : (uint32_t)nh);
+    *fw = nw >= (float)tw ? tw : (nw < 1.0f ? 1u : (uint32_t)nw);
+    *fh = nh >= (float)th ? th : (nh < 1.0f ? 1u : (uint32_t)nh);
 }
 
 size_t npl_vision_pixel_count(const npl_vision_pixel_params *p)
 {
-    return (size_t)3 * p->image_size * p->image_size;
+    return p->align ? 0 : (size_t)3 * p->image_size * p->image_size;
+}
+
+size_t npl_vision_pixel_count_for(const npl_vision_pixel_params *p, uint32_t width, uint32_t height)
+{
+    uint32_t w, h;
+    if (!p->align)
+        return npl_vision_pixel_count(p);
+    return npl_vision_dyn_size(p, width, height, &w, &h) ? 2 + (size_t)3 * w * h : 0;
+}
+
+uint32_t npl_vision_image_n_tokens(const npl_vision *v, uint32_t width, uint32_t height)
+{
+    npl_vision_pixel_params p;
+    uint32_t w, h;
+    npl_vision_get_pixel_params(v, &p);
+    if (!p.align)
+        return v->info.n_tokens;
+    return npl_vision_dyn_size(&p, width, height, &w, &h) ? (w / p.align) * (h / p.align) : 0;
+}
+
+uint32_t npl_vision_pixels_n_tokens(const npl_vision *v, const npl_vision_pixel_params *p, const float *pixels)
+{
+    if (!p->align)
+        return v->info.n_tokens;
+    return ((uint32_t)pixels[0] / p->align) * ((uint32_t)pixels[1] / p->align);
+}
+
+size_t npl_vision_pixels_len(const npl_vision_pixel_params *p, const float *pixels)
+{
+    return p->align ? 2 + (size_t)3 * (size_t)pixels[0] * (size_t)pixels[1] : npl_vision_pixel_count(p);
 }
 
 void npl_vision_get_pixel_params(const npl_vision *v, npl_vision_pixel_params *out)
 {
-    out->image_size = v->info.image_size;
-    memcpy(out->image_mean, v->info.image_mean, sizeof out->image_mean);
-    memcpy(out->image_std, v->info.image_std, sizeof out->image_std);
+    *out = v->pixel;
+}
+
+void npl_vision_normalize(const npl_vision_pixel_params *p, const uint8_t *rgb, size_t n, float *out)
+{
+    const float *mean = p->image_mean, *std = p->image_std;
+    for (size_t i = 0; i < n; i++)
+        for (int c = 0; c < 3; c++)
+            out[(size_t)c * n + i] = ((float)rgb[3 * i + c] / 255.0f - mean[c]) / std[c];
+}
+
+void npl_vision_letterbox(const npl_image *img, uint8_t *dst, uint32_t dst_w, uint32_t dst_h)
+{
+    if (img->width == dst_w && img->height == dst_h) {
+        memcpy(dst, img->rgb, (size_t)dst_w * dst_h * 3);
+        return;
+    }
+    uint32_t fw, fh;
+    fit_size(img->width, img->height, dst_w, dst_h, &fw, &fh);
+    scale_bilinear(img->rgb, img->width, img->height, dst, dst_w, (dst_w - fw) / 2, (dst_h - fh) / 2, fw, fh);
 }
 
 npl_status npl_image_preprocess(const npl_vision_pixel_params *p, const npl_image *img, float *out, npl_error *err)
 {
     if (!p || p->image_size == 0 || !img || !img->rgb || img->width == 0 || img->height == 0 || !out)
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: no image to preprocess");
+    if (p->align)
+        return npl_vision_dyn_preprocess(p, img, out, err);
     uint32_t s = p->image_size;
     size_t plane = (size_t)s * s;
     uint8_t *square = calloc(plane, 3); /* black background */
     if (!square)
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for a %u x %u image", s, s);
-    if (img->width == s && img->height == s) {
-        memcpy(square, img->rgb, plane * 3);
-    } else {
-        uint32_t fw, fh;
-        fit_size(img->width, img->height, s, &fw, &fh);
-        scale_bilinear(img->rgb, img->width, img->height, square, s, (s - fw) / 2, (s - fh) / 2, fw, fh);
-    }
-    const float *mean = p->image_mean, *std = p->image_std;
-    for (size_t i = 0; i < plane; i++)
-        for (int c = 0; c < 3; c++)
-            out[(size_t)c * plane + i] = ((float)square[3 * i + c] / 255.0f - mean[c]) / std[c];
+    npl_vision_letterbox(img, square, s, s);
+    npl_vision_normalize(p, square, plane, out);
     free(square);
     return NPL_OK;
 }

@@ -1,15 +1,31 @@
-/* A chat prompt with one image for Gemma 3, and prefilling it: text before
+/* A chat prompt with one image for Gemma 3 and Gemma 4, and prefilling it: text before
  * the image, the image's embedding rows (attending to each other in both
  * directions, as the model was trained), text after.
  *
  * Like the chat templates, control tokens are inserted by id and text runs
  * between them are tokenized without special-token parsing, so nothing a
  * user types can open a turn or an image. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "chat_prompt.h"
 #include "vision_internal.h"
+
+/* The image's tokens in a vocabulary: Gemma 4's (<|image> and <image|>
+ * around the rows, <|image|> where its template puts an image) when it
+ * has them, else Gemma 3's (<start_of_image>, <end_of_image>, and the
+ * template writes <start_of_image>). */
+typedef struct image_marks {
+    const char *begin, *end, *mark;
+} image_marks;
+
+static image_marks marks_of(const npl_tokenizer *tok)
+{
+    if (npl_tokenizer_find(tok, "<|image>") >= 0 && npl_tokenizer_find(tok, "<image|>") >= 0)
+        return (image_marks){"<|image>", "<image|>", "<|image|>"};
+    return (image_marks){"<start_of_image>", "<end_of_image>", "<start_of_image>"};
+}
 
 npl_status npl_vision_check_model(const npl_vision *v, const npl_model *m, npl_error *err)
 {
@@ -21,8 +37,14 @@ npl_status npl_vision_check_model(const npl_vision *v, const npl_model *m, npl_e
                              "the vision projector produces embeddings of %u values but the model's are %u wide",
                              v->info.n_embd_out, mi->n_embd);
     const npl_tokenizer *tok = npl_model_tokenizer(m);
-    if (npl_tokenizer_find(tok, "<start_of_image>") < 0 || npl_tokenizer_find(tok, "<end_of_image>") < 0)
+    image_marks mk = marks_of(tok);
+    if (npl_tokenizer_find(tok, mk.begin) < 0 || npl_tokenizer_find(tok, mk.end) < 0)
         return npl_error_set(err, NPL_ERR_UNSUPPORTED, "the model's vocabulary has no <start_of_image>/<end_of_image>");
+    /* Gemma 4's tower feeds Gemma 4 models only (and Gemma 3's does not) */
+    bool g4 = strcmp(v->info.projector, "gemma4v") == 0, g4_model = mi->architecture && strcmp(mi->architecture, "gemma4") == 0;
+    if (g4 != g4_model)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "a %s vision projector does not fit a %s model",
+                             v->info.projector, mi->architecture);
     if (mi->chat_format != NPL_CHAT_GEMMA)
         return npl_error_set(err, NPL_ERR_UNSUPPORTED, "images need a model with the Gemma chat format, not %s",
                              npl_chat_format_name(mi->chat_format));
@@ -89,8 +111,6 @@ static npl_status text_trimmed(builder *b, const char *s)
 
 /* ---- from the model's template ------------------------------------------ */
 
-#define IMAGE_MARK "<start_of_image>"
-
 /* The conversation as JSON for the template: a message with images has
  * the content parts [{"type": "image"}..., {"type": "text", "text": ...}]
  * (what transformers passes), the others a plain string. */
@@ -145,14 +165,19 @@ static npl_status piece(const char *pre, const npl_jinja_output *r, size_t from,
 
 /* Run k of the rendering r cut at its image markers at[0..n_at): each
  * marker becomes the image between "\n\n<start_of_image>" and
- * "<end_of_image>\n\n" (what llama.cpp puts there for Gemma 3). */
+ * "<end_of_image>\n\n" (what llama.cpp puts there for Gemma 3; Gemma 4's
+ * tokens the same way). */
 static npl_status tokenize_run(const npl_model *m, const npl_jinja_output *r, const size_t *at, size_t n_at, size_t k,
                                npl_tokens *out, npl_error *err)
 {
-    size_t from = k == 0 ? 0 : at[k - 1] + strlen(IMAGE_MARK), to = k == n_at ? r->len : at[k];
-    npl_jinja_output pc = {0};
-    npl_status st = piece(k == 0 ? "" : "<end_of_image>\n\n", r, from, to, k == n_at ? "" : "\n\n" IMAGE_MARK, &pc, err);
     const npl_tokenizer *tok = npl_model_tokenizer(m);
+    image_marks mk = marks_of(tok);
+    char pre[32], post[32];
+    snprintf(pre, sizeof pre, "%s\n\n", mk.end);
+    snprintf(post, sizeof post, "\n\n%s", mk.begin);
+    size_t from = k == 0 ? 0 : at[k - 1] + strlen(mk.mark), to = k == n_at ? r->len : at[k];
+    npl_jinja_output pc = {0};
+    npl_status st = piece(k == 0 ? "" : pre, r, from, to, k == n_at ? "" : post, &pc, err);
     if (!st && k == 0)
         st = npl_chat_tokenize_rendering(tok, &pc, out, err);
     else if (!st)
@@ -177,12 +202,13 @@ static npl_status from_template(const npl_model *m, const npl_chat_message *msgs
     free(json);
     if (st)
         return st;
-    size_t k = strlen(IMAGE_MARK), found = 0;
+    const char *mark = marks_of(npl_model_tokenizer(m)).mark;
+    size_t k = strlen(mark), found = 0;
     size_t *at = malloc((total + 1) * sizeof *at);
     if (!at)
         st = npl_error_set(err, NPL_ERR_NOMEM, "vision prompt: out of memory");
     for (size_t i = 0; !st && i + k <= r.len; i++)
-        if (memcmp(r.text + i, IMAGE_MARK, k) == 0 && !memchr(r.mask + i, 1, k)) {
+        if (memcmp(r.text + i, mark, k) == 0 && !memchr(r.mask + i, 1, k)) {
             if (found == total) {
                 found++;
                 break;
@@ -191,7 +217,7 @@ static npl_status from_template(const npl_model *m, const npl_chat_message *msgs
         }
     if (!st && found != total)
         st = npl_error_set(err, NPL_ERR_UNSUPPORTED, "the chat template puts %s%zu %s in the prompt for %zu images",
-                           found > total ? "more than " : "", found > total ? total : found, IMAGE_MARK, total);
+                           found > total ? "more than " : "", found > total ? total : found, mark, total);
     for (size_t i = 0; !st && i <= total; i++)
         st = tokenize_run(m, &r, at, total, i, &runs[i], err);
     free(at);
@@ -212,6 +238,7 @@ static npl_status builtin(const npl_model *m, const npl_chat_message *msgs, cons
                           npl_tokens *runs, npl_error *err)
 {
     builder b = {.tok = npl_model_tokenizer(m), .err = err};
+    image_marks mk = marks_of(b.tok);
     npl_tokens *cur = runs;
     npl_status st;
 #define TRY(x) do { if ((st = (x)) != NPL_OK) goto done; } while (0)
@@ -231,9 +258,9 @@ static npl_status builtin(const npl_model *m, const npl_chat_message *msgs, cons
         }
         for (uint32_t k = 0; k < n_images[i]; k++) {
             TRY(text(&b, "\n\n", 2));
-            TRY(control(&b, cur, "<start_of_image>"));
+            TRY(control(&b, cur, mk.begin));
             cur++;
-            TRY(control(&b, cur, "<end_of_image>"));
+            TRY(control(&b, cur, mk.end));
             TRY(text(&b, "\n\n", 2));
         }
         TRY(text_trimmed(&b, msgs[i].content));
@@ -283,7 +310,7 @@ npl_status npl_vision_chat_prompt_messages(const npl_model *m, const npl_chat_me
     free_runs(runs, total + 1);
     if (tst == NPL_ERR_NOMEM)
         return npl_error_set(err, tst, "%s", terr.message);
-    if (tst != NPL_ERR_UNSUPPORTED || strstr(terr.message, IMAGE_MARK))
+    if (tst != NPL_ERR_UNSUPPORTED || strstr(terr.message, marks_of(npl_model_tokenizer(m)).mark))
         npl_chat_warn_fallback(m, &terr);
     npl_status st = builtin(m, msgs, n_images, n_msgs, runs, err);
     if (st)

@@ -29,22 +29,6 @@
 #include "ggml_types.h"
 #include "vision_internal.h"
 
-struct npl_vision_encoding {
-    npl_vision *v;
-    uint32_t stage;
-    float *pixels;  /* 3 planes of image_size^2, until stage 0 ran */
-    float *x;       /* n_patches x n_embd: the residual stream */
-    float *xn;      /* n_patches x n_embd: normalised input / attention output */
-    float *q;       /* n_patches x n_embd */
-    float *kh;      /* K, n_patches x n_embd; the exact path then rearranges it per head: [head][patch][head_dim] */
-    float *vt;      /* V, n_patches x n_embd; the exact path then transposes it per head: [head][head_dim][patch] */
-    float *tmp;     /* n_patches x n_embd: the exact path's K and V while rearranged, the projector's tokens */
-    float *hidden;  /* ROW_CHUNK x max(n_ff, 3 patch^2): fc1 output, patch vectors */
-    float *scores;  /* exact path: ROW_CHUNK x n_patches */
-    float *out;     /* n_tokens x n_embd_out */
-    npl_vision_attn attn; /* fast path */
-    npl_vision_timings times;
-};
 
 static double now_s(void)
 {
@@ -63,18 +47,9 @@ static void lap(double *t0, double *acc)
 
 /* ---- row-parallel helpers ------------------------------------------------- */
 
-typedef enum row_op {
-    OP_LAYERNORM, /* dst = LN(src) * w + b (w, b optional) */
-    OP_ADD_BIAS,  /* dst += b */
-    OP_ADD,       /* dst += src (+ b when given) */
-    OP_ACT,       /* dst = act(dst + b) */
-    OP_ACT_FAST,  /* the same with act_gelu.h */
-    OP_RMSNORM,   /* dst = RMSNorm(src) * w */
-    OP_SOFTMAX,   /* dst = softmax(dst * scale) */
-} row_op;
 
 typedef struct row_job {
-    row_op op;
+    npl_vision_row_op op;
     const npl_vision *v;
     float *dst;
     const float *src;
@@ -162,21 +137,25 @@ static void row_task(void *ctx, size_t begin, size_t end, int thread)
             npl_scale_f32(j->v->simd, (float)(1.0 / sum), d, n);
             break;
         }
+        case OP_MUL:
+            for (size_t i = 0; i < n; i++)
+                d[i] *= s[i];
+            break;
         case OP_RMSNORM: {
             double ss = 0.0;
             for (size_t i = 0; i < n; i++)
                 ss += (double)s[i] * s[i];
             float scale = 1.0f / sqrtf((float)(ss / (double)n) + j->v->eps);
             for (size_t i = 0; i < n; i++)
-                d[i] = s[i] * scale * j->w[i];
+                d[i] = s[i] * scale * (j->w ? j->w[i] : 1.0f);
             break;
         }
         }
     }
 }
 
-static void rows(const npl_vision *v, row_op op, float *dst, const float *src, const float *w, const float *b,
-                 size_t n_rows, size_t width)
+void npl_vision_rows(const npl_vision *v, npl_vision_row_op op, float *dst, const float *src, const float *w,
+                     const float *b, size_t n_rows, size_t width)
 {
     row_job j = {.op = op, .v = v, .dst = dst, .src = src, .w = w, .b = b, .width = width};
     npl_threadpool_run(v->pool, n_rows, row_task, &j);
@@ -184,8 +163,8 @@ static void rows(const npl_vision *v, row_op op, float *dst, const float *src, c
 
 /* y = W x for n <= NPL_VISION_ROW_CHUNK rows: on the AMX tiles when W
  * was packed for them, else the shared matrix kernel. */
-static void product(const npl_vision *v, const npl_matrix *w, const float *x, size_t x_stride, size_t n, float *y,
-                    size_t y_stride)
+void npl_vision_product(const npl_vision *v, const npl_matrix *w, const float *x, size_t x_stride, size_t n, float *y,
+                        size_t y_stride)
 {
     const npl_amx_weights *t = npl_vision_amx_weights(v, w);
     if (t && npl_amx_acts_load(v->pool, v->amx_acts, x, x_stride, n, (size_t)w->n_cols) &&
@@ -195,12 +174,12 @@ static void product(const npl_vision *v, const npl_matrix *w, const float *x, si
 }
 
 /* y[r] = W x[r] for n_rows rows, in chunks the workspace holds. */
-static void matmul_rows(const npl_vision *v, const npl_matrix *w, const float *x, size_t n_rows, float *y)
+void npl_vision_matmul_rows(const npl_vision *v, const npl_matrix *w, const float *x, size_t n_rows, float *y)
 {
     size_t in = (size_t)w->n_cols, out = (size_t)w->n_rows;
     for (size_t r0 = 0; r0 < n_rows; r0 += NPL_VISION_ROW_CHUNK) {
         size_t n = n_rows - r0 < NPL_VISION_ROW_CHUNK ? n_rows - r0 : NPL_VISION_ROW_CHUNK;
-        product(v, w, x + r0 * in, in, n, y + r0 * out, out);
+        npl_vision_product(v, w, x + r0 * in, in, n, y + r0 * out, out);
     }
 }
 
@@ -261,16 +240,11 @@ static void gather_patches(const npl_vision_encoding *e, size_t r0, size_t n, fl
     }
 }
 
-typedef struct embed_job {
-    npl_vision_encoding *e;
-    size_t r0; /* first patch of the chunk being gathered */
-} embed_job;
-
 /* Patches [r0 + begin, r0 + end) into rows [begin, end) of hidden. */
 static void gather_task(void *ctx, size_t begin, size_t end, int thread)
 {
     (void)thread;
-    const embed_job *j = ctx;
+    const npl_vision_embed_job *j = ctx;
     size_t len = (size_t)j->e->v->patch_embd.n_cols;
     gather_patches(j->e, j->r0 + begin, end - begin, j->e->hidden + begin * len);
 }
@@ -279,27 +253,34 @@ static void gather_task(void *ctx, size_t begin, size_t end, int thread)
 static void position_task(void *ctx, size_t begin, size_t end, int thread)
 {
     (void)thread;
-    const embed_job *j = ctx;
+    const npl_vision_embed_job *j = ctx;
     const npl_vision *v = j->e->v;
     for (size_t r = begin; r < end; r++)
         npl_matrix_get_row(&v->pos_embd, (int64_t)r, j->e->xn + r * v->info.n_embd);
+}
+
+void npl_vision_embed_patches(npl_vision_encoding *e, npl_task_fn gather)
+{
+    const npl_vision *v = e->v;
+    size_t E = v->info.n_embd, N = e->n_patches;
+    for (size_t r0 = 0; r0 < N; r0 += NPL_VISION_ROW_CHUNK) {
+        size_t n = N - r0 < NPL_VISION_ROW_CHUNK ? N - r0 : NPL_VISION_ROW_CHUNK;
+        npl_vision_embed_job j = {.e = e, .r0 = r0};
+        npl_threadpool_run(v->pool, n, gather, &j);
+        npl_vision_product(v, &v->patch_embd, e->hidden, (size_t)v->patch_embd.n_cols, n, e->x + r0 * E, E);
+    }
 }
 
 static void stage_embed(npl_vision_encoding *e)
 {
     const npl_vision *v = e->v;
     size_t E = v->info.n_embd, N = v->n_patches;
-    for (size_t r0 = 0; r0 < N; r0 += NPL_VISION_ROW_CHUNK) {
-        size_t n = N - r0 < NPL_VISION_ROW_CHUNK ? N - r0 : NPL_VISION_ROW_CHUNK;
-        embed_job j = {.e = e, .r0 = r0};
-        npl_threadpool_run(v->pool, n, gather_task, &j);
-        product(v, &v->patch_embd, e->hidden, (size_t)v->patch_embd.n_cols, n, e->x + r0 * E, E);
-    }
-    embed_job j = {.e = e};
+    npl_vision_embed_patches(e, gather_task);
+    npl_vision_embed_job j = {.e = e};
     npl_threadpool_run(v->pool, N, position_task, &j);
-    rows(v, OP_ADD, e->x, e->xn, NULL, v->patch_bias, N, E);
+    npl_vision_rows(v, OP_ADD, e->x, e->xn, NULL, v->patch_bias, N, E);
     if (v->pre_ln_w) {
-        rows(v, OP_LAYERNORM, e->xn, e->x, v->pre_ln_w, v->pre_ln_b, N, E);
+        npl_vision_rows(v, OP_LAYERNORM, e->xn, e->x, v->pre_ln_w, v->pre_ln_b, N, E);
         memcpy(e->x, e->xn, N * E * sizeof *e->x);
     }
     free(e->pixels);
@@ -330,7 +311,7 @@ static void project_qkv(npl_vision_encoding *e, const npl_vision_block *B)
     const float *bias[3] = {B->bq, B->bk, B->bv};
     for (size_t i = 0; i < 3; i++)
         if (bias[i])
-            rows(v, OP_ADD_BIAS, dst[i], NULL, NULL, bias[i], N, E);
+            npl_vision_rows(v, OP_ADD_BIAS, dst[i], NULL, NULL, bias[i], N, E);
 }
 
 static npl_status stage_block(npl_vision_encoding *e, const npl_vision_block *B, npl_error *err)
@@ -339,7 +320,7 @@ static npl_status stage_block(npl_vision_encoding *e, const npl_vision_block *B,
     size_t E = v->info.n_embd, F = v->info.n_ff, N = v->n_patches;
     double t0 = now_s();
 
-    rows(v, OP_LAYERNORM, e->xn, e->x, B->ln1_w, B->ln1_b, N, E);
+    npl_vision_rows(v, OP_LAYERNORM, e->xn, e->x, B->ln1_w, B->ln1_b, N, E);
     project_qkv(e, B);
     lap(&t0, &e->times.attn_proj);
     if (v->exact) {
@@ -351,23 +332,23 @@ static npl_status stage_block(npl_vision_encoding *e, const npl_vision_block *B,
         if (st != NPL_OK)
             return st;
     } else {
-        npl_vision_attention_fast(v, &e->attn, e->q, e->kh, e->vt, e->xn);
+        npl_vision_attention_fast(v, &e->attn, N, 1.0f / sqrtf((float)v->head_dim), e->q, e->kh, e->vt, e->xn);
     }
     lap(&t0, &e->times.attention);
 
     /* Q is spent: it receives the output projection. */
-    matmul_rows(v, &B->wo, e->xn, N, e->q);
-    rows(v, OP_ADD, e->x, e->q, NULL, B->bo, N, E);
+    npl_vision_matmul_rows(v, &B->wo, e->xn, N, e->q);
+    npl_vision_rows(v, OP_ADD, e->x, e->q, NULL, B->bo, N, E);
     lap(&t0, &e->times.attn_proj);
 
-    rows(v, OP_LAYERNORM, e->xn, e->x, B->ln2_w, B->ln2_b, N, E);
+    npl_vision_rows(v, OP_LAYERNORM, e->xn, e->x, B->ln2_w, B->ln2_b, N, E);
     for (size_t r0 = 0; r0 < N; r0 += NPL_VISION_ROW_CHUNK) {
         size_t n = N - r0 < NPL_VISION_ROW_CHUNK ? N - r0 : NPL_VISION_ROW_CHUNK;
-        product(v, &B->w_up, e->xn + r0 * E, E, n, e->hidden, F);
-        rows(v, v->exact ? OP_ACT : OP_ACT_FAST, e->hidden, NULL, NULL, B->b_up, n, F);
-        product(v, &B->w_down, e->hidden, F, n, e->q + r0 * E, E);
+        npl_vision_product(v, &B->w_up, e->xn + r0 * E, E, n, e->hidden, F);
+        npl_vision_rows(v, v->exact ? OP_ACT : OP_ACT_FAST, e->hidden, NULL, NULL, B->b_up, n, F);
+        npl_vision_product(v, &B->w_down, e->hidden, F, n, e->q + r0 * E, E);
     }
-    rows(v, OP_ADD, e->x, e->q, NULL, B->b_down, N, E);
+    npl_vision_rows(v, OP_ADD, e->x, e->q, NULL, B->b_down, N, E);
     lap(&t0, &e->times.mlp);
     return NPL_OK;
 }
@@ -380,6 +361,17 @@ typedef struct pool_job {
 
 /* Token (ty, tx) averages patches [ty*k, ty*k+k) x [tx*k, tx*k+k), added
  * in row-major order; tokens [begin, end). */
+void npl_vision_pool_sum(const float *feat, size_t nx, size_t k, size_t ty, size_t tx, size_t E, float *dst)
+{
+    memset(dst, 0, E * sizeof *dst);
+    for (size_t dy = 0; dy < k; dy++)
+        for (size_t dx = 0; dx < k; dx++) {
+            const float *src = feat + ((ty * k + dy) * nx + tx * k + dx) * E;
+            for (size_t i = 0; i < E; i++)
+                dst[i] += src[i];
+        }
+}
+
 static void pool_task(void *ctx, size_t begin, size_t end, int thread)
 {
     (void)thread;
@@ -387,15 +379,8 @@ static void pool_task(void *ctx, size_t begin, size_t end, int thread)
     const npl_vision *v = j->v;
     size_t E = v->info.n_embd, k = v->info.pool, side = v->n_side / k;
     for (size_t t = begin; t < end; t++) {
-        size_t ty = t / side, tx = t % side;
         float *dst = j->pooled + t * E;
-        memset(dst, 0, E * sizeof *dst);
-        for (size_t dy = 0; dy < k; dy++)
-            for (size_t dx = 0; dx < k; dx++) {
-                const float *src = j->feat + ((ty * k + dy) * v->n_side + tx * k + dx) * E;
-                for (size_t i = 0; i < E; i++)
-                    dst[i] += src[i];
-            }
+        npl_vision_pool_sum(j->feat, v->n_side, k, t / side, t % side, E, dst);
         npl_scale_f32(v->simd, 1.0f / (float)(k * k), dst, E);
     }
 }
@@ -406,30 +391,33 @@ static void stage_project(npl_vision_encoding *e)
     size_t E = v->info.n_embd, N = v->n_patches;
     const float *feat = e->x;
     if (v->post_ln_w) {
-        rows(v, OP_LAYERNORM, e->xn, e->x, v->post_ln_w, v->post_ln_b, N, E);
+        npl_vision_rows(v, OP_LAYERNORM, e->xn, e->x, v->post_ln_w, v->post_ln_b, N, E);
         feat = e->xn;
     }
     size_t T = v->info.n_tokens;
     pool_job j = {.v = v, .feat = feat, .pooled = e->q};
     npl_threadpool_run(v->pool, T, pool_task, &j);
-    rows(v, OP_RMSNORM, e->tmp, e->q, v->soft_emb_norm, NULL, T, E);
-    matmul_rows(v, &v->proj, e->tmp, T, e->out);
+    npl_vision_rows(v, OP_RMSNORM, e->tmp, e->q, v->soft_emb_norm, NULL, T, E);
+    npl_vision_matmul_rows(v, &v->proj, e->tmp, T, e->out);
 }
 
 /* ---- public ------------------------------------------------------------------ */
 
-/* The activations of one encoding; its pixels are filled by the caller. */
-static npl_status encoding_alloc(npl_vision *v, npl_vision_encoding **out, npl_error *err)
+npl_status npl_vision_encoding_alloc(npl_vision *v, size_t n_pixels, uint32_t n_patches, uint32_t n_tokens,
+                                     npl_vision_encoding **out, npl_error *err)
 {
     *out = NULL;
     npl_vision_encoding *e = calloc(1, sizeof *e);
     if (!e)
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory");
     e->v = v;
+    e->n_patches = n_patches;
+    e->n_tokens = n_tokens;
     const npl_vision_info *in = &v->info;
-    size_t E = in->n_embd, N = v->n_patches, s = in->image_size;
+    size_t E = in->n_embd, N = n_patches;
     size_t hidden = in->n_ff > (size_t)v->patch_embd.n_cols ? in->n_ff : (size_t)v->patch_embd.n_cols;
-    e->pixels = npl_vision_floats(3 * s * s);
+    bool exact_attn = v->exact && !v->gemma4v; /* gemma4v's attention is always the fast kernel's */
+    e->pixels = npl_vision_floats(n_pixels);
     e->x = npl_vision_floats(N * E);
     e->xn = npl_vision_floats(N * E);
     e->q = npl_vision_floats(N * E);
@@ -437,15 +425,17 @@ static npl_status encoding_alloc(npl_vision *v, npl_vision_encoding **out, npl_e
     e->vt = npl_vision_floats(N * E);
     e->tmp = npl_vision_floats(N * E);
     e->hidden = npl_vision_floats(NPL_VISION_ROW_CHUNK * hidden);
-    if (v->exact)
+    if (v->gemma4v)
+        e->gate = npl_vision_floats(NPL_VISION_ROW_CHUNK * (size_t)in->n_ff);
+    if (exact_attn)
         e->scores = npl_vision_floats(NPL_VISION_ROW_CHUNK * N);
-    e->out = npl_vision_floats((size_t)in->n_tokens * in->n_embd_out);
+    e->out = npl_vision_floats((size_t)n_tokens * in->n_embd_out);
     if (!e->pixels || !e->x || !e->xn || !e->q || !e->kh || !e->vt || !e->tmp || !e->hidden ||
-        (v->exact && !e->scores) || !e->out) {
+        (v->gemma4v && !e->gate) || (exact_attn && !e->scores) || !e->out) {
         npl_vision_encoding_free(e);
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the vision encoder's activations (%zu patches)", N);
     }
-    npl_status st = v->exact ? NPL_OK : npl_vision_attn_alloc(v, &e->attn, err);
+    npl_status st = exact_attn ? NPL_OK : npl_vision_attn_alloc(v, N, &e->attn, err);
     if (st != NPL_OK) {
         npl_vision_encoding_free(e);
         return st;
@@ -456,17 +446,23 @@ static npl_status encoding_alloc(npl_vision *v, npl_vision_encoding **out, npl_e
 
 npl_vision_encoding *npl_vision_encoding_create(npl_vision *v, const npl_image *img, npl_error *err)
 {
-    if (!v || !img) {
+    if (!v || !img || !img->rgb) {
         npl_error_set(err, NPL_ERR_INVALID_ARG, "vision: missing tower or image");
         return NULL;
     }
-    npl_vision_encoding *e;
-    if (encoding_alloc(v, &e, err) != NPL_OK)
-        return NULL;
-    if (npl_vision_preprocess(v, img, e->pixels, err) != NPL_OK) {
-        npl_vision_encoding_free(e);
+    npl_vision_pixel_params p;
+    npl_vision_get_pixel_params(v, &p);
+    size_t n = npl_vision_pixel_count_for(&p, img->width, img->height);
+    float *pixels = n ? npl_vision_floats(n) : NULL;
+    if (!pixels) {
+        npl_error_set(err, n ? NPL_ERR_NOMEM : NPL_ERR_INVALID_ARG, n ? "out of memory for the preprocessed image"
+                      : "vision: a %u x %u image cannot be fitted to this projector", img->width, img->height);
         return NULL;
     }
+    npl_vision_encoding *e = NULL;
+    if (npl_image_preprocess(&p, img, pixels, err) == NPL_OK)
+        e = npl_vision_encoding_create_from_pixels(v, &p, pixels, err);
+    free(pixels);
     return e;
 }
 
@@ -485,10 +481,13 @@ npl_vision_encoding *npl_vision_encoding_create_from_pixels(npl_vision *v, const
                       p->image_size, mine.image_size);
         return NULL;
     }
+    if (v->gemma4v)
+        return npl_gemma4v_encoding_create(v, p, pixels, err);
     npl_vision_encoding *e;
-    if (encoding_alloc(v, &e, err) != NPL_OK)
+    size_t n = npl_vision_pixel_count(p);
+    if (npl_vision_encoding_alloc(v, n, v->n_patches, v->info.n_tokens, &e, err) != NPL_OK)
         return NULL;
-    memcpy(e->pixels, pixels, npl_vision_pixel_count(p) * sizeof(float));
+    memcpy(e->pixels, pixels, n * sizeof(float));
     return e;
 }
 
@@ -504,6 +503,7 @@ void npl_vision_encoding_free(npl_vision_encoding *e)
     free(e->vt);
     free(e->tmp);
     free(e->hidden);
+    free(e->gate);
     free(e->scores);
     free(e->out);
     npl_vision_attn_free(&e->attn);
@@ -528,7 +528,12 @@ npl_status npl_vision_encoding_step(npl_vision_encoding *e, bool *done, npl_erro
     if (e->stage < n) {
         npl_status st = NPL_OK;
         double t0 = now_s();
-        if (e->stage == 0) {
+        if (e->v->gemma4v) {
+            /* a block's time is counted under mlp */
+            npl_gemma4v_stage(e);
+            lap(&t0, e->stage == 0 ? &e->times.embed : e->stage <= e->v->info.n_layer ? &e->times.mlp
+                                                                                     : &e->times.project);
+        } else if (e->stage == 0) {
             stage_embed(e);
             lap(&t0, &e->times.embed);
         } else if (e->stage <= e->v->info.n_layer) {
@@ -549,6 +554,11 @@ npl_status npl_vision_encoding_step(npl_vision_encoding *e, bool *done, npl_erro
 void npl_vision_encoding_get_timings(const npl_vision_encoding *e, npl_vision_timings *out)
 {
     *out = e->times;
+}
+
+uint32_t npl_vision_encoding_n_tokens(const npl_vision_encoding *e)
+{
+    return e ? e->n_tokens : 0;
 }
 
 const float *npl_vision_encoding_output(const npl_vision_encoding *e)
@@ -573,7 +583,7 @@ npl_status npl_vision_encode(npl_vision *v, const npl_image *img, float *out, np
     while (!done && st == NPL_OK)
         st = npl_vision_encoding_step(e, &done, err);
     if (st == NPL_OK)
-        memcpy(out, e->out, (size_t)v->info.n_tokens * v->info.n_embd_out * sizeof *out);
+        memcpy(out, e->out, (size_t)e->n_tokens * v->info.n_embd_out * sizeof *out);
     npl_vision_encoding_free(e);
     return st;
 }

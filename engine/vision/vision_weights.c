@@ -68,8 +68,9 @@ static size_t list_matrices(npl_vision *v, npl_matrix **out)
     n++;
     for (uint32_t il = 0; il < v->info.n_layer; il++) {
         npl_vision_block *B = &v->blocks[il];
-        npl_matrix *ms[] = {&B->wq, &B->wk, &B->wv, &B->wo, &B->w_up, &B->w_down};
-        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        npl_matrix *ms[] = {&B->wq, &B->wk, &B->wv, &B->wo, &B->w_up, &B->w_down, &B->w_gate};
+        /* w_gate: gemma4v's gated FFN only */
+        for (size_t i = 0; i < sizeof ms / sizeof ms[0] - (B->w_gate.n_rows == 0); i++) {
             if (out)
                 out[n] = ms[i];
             n++;

@@ -50,7 +50,7 @@ const char *npd_finish_reason_name(NpdFinishReason reason);
  * images waiting in queued requests count against MaxImageMemory. */
 typedef struct {
     npl_vision_pixel_params params;
-    float *pixels;          /* npl_vision_pixel_count(&params) floats */
+    float *pixels;          /* npl_vision_pixels_len(&params, pixels) floats */
     NpdImageBudget *budget; /* charged bytes given back here when freed */
     guint64 charged;
 } NpdImagePixels;

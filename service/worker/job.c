@@ -245,7 +245,6 @@ static npl_status place_images(ActiveJob *aj, const RenderTask *t, npl_error *er
 {
     const NpdJob *job = aj->job;
     guint n_images = job->images->len;
-    guint32 rows = npl_vision_get_info(aj->lm->vision)->n_tokens;
     aj->images = g_new0(JobImage, n_images);
     aj->n_images = n_images;
     npl_status st = NPL_OK;
@@ -257,10 +256,13 @@ static npl_status place_images(ActiveJob *aj, const RenderTask *t, npl_error *er
         JobImage *im = &aj->images[k];
         im->at = aj->prompt.n;
         im->pixels = job->images->pdata[k];
+        const npl_vision_pixel_params *pp = &im->pixels->params;
+        guint32 rows = npl_vision_pixels_n_tokens(aj->lm->vision, pp, im->pixels->pixels);
+        im->n_rows = rows;
         for (guint32 r = 0; r < rows && st == NPL_OK; r++)
             st = npl_tokens_push(&aj->prompt, -1, err);
         if (st == NPL_OK)
-            npl_vision_image_keys(im->pixels->pixels, npl_vision_pixel_count(&im->pixels->params),
+            npl_vision_image_keys(im->pixels->pixels, npl_vision_pixels_len(pp, im->pixels->pixels),
                                   aj->prompt.ids + im->at, rows);
     }
     return st;
@@ -277,8 +279,8 @@ void npd_worker_job_drop_pixels(ActiveJob *aj, guint k)
  * to each other: all or none) is not reused. */
 static gboolean skip_cached_images(ActiveJob *aj, guint32 n_ctx, npl_error *err)
 {
-    guint32 rows = aj->n_images > 0 ? npl_vision_get_info(aj->lm->vision)->n_tokens : 0;
-    while (aj->next_image < aj->n_images && aj->images[aj->next_image].at + rows <= aj->n_cached)
+    while (aj->next_image < aj->n_images &&
+           aj->images[aj->next_image].at + aj->images[aj->next_image].n_rows <= aj->n_cached)
         aj->next_image++;
     if (aj->next_image < aj->n_images && aj->images[aj->next_image].at < aj->n_cached) {
         npl_seq_free(aj->seq);

@@ -136,7 +136,8 @@ void npd_worker_encode_step(NpdWorker *w)
     if (!done)
         return;
     const npl_vision_info *vi = npl_vision_get_info(aj->lm->vision);
-    im->rows = g_memdup2(npl_vision_encoding_output(aj->encoding), (gsize)vi->n_tokens * vi->n_embd_out * sizeof(float));
+    im->n_rows = npl_vision_encoding_n_tokens(aj->encoding);
+    im->rows = g_memdup2(npl_vision_encoding_output(aj->encoding), (gsize)im->n_rows * vi->n_embd_out * sizeof(float));
     g_clear_pointer(&aj->encoding, npl_vision_encoding_free);
     if (++aj->encoded_images == aj->n_images)
         aj->phase = PHASE_PREFILL;
@@ -147,7 +148,7 @@ void npd_worker_encode_step(NpdWorker *w)
 static npl_status prefill_image(ActiveJob *aj, npl_error *err)
 {
     JobImage *im = &aj->images[aj->next_image];
-    guint32 rows = npl_vision_get_info(aj->lm->vision)->n_tokens;
+    guint32 rows = im->n_rows;
     npl_status st = im->rows != NULL ? npl_prefill_embeddings(aj->lm->model, aj->seq, im->rows, rows, true, err)
                                      : npl_error_set(err, NPL_ERR_INTERNAL, "the image was not encoded");
     g_clear_pointer(&im->rows, g_free);

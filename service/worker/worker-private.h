@@ -45,6 +45,7 @@ typedef struct {
     NpdImagePixels *pixels; /* until copied into an encoding or found in the
                              * KV pool (job->images owns it) */
     float *rows;            /* its embedding rows, encoded, until prefilled */
+    guint32 n_rows;         /* how many (Gemma 4's tower: depends on the image) */
 } JobImage;
 
 typedef struct {

@@ -391,14 +391,15 @@ async function cmdComplete (lib, model, req, vocab, meta, scratch) {
 // the prompt text carries llama.node's media marker where the image goes,
 // and mtmd replaces it with the projector's begin text, the image
 // embeddings and its end text (<start_of_image> ... <end_of_image> for
-// Gemma 3). The marker copy of the model keeps the real texts of those two
-// tokens so mtmd's tokenization of them yields their ids.
+// Gemma 3, <|image> ... <image|> for Gemma 4: the request's image_begin and
+// image_end). The marker copy of the model keeps the real texts of those
+// two tokens so mtmd's tokenization of them yields their ids.
 const MEDIA_MARKER = '<__media__>'
-const IMAGE_BEGIN = '<start_of_image>'
-const IMAGE_END = '<end_of_image>'
 
 async function cmdCompleteImage (lib, model, req, vocab, meta, scratch) {
   if (typeof req.mmproj !== 'string') throw new Error('request needs "mmproj" (path of the projector GGUF)')
+  const IMAGE_BEGIN = req.image_begin ?? '<start_of_image>'
+  const IMAGE_END = req.image_end ?? '<end_of_image>'
   const textOf = (t) => vocab.tokens.findIndex((b) => b.toString('utf8') === t)
   const begin = textOf(IMAGE_BEGIN)
   const end = textOf(IMAGE_END)

@@ -7,9 +7,10 @@ the daemon keeps serving; a broken projector fails the image call, not
 the model.
 
 Environment (set by tests/vision/meson.build): NPULLMD, NPULLM_CLIENT,
-NPULLM_TEST_MODEL (llama, text only), NPULLM_TEST_VISION_MODEL (gemma3),
-NPULLM_TEST_MMPROJ (its projector), NPULLM_TEST_IMAGES (a folder of
-images)."""
+NPULLM_TEST_MODEL (llama, text only), NPULLM_TEST_VISION_MODEL (gemma3,
+or the architecture NPULLM_TEST_VISION_ARCH names: gemma4 with a gemma4v
+projector), NPULLM_TEST_MMPROJ (its projector), NPULLM_TEST_IMAGES (a
+folder of images)."""
 
 import os
 import struct
@@ -98,7 +99,8 @@ class VisionTest(VisionServiceCase):
         self.assertEqual(sorted(models), ["badproj", "plain", "vision"])
         self.assertTrue(models["vision"]["vision"])
         self.assertFalse(models["plain"]["vision"])
-        self.assertEqual(models["vision"]["architecture"], "gemma3")
+        self.assertEqual(models["vision"]["architecture"], os.environ.get("NPULLM_TEST_VISION_ARCH", "gemma3"))
+        self.assertIn("vision", models["vision"]["capabilities"])
 
     def test_describe_streams(self):
         c = self.client()

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Vision gate: our Gemma 3 vision tower and image prompts against llama.cpp
-(the oracle's complete-image command: initMultimodal + media_paths).
+"""Vision gate: our vision towers (Gemma 3's, Gemma 4's gemma4v) and image
+prompts against llama.cpp (the oracle's complete-image command:
+initMultimodal + media_paths).
 
 For one text model, one mmproj and a set of real images (PNG and JPEG,
 which llama.cpp's loader reads; WebP is checked against the PNG decode in
@@ -55,8 +56,13 @@ def main():
     ap.add_argument("--oracle", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--exact", action="store_true")
+    ap.add_argument("--logprob-tol", type=float, nargs=2, metavar=("PNG", "JPEG"),
+                    help="with --exact: log-probability tolerances (default %s)" % LOGPROB_TOL)
+    ap.add_argument("--image-begin", default="<start_of_image>", help="the text llama.cpp puts before the image")
+    ap.add_argument("--image-end", default="<end_of_image>", help="and after it (gemma4v: <|image>, <image|>)")
     ap.add_argument("images", nargs="+")
     a = ap.parse_args()
+    tol = dict(zip(("png", "jpeg"), a.logprob_tol)) if a.logprob_tol else LOGPROB_TOL
     os.makedirs(a.workdir, exist_ok=True)
 
     cases = []
@@ -67,10 +73,10 @@ def main():
         cases.append(dict(image=os.path.abspath(image), text=text, before=p["before"], after=p["after"], format=fmt))
 
     req = {"mmproj": os.path.abspath(a.mmproj), "n_ctx": 1024, "cache_type": "f16",
+           "image_begin": a.image_begin, "image_end": a.image_end,
            "requests": [dict(before=c["before"], after=c["after"], image=c["image"], n_predict=N_PREDICT, n_probs=TOP)
                         for c in cases]}
     oracle = json.loads(run([a.node, a.oracle, "complete-image", a.model], json.dumps(req)))["results"]
-    n_image = json.loads(run([a.tool, "info", a.mmproj]))["n_tokens"]
 
     passed = failed = 0
     worst_lp = 0.0
@@ -80,9 +86,10 @@ def main():
             print("FAILED %s: oracle: %s" % (name, o["error"]))
             failed += 1
             continue
-        ours = json.loads(run([a.tool, "generate", a.model, a.mmproj, c["image"],
-                               ",".join(map(str, c["before"])), ",".join(map(str, c["after"])),
-                               str(N_PREDICT), str(TOP)]))["steps"]
+        gen = json.loads(run([a.tool, "generate", a.model, a.mmproj, c["image"],
+                              ",".join(map(str, c["before"])), ",".join(map(str, c["after"])),
+                              str(N_PREDICT), str(TOP)]))
+        ours, n_image = gen["steps"], gen["n_image"]  # gemma4v: depends on the image
         problems = []
         # What llama.cpp evaluated: the same ids around as many image
         # positions (-1) as we feed, then the generated tokens.
@@ -109,7 +116,7 @@ def main():
                     if tid in theirs:
                         d = abs(lp - theirs[tid])
                         image_lp = max(image_lp, d)
-                        if d > LOGPROB_TOL[c["format"]]:
+                        if d > tol[c["format"]]:
                             problems.append("step %d: token %d log-prob %.4f vs %.4f" % (step, tid, lp, theirs[tid]))
             if us["token"] != them["token"]:
                 break  # the continuations no longer share a context

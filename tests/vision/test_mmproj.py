@@ -75,6 +75,26 @@ def retype(name, type_id):
     return f
 
 
+def gemma4v_cases():
+    """Gemma 4's tower: its defaults, and its own tensors checked."""
+    g4 = make("g4v", "--projector", "gemma4v", "--patch-size", "4", "--std", "--clamps")
+    rc, j, err = info(g4)
+    check(rc == 0 and j["projector"] == "gemma4v" and j["pool"] == 3 and j["n_tokens"] == 280 and
+          j["n_embd_out"] == 128, "gemma4v: pooling 3, at most 280 tokens: %s" % (j or err))
+    refused(variant(g4, "g4v-heads", lambda g: g.set_kv("clip.vision.attention.head_count", 4, 32)),
+            "head size 2 is not a multiple of 4", "unsupported")
+    refused(variant(g4, "g4v-std", drop_tensor("v.std_scale")),
+            "v.std_bias and v.std_scale come together", "format")
+    refused(variant(g4, "g4v-pos", reshape("v.position_embd.weight", [64, 128])),
+            "tensor 'v.position_embd.weight' has shape [64, 128], expected [64, pos_size, 2]", "format")
+    refused(variant(g4, "g4v-gate", drop_tensor("v.blk.1.ffn_gate.weight")),
+            "missing tensor 'v.blk.1.ffn_gate.weight'", "format")
+    refused(variant(g4, "g4v-proj", reshape("mm.input_projection.weight", [128, 64])),
+            "tensor 'mm.input_projection.weight' has shape [128, 64], expected [64, n_embd_out]", "format")
+    refused(variant(g4, "g4v-clamp", reshape("v.blk.0.ffn_up.input_max", [2])),
+            "tensor 'v.blk.0.ffn_up.input_max' has shape [2], expected [1]", "format")
+
+
 def main():
     global A
     ap = argparse.ArgumentParser()
@@ -101,7 +121,7 @@ def main():
 
     S, B = gguf_patch.STRING, 7
     refused(variant(good, "llava", lambda g: g.set_kv("clip.projector_type", S, b"mlp")),
-            "projector type 'mlp' is not supported (supported: gemma3)", "unsupported")
+            "projector type 'mlp' is not supported (supported: gemma3, gemma4v)", "unsupported")
     refused(variant(good, "no-vision", drop_kv("clip.has_vision_encoder")),
             "not a vision projector", "unsupported")
     refused(variant(good, "no-projector-type", drop_kv("clip.projector_type")),
@@ -134,6 +154,8 @@ def main():
             "tensor 'v.blk.0.ffn_down.weight' has shape [96, 32]", "format")
     refused(variant(good, "bad-type", retype("v.blk.0.attn_q.weight", 9)),
             "tensor 'v.blk.0.attn_q.weight' has type q8_1", "unsupported")
+
+    gemma4v_cases()
 
     trunc = os.path.join(A.workdir, "truncated.gguf")
     with open(good, "rb") as f:

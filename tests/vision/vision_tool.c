@@ -174,8 +174,11 @@ static int cmd_embed(int argc, char **argv, bool preprocess_only)
         return rc;
     }
     const npl_vision_info *in = npl_vision_get_info(v);
-    size_t n = preprocess_only ? 3 * (size_t)in->image_size * in->image_size : (size_t)in->n_tokens * in->n_embd_out;
-    float *out = malloc(n * sizeof *out);
+    npl_vision_pixel_params px;
+    npl_vision_get_pixel_params(v, &px);
+    size_t n = preprocess_only ? npl_vision_pixel_count_for(&px, img.width, img.height)
+                               : (size_t)npl_vision_image_n_tokens(v, img.width, img.height) * in->n_embd_out;
+    float *out = malloc((n + 1) * sizeof *out);
     npl_error err;
     npl_status st = !out ? NPL_ERR_NOMEM
                   : preprocess_only ? npl_vision_preprocess(v, &img, out, &err)
@@ -215,16 +218,17 @@ static int generate(npl_model *m, npl_vision *v, const npl_image *img, const npl
     const npl_vision_info *in = npl_vision_get_info(v);
     if (npl_vision_check_model(v, m, &err))
         return fail("checking the model", &err);
-    float *embd = malloc((size_t)in->n_tokens * in->n_embd_out * sizeof *embd);
+    uint32_t n_image = npl_vision_image_n_tokens(v, img->width, img->height);
+    float *embd = malloc(((size_t)n_image * in->n_embd_out + 1) * sizeof *embd);
     if (!embd)
         return 1;
     if (npl_vision_encode(v, img, embd, &err)) {
         free(embd);
         return fail("encoding the image", &err);
     }
-    size_t n_ctx = p->before.n + in->n_tokens + p->after.n + (size_t)n_steps + 1;
+    size_t n_ctx = p->before.n + n_image + p->after.n + (size_t)n_steps + 1;
     npl_seq *s = npl_seq_create(m, (uint32_t)n_ctx, &err);
-    if (!s || npl_vision_prefill(m, s, p, embd, in->n_tokens, &err)) {
+    if (!s || npl_vision_prefill(m, s, p, embd, n_image, &err)) {
         free(embd);
         npl_seq_free(s);
         return fail("prefill", &err);
@@ -236,7 +240,7 @@ static int generate(npl_model *m, npl_vision *v, const npl_image *img, const npl
     const npl_tokenizer *tok = npl_model_tokenizer(m);
     int rc = 0;
     if (!print_text)
-        printf("{\"steps\": [");
+        printf("{\"n_image\": %u, \"steps\": [", n_image);
     for (long i = 0; i < n_steps && ids && lps; i++) {
         size_t k = npl_top_logprobs(npl_seq_logits(s), n_vocab, top, ids, lps);
         if (print_text) {
