@@ -36,7 +36,52 @@ struct npl_ugm {
     size_t n_repl;
     double unk_score;
     bool remove_extra_ws;
+    /* the pieces' edges by (node, byte): a node under "▁" has thousands
+     * of children, too many to scan */
+    uint64_t *edge_key; /* (node << 8 | byte) + 1, 0 = empty */
+    int32_t *edge_child;
+    size_t edge_mask;
 };
+
+static size_t edge_slot(uint64_t key, size_t mask)
+{
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & mask;
+}
+
+static npl_status build_edges(struct npl_ugm *u, npl_error *err)
+{
+    const npl_special_trie *t = &u->pieces;
+    size_t cap = 16;
+    while (cap < 2 * t->n_nodes + 1)
+        cap *= 2;
+    u->edge_key = calloc(cap, sizeof *u->edge_key);
+    u->edge_child = malloc(cap * sizeof *u->edge_child);
+    if (!u->edge_key || !u->edge_child)
+        return npl_error_set(err, NPL_ERR_NOMEM, "tokenizer: out of memory for the piece trie");
+    u->edge_mask = cap - 1;
+    for (size_t p = 0; p < t->n_nodes; p++)
+        for (int32_t c = t->nodes[p].child; c >= 0; c = t->nodes[c].sibling) {
+            uint64_t key = ((uint64_t)p << 8 | t->nodes[c].byte) + 1;
+            size_t i = edge_slot(key, u->edge_mask);
+            while (u->edge_key[i])
+                i = (i + 1) & u->edge_mask;
+            u->edge_key[i] = key;
+            u->edge_child[i] = c;
+        }
+    return NPL_OK;
+}
+
+/* The pieces' child of node (-1: the root) for byte c, or -1. */
+static int32_t piece_step(const struct npl_ugm *u, int32_t node, unsigned char c)
+{
+    if (node < 0)
+        return u->pieces.root[c];
+    uint64_t key = ((uint64_t)node << 8 | c) + 1;
+    for (size_t i = edge_slot(key, u->edge_mask); u->edge_key[i]; i = (i + 1) & u->edge_mask)
+        if (u->edge_key[i] == key)
+            return u->edge_child[i];
+    return -1;
+}
 
 /* The child of node (-1: the root) for byte c, or -1. */
 static int32_t trie_step(const npl_special_trie *t, int32_t node, unsigned char c)
@@ -96,7 +141,7 @@ npl_status npl_ugm_build(npl_tokenizer *tok, const npl_tokenizer_spec *spec, npl
             st = npl_special_trie_insert(&u->user, (const unsigned char *)s.ptr, s.len, id, false, true, err);
     }
     u->unk_score = (double)(min_score - 10.0f);
-    return st;
+    return st ? st : build_edges(u, err);
 }
 
 void npl_ugm_free(npl_tokenizer *tok)
@@ -108,6 +153,8 @@ void npl_ugm_free(npl_tokenizer *tok)
     npl_special_trie_free(&u->user);
     free(u->xcda);
     free(u->repl);
+    free(u->edge_key);
+    free(u->edge_child);
     free(u);
     tok->ugm = NULL;
 }
@@ -244,8 +291,7 @@ static npl_status viterbi(const npl_tokenizer *tok, const unsigned char *t, size
         bool whole_cp = false;
         double base = best[i].score;
         size_t j = i;
-        for (int32_t node = trie_step(&u->pieces, -1, t[j++]); node >= 0;
-             node = j < n ? trie_step(&u->pieces, node, t[j++]) : -1) {
+        for (int32_t node = piece_step(u, -1, t[j++]); node >= 0; node = j < n ? piece_step(u, node, t[j++]) : -1) {
             int32_t id = u->pieces.nodes[node].token;
             if (id < 0)
                 continue;
