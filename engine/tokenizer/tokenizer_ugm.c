@@ -200,7 +200,7 @@ static npl_status normalize_prefix(const struct npl_ugm *u, const unsigned char 
                 break;
             bool leaf = (u->xcda[node] >> 8) & 1;
             node ^= XCDA_OFFSET(u->xcda[node]);
-            if (node >= u->n_xcda)
+            if (leaf && node >= u->n_xcda)
                 return npl_error_set(err, NPL_ERR_FORMAT, "tokenizer: precompiled_charsmap is damaged");
             if (leaf) {
                 best_len = i + 1;
