@@ -60,8 +60,10 @@ static float head_score(const npl_encoder *enc, const float *x, size_t e, float 
     return (float)(1.0 / sum);
 }
 
-/* Pair i: query's tokens (with [CLS] and [SEP]), then the document's, then
- * [SEP]; the document cut to the context when allowed. */
+/* Pair i: query's tokens (with [CLS] and [SEP], or <s> and </s>), the
+ * pair separator of a vocabulary that has one (XLM-RoBERTa's </s>), the
+ * document's, then [SEP] (</s>); the document cut to the context when
+ * allowed. */
 static npl_status check_document(const char *doc, size_t i, size_t *len, npl_error *err)
 {
     if (!doc)
@@ -85,7 +87,7 @@ static npl_status tokenize_pair(npl_model *m, const npl_tokens *q, const char *d
                                 const npl_rerank_options *o, npl_tokens *all, npl_embed_info *info, npl_error *err)
 {
     uint32_t ctx = m->hp.n_ctx_train;
-    int32_t sep = npl_tokenizer_sep(m->tok);
+    int32_t sep = npl_tokenizer_end(m->tok), mid = npl_tokenizer_pair_sep(m->tok);
     size_t len;
     npl_status st = check_document(doc, i, &len, err);
     if (st)
@@ -93,6 +95,8 @@ static npl_status tokenize_pair(npl_model *m, const npl_tokens *q, const char *d
     size_t start = all->n;
     for (size_t j = 0; !st && j < q->n; j++)
         st = npl_tokens_push(all, q->ids[j], err);
+    if (!st && mid >= 0)
+        st = npl_tokens_push(all, mid, err);
     if (!st)
         st = npl_tokenize(m->tok, doc, len, 0, all, err);
     if (!st)
@@ -121,8 +125,8 @@ static npl_status check_args(const npl_model *m, const char *query, const char *
         return npl_error_set(err, NPL_ERR_UNSUPPORTED,
                              "%s is not a reranker (pooling rank with a classification head): %s", m->name,
                              npl_model_is_embedding(m) ? "it makes embeddings" : "it generates text");
-    if (!m->enc.decoder && npl_tokenizer_sep(m->tok) < 0)
-        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s: the tokenizer has no [SEP] to pair texts with",
+    if (!m->enc.decoder && npl_tokenizer_end(m->tok) < 0)
+        return npl_error_set(err, NPL_ERR_UNSUPPORTED, "%s: the tokenizer has no [SEP] (or EOS) to pair texts with",
                              m->name);
     if (n == 0 || n > NPL_EMBED_MAX_TEXTS)
         return npl_error_set(err, NPL_ERR_INVALID_ARG, "rerank: %zu documents (from 1 to %u)", n,
@@ -164,8 +168,10 @@ npl_status npl_rerank(npl_model *m, const char *query, const char *const *docume
         return npl_error_set(err, NPL_ERR_NOMEM, "rerank: out of memory for %zu documents", n);
     if (!m->enc.decoder) {
         st = npl_tokenize(m->tok, query, strlen(query), NPL_TOKENIZE_ADD_BOS, &q, err);
-        /* room for the document's closing [SEP] and at least one of its tokens */
-        if (!st && q.n + 2 > m->hp.n_ctx_train)
+        /* room for the pair separator, the document's closing [SEP] and at
+         * least one of its tokens */
+        size_t room = 2 + (npl_tokenizer_pair_sep(m->tok) >= 0);
+        if (!st && q.n + room > m->hp.n_ctx_train)
             st = npl_error_set(err, NPL_ERR_INVALID_ARG, "rerank: the query is %zu tokens, the model's context %u",
                                q.n, m->hp.n_ctx_train);
     }

@@ -43,12 +43,17 @@ void npl_tokens_free(npl_tokens *t)
 
 int32_t npl_tokenizer_sep(const npl_tokenizer *tok)
 {
-    return tok->add_sep ? tok->sep : -1;
+    return tok->kind == NPL_TOKENIZER_WPM && tok->add_sep ? tok->sep : -1;
+}
+
+int32_t npl_tokenizer_pair_sep(const npl_tokenizer *tok)
+{
+    return tok->kind == NPL_TOKENIZER_UGM && tok->add_sep ? tok->sep : -1;
 }
 
 int32_t npl_tokenizer_end(const npl_tokenizer *tok)
 {
-    if (tok->add_sep && tok->sep >= 0)
+    if (tok->kind == NPL_TOKENIZER_WPM && tok->add_sep && tok->sep >= 0)
         return tok->sep;
     return tok->add_eos && tok->eos >= 0 ? tok->eos : -1;
 }
@@ -60,7 +65,12 @@ npl_tokenizer_kind npl_tokenizer_kind_of(const npl_tokenizer *tok)
 
 const char *npl_tokenizer_kind_name(const npl_tokenizer *tok)
 {
-    return tok->kind == NPL_TOKENIZER_BPE ? "bpe" : tok->kind == NPL_TOKENIZER_WPM ? "wpm" : "spm";
+    switch (tok->kind) {
+    case NPL_TOKENIZER_BPE: return "bpe";
+    case NPL_TOKENIZER_WPM: return "wpm";
+    case NPL_TOKENIZER_UGM: return "ugm";
+    default: return "spm";
+    }
 }
 
 const char *npl_tokenizer_pre_name(const npl_tokenizer *tok)
@@ -183,6 +193,8 @@ npl_status npl_tokenize_masked(const npl_tokenizer *tok, const char *text, size_
             prev_special = false;
         } else if (tok->kind == NPL_TOKENIZER_WPM) {
             st = npl_wpm_tokenize(tok, text + f->start, f->len, out, err);
+        } else if (tok->kind == NPL_TOKENIZER_UGM) {
+            st = npl_ugm_tokenize(tok, text + f->start, f->len, out, err);
         } else {
             st = npl_bpe_tokenize(tok, text + f->start, f->len, out, err);
         }
@@ -195,7 +207,7 @@ npl_status npl_tokenize_masked(const npl_tokenizer *tok, const char *text, size_
     if (add_special && tok->add_eos && tok->eos >= 0)
         st = npl_tokens_push(out, tok->eos, err);
     /* WordPiece: [SEP] closes the text. */
-    if (st == NPL_OK && add_special && tok->add_sep && tok->sep >= 0)
+    if (st == NPL_OK && add_special && tok->kind == NPL_TOKENIZER_WPM && tok->add_sep && tok->sep >= 0)
         st = npl_tokens_push(out, tok->sep, err);
 
 out:

@@ -1,6 +1,7 @@
 /* Tokenizers read from GGUF metadata: byte-level BPE (tokenizer.ggml.model
  * "gpt2": Llama 3, Qwen2), SentencePiece (model "llama": Gemma 3) and
- * WordPiece (model "bert": BERT encoders, docs/embeddings.md).
+ * WordPiece (model "bert": BERT encoders, docs/embeddings.md) and
+ * SentencePiece unigram (model "t5": XLM-RoBERTa, bge-m3).
  *
  * Special tokens (control / user-defined) are only produced from text when
  * the caller asks for it (NPL_TOKENIZE_PARSE_SPECIAL), which the engine
@@ -26,6 +27,7 @@ typedef enum npl_tokenizer_kind {
     NPL_TOKENIZER_BPE = 1, /* "gpt2" */
     NPL_TOKENIZER_SPM = 2, /* "llama" */
     NPL_TOKENIZER_WPM = 3, /* "bert": WordPiece */
+    NPL_TOKENIZER_UGM = 4, /* "t5": SentencePiece unigram (T5, XLM-RoBERTa) */
 } npl_tokenizer_kind;
 
 /* GGUF tokenizer.ggml.token_type values. */
@@ -61,7 +63,7 @@ npl_tokenizer *npl_tokenizer_from_gguf(const npl_gguf *g, npl_error *err);
 void npl_tokenizer_free(npl_tokenizer *tok);
 
 npl_tokenizer_kind npl_tokenizer_kind_of(const npl_tokenizer *tok);
-const char *npl_tokenizer_kind_name(const npl_tokenizer *tok); /* "bpe"/"spm"/"wpm" */
+const char *npl_tokenizer_kind_name(const npl_tokenizer *tok); /* "bpe"/"spm"/"wpm"/"ugm" */
 const char *npl_tokenizer_pre_name(const npl_tokenizer *tok);  /* e.g. "llama-bpe" */
 int32_t npl_tokenizer_n_vocab(const npl_tokenizer *tok);
 int32_t npl_tokenizer_bos(const npl_tokenizer *tok);  /* -1 when none */
@@ -71,8 +73,14 @@ bool npl_tokenizer_adds_bos(const npl_tokenizer *tok);
  * NPL_TOKENIZE_ADD_BOS; -1 when none is added. */
 int32_t npl_tokenizer_sep(const npl_tokenizer *tok);
 /* The id NPL_TOKENIZE_ADD_BOS appends last: [SEP], else the EOS of a model
- * that adds one (Qwen3-Embedding); -1 when none is appended. */
+ * that adds one (Qwen3-Embedding, XLM-RoBERTa); -1 when none is appended. */
 int32_t npl_tokenizer_end(const npl_tokenizer *tok);
+/* The id that goes between the two texts of a pair after the first one's
+ * end, as the reference pairs them for reranking: the separator of a
+ * unigram vocabulary that says add_sep_token (XLM-RoBERTa's </s>, making
+ * "<s> A </s></s> B </s>"); -1 when none (WordPiece's [SEP] already ends
+ * the first text). */
+int32_t npl_tokenizer_pair_sep(const npl_tokenizer *tok);
 /* End-of-generation: eos, eot, eom and the like from metadata. */
 bool npl_tokenizer_is_eog(const npl_tokenizer *tok, int32_t id);
 npl_token_type npl_tokenizer_token_type(const npl_tokenizer *tok, int32_t id);

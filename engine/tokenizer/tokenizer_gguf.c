@@ -70,6 +70,21 @@ static void read_specials(const npl_gguf *g, npl_tokenizer_spec *spec)
     spec->add_sep = read_flag(g, "tokenizer.ggml.add_sep_token");
     spec->lowercase = read_flag(g, "tokenizer.ggml.normalizer.lowercase");
     spec->strip_accents = read_flag(g, "tokenizer.ggml.normalizer.strip_accents");
+    spec->remove_extra_ws = read_flag(g, "tokenizer.ggml.remove_extra_whitespaces");
+}
+
+/* A unigram vocabulary's normalization rules: bytes, or absent. */
+static npl_status read_charsmap(const npl_gguf *g, npl_tokenizer_spec *spec, npl_error *err)
+{
+    const char *key = "tokenizer.ggml.precompiled_charsmap";
+    const npl_gguf_value *v = npl_gguf_find(g, key);
+    if (!v)
+        return NPL_OK;
+    if (v->type != NPL_GGUF_ARRAY || (v->arr.elem_type != NPL_GGUF_UINT8 && v->arr.elem_type != NPL_GGUF_INT8))
+        return npl_error_set(err, NPL_ERR_FORMAT, "%s: '%s' is not a byte array", npl_gguf_path(g), key);
+    spec->charsmap = v->arr.data;
+    spec->charsmap_len = (size_t)v->arr.count;
+    return NPL_OK;
 }
 
 npl_tokenizer *npl_tokenizer_from_gguf(const npl_gguf *g, npl_error *err)
@@ -92,11 +107,13 @@ npl_tokenizer *npl_tokenizer_from_gguf(const npl_gguf *g, npl_error *err)
         spec.kind = NPL_TOKENIZER_SPM;
     } else if (npl_str_eq(model, "bert")) {
         spec.kind = NPL_TOKENIZER_WPM;
+    } else if (npl_str_eq(model, "t5")) {
+        spec.kind = NPL_TOKENIZER_UGM;
     } else if (npl_str_eq(model, "gemma4")) {
         spec.kind = NPL_TOKENIZER_BPE; /* its own split whatever tokenizer.ggml.pre says, as the reference */
     } else {
         npl_error_set(err, NPL_ERR_UNSUPPORTED,
-                      "%s: tokenizer model '%.*s' is not supported (only gpt2, llama, bert, gemma4)",
+                      "%s: tokenizer model '%.*s' is not supported (only gpt2, llama, bert, t5, gemma4)",
                       npl_gguf_path(g), (int)(model.len > 64 ? 64 : model.len), model.ptr);
         return NULL;
     }
@@ -173,6 +190,8 @@ npl_tokenizer *npl_tokenizer_from_gguf(const npl_gguf *g, npl_error *err)
     }
 
     read_specials(g, &spec);
+    if (spec.kind == NPL_TOKENIZER_UGM && read_charsmap(g, &spec, err) != NPL_OK)
+        goto fail;
 
     tok = npl_tokenizer_build(&spec, err);
     goto done;

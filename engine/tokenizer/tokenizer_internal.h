@@ -63,6 +63,9 @@ typedef struct npl_tokenizer_spec {
     int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
     int add_bos, add_eos, add_space_prefix, add_sep;
     int lowercase, strip_accents; /* WordPiece normalizer */
+    int remove_extra_ws;          /* unigram: tokenizer.ggml.remove_extra_whitespaces */
+    const uint8_t *charsmap;      /* unigram: tokenizer.ggml.precompiled_charsmap, NULL when none */
+    size_t charsmap_len;
 } npl_tokenizer_spec;
 
 /* Spec with every id -1 and every flag at "default". */
@@ -117,7 +120,7 @@ struct npl_tokenizer {
     int32_t n_vocab;
     npl_str *text;     /* per token (views) */
     uint8_t *attr;     /* per token: NPL_TATTR_* */
-    float *scores;     /* per token (SPM), NULL for BPE */
+    float *scores;     /* per token (SPM, UGM), NULL for BPE */
     npl_text_map map;
 
     int32_t bos, eos, eot, eom, unk;
@@ -137,6 +140,7 @@ struct npl_tokenizer {
     pcre2_code *pretok_re;
 
     npl_special_trie special;
+    struct npl_ugm *ugm; /* unigram: pieces, charsmap (tokenizer_ugm.c) */
 };
 
 /* Text hashing and lookup. */
@@ -155,6 +159,9 @@ npl_status npl_tokens_reserve(npl_tokens *t, size_t extra, npl_error *err);
 /* Special tokens (tokenizer_special.c). */
 npl_status npl_special_trie_build(npl_tokenizer *tok, npl_error *err);
 void npl_special_trie_free(npl_special_trie *trie);
+/* Adds text s[0..n) (n >= 1) with id to a trie whose root is all -1. */
+npl_status npl_special_trie_insert(npl_special_trie *t, const unsigned char *s, size_t n, int32_t id, bool always,
+                                  bool last_wins, npl_error *err);
 
 typedef struct npl_fragment {
     size_t start, len;
@@ -202,6 +209,12 @@ npl_status npl_spm_tokenize(const npl_tokenizer *tok, const char *text, size_t l
 /* WordPiece (tokenizer_wpm.c). */
 void npl_wpm_build(npl_tokenizer *tok);
 npl_status npl_wpm_tokenize(const npl_tokenizer *tok, const char *text, size_t len, npl_tokens *out,
+                            npl_error *err);
+
+/* SentencePiece unigram (tokenizer_ugm.c). */
+npl_status npl_ugm_build(npl_tokenizer *tok, const npl_tokenizer_spec *spec, npl_error *err);
+void npl_ugm_free(npl_tokenizer *tok);
+npl_status npl_ugm_tokenize(const npl_tokenizer *tok, const char *text, size_t len, npl_tokens *out,
                             npl_error *err);
 
 /* Min-heap of candidate merges. The order key packs the priority (BPE:

@@ -37,8 +37,8 @@ static npl_status trie_new_node(npl_special_trie *t, unsigned char byte, int32_t
     return NPL_OK;
 }
 
-static npl_status trie_insert(npl_special_trie *t, const unsigned char *s, size_t n, int32_t id,
-                              bool always, npl_error *err)
+npl_status npl_special_trie_insert(npl_special_trie *t, const unsigned char *s, size_t n, int32_t id, bool always,
+                                  bool last_wins, npl_error *err)
 {
     npl_status st;
     int32_t node = t->root[s[0]];
@@ -63,8 +63,9 @@ static npl_status trie_insert(npl_special_trie *t, const unsigned char *s, size_
         }
         node = c;
     }
-    /* Duplicate texts: the first id keeps the occurrences. */
-    if (t->nodes[node].token < 0)
+    /* Duplicate texts: the first id keeps the occurrences (the unigram
+     * pieces' trie: the last, as the reference's). */
+    if (t->nodes[node].token < 0 || last_wins)
         t->nodes[node].token = id;
     if (always && t->nodes[node].token_always < 0)
         t->nodes[node].token_always = id;
@@ -83,7 +84,7 @@ npl_status npl_special_trie_build(npl_tokenizer *tok, npl_error *err)
         if (s.len == 0)
             continue;
         bool always = !(a & (NPL_TATTR_CONTROL | NPL_TATTR_UNKNOWN));
-        npl_status st = trie_insert(t, (const unsigned char *)s.ptr, s.len, id, always, err);
+        npl_status st = npl_special_trie_insert(t, (const unsigned char *)s.ptr, s.len, id, always, false, err);
         if (st != NPL_OK)
             return st;
         t->has_any = true;

@@ -250,7 +250,7 @@ void npl_tokenizer_spec_init(npl_tokenizer_spec *spec)
     spec->fim_pad = spec->fim_rep = spec->fim_sep = -1;
     spec->sep = -1;
     spec->add_bos = spec->add_eos = spec->add_space_prefix = spec->add_sep = -1;
-    spec->lowercase = spec->strip_accents = -1;
+    spec->lowercase = spec->strip_accents = spec->remove_extra_ws = -1;
 }
 
 /* Pre-tokenizer names (tokenizer.ggml.pre) the engine knows, as the
@@ -321,7 +321,8 @@ static int32_t id_or_default(const npl_tokenizer *tok, int32_t given, int32_t fa
 
 npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *err)
 {
-    if (spec->kind != NPL_TOKENIZER_BPE && spec->kind != NPL_TOKENIZER_SPM && spec->kind != NPL_TOKENIZER_WPM) {
+    if (spec->kind != NPL_TOKENIZER_BPE && spec->kind != NPL_TOKENIZER_SPM && spec->kind != NPL_TOKENIZER_WPM &&
+        spec->kind != NPL_TOKENIZER_UGM) {
         npl_error_set(err, NPL_ERR_UNSUPPORTED, "tokenizer: unsupported kind %d", (int)spec->kind);
         return NULL;
     }
@@ -349,7 +350,7 @@ npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *er
     memcpy(tok->text, spec->tokens, n * sizeof *tok->text);
     for (size_t i = 0; i < n; i++)
         tok->attr[i] = spec->types ? attr_of_type(spec->types[i]) : NPL_TATTR_NORMAL;
-    if (spec->kind == NPL_TOKENIZER_SPM) {
+    if (spec->kind == NPL_TOKENIZER_SPM || spec->kind == NPL_TOKENIZER_UGM) {
         tok->scores = malloc(n * sizeof *tok->scores);
         if (!tok->scores)
             goto nomem;
@@ -384,6 +385,16 @@ npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *er
         default_add_bos = true;
         snprintf(tok->pre_name, sizeof tok->pre_name, "%s", "bert");
         npl_wpm_build(tok);
+    } else if (spec->kind == NPL_TOKENIZER_UGM) {
+        /* The reference's defaults for "t5": </s> 1, <unk> 2, no BOS; EOS
+         * added, no leading space unless the file says so. XLM-RoBERTa's
+         * files name their own (<s> 0, </s> 2, <unk> 3) and add both. */
+        tok->bos = valid_id(tok, spec->bos);
+        tok->eos = id_or_default(tok, spec->eos, 1);
+        tok->unk = id_or_default(tok, spec->unk, 2);
+        tok->sep = valid_id(tok, spec->sep);
+        tok->add_sep = spec->add_sep > 0;
+        snprintf(tok->pre_name, sizeof tok->pre_name, "%s", "t5");
     } else if (!spm) {
         /* A file without the key is split as Llama 3 (the oldest BPE
          * conversions carry none); a name we do not know is refused: a
@@ -406,7 +417,7 @@ npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *er
     tok->add_bos = spec->add_bos >= 0 ? spec->add_bos != 0 : default_add_bos;
     if (tok->pretok == NPL_PRETOK_GEMMA4) /* the reference overrides a false add_bos_token */
         tok->add_bos = true;
-    tok->add_eos = spec->add_eos >= 0 ? spec->add_eos != 0 : false;
+    tok->add_eos = spec->add_eos >= 0 ? spec->add_eos != 0 : spec->kind == NPL_TOKENIZER_UGM;
     tok->add_space_prefix = spec->add_space_prefix >= 0 ? spec->add_space_prefix != 0 : spm;
 
     find_eog_set(tok, spec);
@@ -416,6 +427,9 @@ npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *er
             goto fail;
     } else if (spec->kind == NPL_TOKENIZER_BPE) {
         if (npl_bpe_build(tok, spec, err) != NPL_OK)
+            goto fail;
+    } else if (spec->kind == NPL_TOKENIZER_UGM) {
+        if (npl_ugm_build(tok, spec, err) != NPL_OK)
             goto fail;
     }
     if (npl_special_trie_build(tok, err) != NPL_OK)
@@ -434,6 +448,7 @@ void npl_tokenizer_free(npl_tokenizer *tok)
     if (!tok)
         return;
     npl_bpe_free(tok);
+    npl_ugm_free(tok);
     npl_special_trie_free(&tok->special);
     free(tok->map.slots);
     free(tok->scores);

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Rerank gate: npullm-run --rerank against llama.cpp (the oracle).
 
-The oracle scores each pair "[CLS] query [SEP] document [SEP]" with the
+The oracle scores each pair "[CLS] query [SEP] document [SEP]" (with
+--sep '</s></s>', XLM-RoBERTa's "<s> query </s></s> document </s>") with the
 file's rank pooling (oracle.mjs rerank, one document at a time); npullm-run
 scores all documents in one call (pairs packed into shared passes). Every
 score must be within --tol of llama.cpp's (absolute, scaled up for scores
@@ -42,11 +43,14 @@ def main():
     ap.add_argument("--oracle", required=True)
     ap.add_argument("--tol", type=float, default=2e-3)
     ap.add_argument("--docs", help="comma-separated indices of DOCUMENTS to use (default: all)")
+    ap.add_argument("--sep", default="[SEP]",
+                    help="the text between query and document for the oracle: [SEP] (WordPiece), </s></s> "
+                         "(XLM-RoBERTa: <s> query </s></s> document </s>)")
     a = ap.parse_args()
     docs = [DOCUMENTS[int(i)] for i in a.docs.split(",")] if a.docs else DOCUMENTS
 
     p = subprocess.run([a.node, a.oracle, "rerank", a.model],
-                       input=json.dumps({"query": QUERY, "documents": docs}), capture_output=True, text=True)
+                       input=json.dumps({"query": QUERY, "documents": docs, "sep": a.sep}), capture_output=True, text=True)
     if p.returncode != 0:
         sys.stderr.write(p.stderr)
         raise SystemExit("oracle.mjs failed (exit %d)" % p.returncode)

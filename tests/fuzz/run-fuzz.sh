@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs the fuzz targets (GGUF reader, image decoding, chat templates, grammars, tool calls) one after the other,
+# Runs the fuzz targets (GGUF reader, image decoding, chat templates, grammars, tool calls, unigram tokenizer) one after the other,
 # splitting a bounded time between them, each on a scratch copy of its
 # seed corpus (the committed corpora are never written to). Exits non-zero
 # on any crash, leak or sanitizer report; crashing inputs are kept in
@@ -31,6 +31,7 @@ targets=(
     "fuzz-template corpus-template template.dict 16384 600000"
     "fuzz-grammar corpus-grammar grammar.dict 4096 30000"
     "fuzz-tool-calls corpus-tool-calls tool-calls.dict 4096 200000"
+    "fuzz-ugm corpus-ugm ugm.dict 4096 400000"
 )
 if [ "$mode" = --fixed ]; then
     share=

@@ -292,6 +292,81 @@ static void case_spm_merges(void)
     npl_tokenizer_free(tok);
 }
 
+/* SentencePiece unigram: the toy's ids are 0 <s>, 1 <pad>, 2 </s>, 3 <unk>,
+ * 4 "▁", 5 "a", 6 "b", 7 "▁a", 8 "ab", 9 "▁ab", 10 "bc". */
+static npl_tokenizer *toy_ugm(toy *t, int remove_extra_ws, const uint8_t *charsmap, size_t cm_len, npl_error *err)
+{
+    memset(t, 0, sizeof *t);
+    toy_add(t, "<s>", NPL_TOKEN_CONTROL, 0);
+    toy_add(t, "<pad>", NPL_TOKEN_CONTROL, 0);
+    toy_add(t, "</s>", NPL_TOKEN_CONTROL, 0);
+    toy_add(t, "<unk>", NPL_TOKEN_UNKNOWN, 0);
+    toy_add(t, "\xE2\x96\x81", NPL_TOKEN_NORMAL, -5);
+    toy_add(t, "a", NPL_TOKEN_NORMAL, -6);
+    toy_add(t, "b", NPL_TOKEN_NORMAL, -7);
+    toy_add(t, "\xE2\x96\x81" "a", NPL_TOKEN_NORMAL, -1);
+    toy_add(t, "ab", NPL_TOKEN_NORMAL, -2);
+    toy_add(t, "\xE2\x96\x81" "ab", NPL_TOKEN_NORMAL, -3.5f);
+    toy_add(t, "bc", NPL_TOKEN_NORMAL, -1.5f);
+    npl_tokenizer_spec spec;
+    npl_tokenizer_spec_init(&spec);
+    spec.kind = NPL_TOKENIZER_UGM;
+    spec.n_tokens = t->n;
+    spec.tokens = t->tokens;
+    spec.types = t->types;
+    spec.scores = t->scores;
+    spec.bos = 0;
+    spec.eos = 2;
+    spec.unk = 3;
+    spec.add_bos = 1;
+    spec.add_space_prefix = 1;
+    spec.remove_extra_ws = remove_extra_ws;
+    spec.charsmap = charsmap;
+    spec.charsmap_len = cm_len;
+    return npl_tokenizer_build(&spec, err);
+}
+
+static void case_ugm(void)
+{
+    toy t;
+    npl_error err = {0};
+    npl_tokenizer *tok = toy_ugm(&t, 0, NULL, 0, &err);
+    CHECKF(tok, "  build: %s", err.message);
+    if (!tok)
+        return;
+    CHECK(!strcmp(npl_tokenizer_kind_name(tok), "ugm"));
+    /* the best sum: "▁ab" (-3.5) over "▁a" "b" (-8) and "▁" "ab" (-7) */
+    CHECK_IDS(ids(tok, "ab", 0), "9");
+    CHECK_IDS(ids(tok, "ab", NPL_TOKENIZE_ADD_BOS), "0 9 2");
+    /* "bc" (-1.5) beats "b" with an unknown; x and y: one <unk> */
+    CHECK_IDS(ids(tok, "abc", 0), "7 10");
+    CHECK_IDS(ids(tok, "axyb", 0), "7 3 6");
+    /* spaces kept: "▁a▁▁b" */
+    CHECK_IDS(ids(tok, "a  b", 0), "7 4 4 6");
+    CHECK_IDS(ids(tok, "", NPL_TOKENIZE_ADD_BOS), "0 2");
+    CHECK(npl_tokenizer_end(tok) == 2 && npl_tokenizer_pair_sep(tok) == -1 && npl_tokenizer_sep(tok) == -1);
+    npl_tokenizer_free(tok);
+
+    tok = toy_ugm(&t, 1, NULL, 0, &err);
+    CHECK(tok);
+    if (tok) /* runs of spaces dropped, each word with one "▁" */
+        CHECK_IDS(ids(tok, "  a   b ", 0), "7 4 6");
+    npl_tokenizer_free(tok);
+
+    /* a damaged charsmap: its double array larger than the blob */
+    static const uint8_t bad[] = {0xff, 0xff, 0x00, 0x00, 1, 2, 3, 4, 0};
+    tok = toy_ugm(&t, 0, bad, sizeof bad, &err);
+    CHECKF(!tok && err.code == NPL_ERR_FORMAT, "  damaged charsmap: %s", err.message);
+    npl_tokenizer_free(tok);
+    /* a root whose children lie past the array: an error, not a read outside */
+    static const uint8_t far[] = {4, 0, 0, 0, 0x00, 0xfc, 0xff, 0x7f, 'x', 0};
+    tok = toy_ugm(&t, 0, far, sizeof far, &err);
+    CHECK(tok);
+    if (tok)
+        CHECK_IDS(ids(tok, "ab", 0), "9");
+    npl_tokenizer_free(tok);
+}
+
 static void case_special_tokens(void)
 {
     static const char *const merges[] = {NULL};
@@ -883,6 +958,7 @@ VOCAB_CASE(threads)
 VOCAB_CASE(perf)
 
 NT_MAIN({"bpe_merges", case_bpe_merges}, {"spm_merges", case_spm_merges}, {"special_tokens", case_special_tokens},
+        {"ugm", case_ugm},
         {"empty", case_empty}, {"utf8", case_utf8}, {"detok_stream", case_detok_stream},
         {"vocab_bos_eog", vocab_bos_eog}, {"vocab_special", vocab_special}, {"vocab_detok", vocab_detok},
         {"vocab_long", vocab_long}, {"vocab_threads", vocab_threads}, {"vocab_perf", vocab_perf})
