@@ -10,8 +10,10 @@
  * whether it runs the model's architecture variations and opens it; from
  * then on the public npl_prefill, npl_prefill_embeddings, npl_decode,
  * npl_seq_create / npl_seq_free, npl_model_device_stats and unloading
- * call the model's entry (npl_model_backend). Adding a device is adding
- * an entry here. */
+ * call the model's entry (npl_model_backend); a sequence's steps go to
+ * the entry its cache lives on (npl_seq.backend: the CPU's once the phase
+ * split moved it, engine/backend/phase_split.c). Adding a device is
+ * adding an entry here. */
 #ifndef NPL_BACKEND_H
 #define NPL_BACKEND_H
 
