@@ -501,6 +501,8 @@ typedef struct npl_device_stats {
     uint64_t kv_bytes;             /* KV caches of the live sequences */
     uint64_t kv_reused_tokens;     /* positions sequences took from cached ones (npl_kv_pool) */
     uint64_t kv_copy_bytes;        /* K and V bytes those copies moved on the device */
+    uint64_t kv_moved_sequences;   /* caches handed to the CPU (npl_model_set_decode_device) */
+    uint64_t kv_moved_bytes;       /* K and V bytes those moves read from the device */
     uint64_t activation_bytes;     /* the other device buffers */
     uint32_t prefill_chunk;        /* rows per prefill chunk (fixed shape) */
     uint32_t groups_per_layer_decode; /* 2 with the fused attention + O/FFN group */
@@ -533,6 +535,35 @@ bool npl_model_weight_cache_wait(npl_model *m);
 /* Counters of a model running on an NPU device (npu-emu or npu); false,
  * and *out zeroed, for a model on the CPU. */
 bool npl_model_device_stats(const npl_model *m, npl_device_stats *out);
+
+/* The phase split: a model on an NPU device (npu-emu or npu) prefills
+ * there and, with device "cpu", decodes on the CPU. A sequence's KV cache
+ * and logits move once, at its first npl_decode after the switch: the
+ * device's bf16 K/V rows are read back and stored in the CPU's cache
+ * format (f16 holds every bf16 value of its range exactly; a q8_0 cache
+ * quantizes them as it does its own rows). From then on every call on
+ * that sequence runs on the CPU, which computes with the file's weights;
+ * the NPU computes with their Q4NX copy and bf16 activations, so the
+ * split's greedy output equals one device's alone only as far as the two
+ * devices agree (docs/npu.md, "Prefill on the NPU, decode on the CPU").
+ * device NULL (or the model's own device) keeps new sequences decoding on
+ * the device; moved ones stay on the CPU. Takes effect at the next
+ * npl_decode; NPL_ERR_INVALID_ARG for another device, NPL_ERR_UNSUPPORTED
+ * when the model's device cannot hand its caches to the CPU. A model on
+ * the CPU accepts "cpu" (nothing to move). */
+npl_status npl_model_set_decode_device(npl_model *m, const char *device, npl_error *err);
+/* Where new decode steps run: "cpu" while split, else npl_model_device. */
+const char *npl_model_decode_device(const npl_model *m);
+
+/* Where a sequence's last prefill and last decode step ran ("" for none
+ * yet; the model's device name, or "cpu" after a move) and how often its
+ * cache moved. Read while its model is loaded. */
+typedef struct npl_seq_devices {
+    const char *prefill;
+    const char *decode;
+    uint32_t kv_moves;
+} npl_seq_devices;
+void npl_seq_devices_get(const npl_seq *s, npl_seq_devices *out);
 
 /* What a device request resolves to, decided once before loading models
  * (a service shows it before any model is loaded). */

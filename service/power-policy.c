@@ -32,6 +32,7 @@ void npd_power_config_defaults(NpdPowerConfig *pc)
     pc->saver_pause_background = TRUE;
     pc->saver_idle_timeout = 60;
     pc->unload_on_sleep = FALSE;
+    pc->performance_cpu_decode = TRUE;
 }
 
 static gboolean bad_value(GError **error, const char *key, const char *text, const char *expected)
@@ -39,19 +40,6 @@ static gboolean bad_value(GError **error, const char *key, const char *text, con
     g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE, "[Power] %s=%s: expected %s", key, text,
                 expected);
     return FALSE;
-}
-
-static gboolean read_bool(GKeyFile *kf, const char *key, gboolean *out, GError **error)
-{
-    g_autofree gchar *text = g_key_file_get_value(kf, "Power", key, NULL);
-    if (text == NULL)
-        return TRUE;
-    g_strstrip(text);
-    if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0) {
-        *out = text[0] == 't';
-        return TRUE;
-    }
-    return bad_value(error, key, text, "true or false");
 }
 
 static gboolean read_count(GKeyFile *kf, const char *key, guint max, guint *out, GError **error)
@@ -68,20 +56,30 @@ static gboolean read_count(GKeyFile *kf, const char *key, guint max, guint *out,
     return TRUE;
 }
 
+/* A key of two values: *first says whether it is the first. */
+static gboolean read_choice(GKeyFile *kf, const char *key, const char *first, const char *second, gboolean *out,
+                            GError **error)
+{
+    g_autofree gchar *text = g_key_file_get_value(kf, "Power", key, NULL);
+    if (text == NULL)
+        return TRUE;
+    g_strstrip(text);
+    if (strcmp(text, first) != 0 && strcmp(text, second) != 0) {
+        g_autofree gchar *expected = g_strdup_printf("%s or %s", first, second);
+        return bad_value(error, key, text, expected);
+    }
+    *out = strcmp(text, first) == 0;
+    return TRUE;
+}
+
 gboolean npd_power_config_read(NpdPowerConfig *pc, GKeyFile *kf, GError **error)
 {
-    if (!read_bool(kf, "Follow", &pc->follow, error) || !read_bool(kf, "UnloadOnSleep", &pc->unload_on_sleep, error) ||
-        !read_count(kf, "SaverThreads", 1024, &pc->saver_threads, error) ||
-        !read_count(kf, "SaverIdleTimeout", G_MAXINT32, &pc->saver_idle_timeout, error))
-        return FALSE;
-    g_autofree gchar *bg = g_key_file_get_value(kf, "Power", "SaverBackground", NULL);
-    if (bg != NULL) {
-        g_strstrip(bg);
-        if (strcmp(bg, "pause") != 0 && strcmp(bg, "run") != 0)
-            return bad_value(error, "SaverBackground", bg, "pause or run");
-        pc->saver_pause_background = bg[0] == 'p';
-    }
-    return TRUE;
+    return read_choice(kf, "Follow", "true", "false", &pc->follow, error) &&
+           read_choice(kf, "UnloadOnSleep", "true", "false", &pc->unload_on_sleep, error) &&
+           read_count(kf, "SaverThreads", 1024, &pc->saver_threads, error) &&
+           read_count(kf, "SaverIdleTimeout", G_MAXINT32, &pc->saver_idle_timeout, error) &&
+           read_choice(kf, "SaverBackground", "pause", "run", &pc->saver_pause_background, error) &&
+           read_choice(kf, "PerformanceDecode", "cpu", "npu", &pc->performance_cpu_decode, error);
 }
 
 /* A property of a watched service, NULL while it is not on the bus. */
@@ -120,20 +118,26 @@ static void evaluate(NpdPowerPolicy *p)
     if (saving)
         threads = pc->saver_threads != 0 ? MIN(pc->saver_threads, all) : MAX(all / 2, 1);
     gboolean pause_background = saving && pc->saver_pause_background;
+    /* the phase split: only where models run on an NPU (the CPU is always there) */
+    gboolean on_npu = d->device != NULL && g_strcmp0(d->device->load_as, "cpu") != 0;
+    gboolean cpu_decode = on_npu && pc->follow && pc->performance_cpu_decode && !on_battery &&
+                          strcmp(profile, "performance") == 0;
+    g_autofree gchar *phases = cpu_decode ? g_strdup_printf(", %s prefill, cpu decode", d->device->device)
+                                          : g_strdup("");
     guint idle = d->cfg->idle_timeout;
     if (saving && pc->saver_idle_timeout != 0)
         idle = MIN(idle, pc->saver_idle_timeout);
     g_autofree gchar *state = pc->follow ? g_strdup_printf("%s, %s", profile, on_battery ? "on battery" : "on mains")
                                          : g_strdup("not following the power profile ([Power] Follow=false)");
     g_autofree gchar *description = g_strdup_printf(
-        "%s: %u of %u thread%s, background requests %s, idle models unload after %u s", state, threads, all,
-        all == 1 ? "" : "s", pause_background ? "wait" : "run", idle);
+        "%s: %u of %u thread%s%s, background requests %s, idle models unload after %u s", state, threads, all,
+        all == 1 ? "" : "s", phases, pause_background ? "wait" : "run", idle);
     if (p->description != NULL && strcmp(description, p->description) == 0)
         return;
     g_message("power policy: %s", description);
     g_free(p->description);
     p->description = g_steal_pointer(&description);
-    npd_worker_set_power(d->worker, threads == all ? 0 : threads, pause_background);
+    npd_worker_set_power(d->worker, threads == all ? 0 : threads, pause_background, cpu_decode);
     /* the idle timeout only when saving starts or ends: a value set
      * through IdleTimeout stays until then */
     if (saving != p->saving || !p->applied) {

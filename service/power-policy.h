@@ -17,6 +17,10 @@ typedef struct {
     gboolean saver_pause_background; /* SaverBackground=pause (or run) */
     guint saver_idle_timeout;   /* SaverIdleTimeout: seconds, 0 = unchanged */
     gboolean unload_on_sleep;   /* UnloadOnSleep: unload unused models before sleep */
+    /* PerformanceDecode=cpu (default) or npu: on performance and mains,
+     * models on an NPU prefill there and decode on the CPU (the phase
+     * split, docs/desktop.md) or do both on the NPU */
+    gboolean performance_cpu_decode;
 } NpdPowerConfig;
 
 void npd_power_config_defaults(NpdPowerConfig *pc);

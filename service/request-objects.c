@@ -56,6 +56,7 @@ static GVariant *stats_variant(const NpdRequest *r, const NpdEvent *ev)
     g_variant_builder_add(&b, "{sv}", "tokens_per_second", g_variant_new_double(ev->stats.tokens_per_second));
     g_variant_builder_add(&b, "{sv}", "total_time_ms", g_variant_new_double(ev->stats.total_time_ms));
     g_variant_builder_add(&b, "{sv}", "device", g_variant_new_string(r->daemon->device->device));
+    npd_job_stats_add_phases(&b, &ev->stats);
     g_variant_builder_add(&b, "{sv}", "model", g_variant_new_string(r->model));
     g_variant_builder_add(&b, "{sv}", "seed", g_variant_new_uint64(ev->stats.seed));
     if (ev->error != NULL) {

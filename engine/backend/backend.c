@@ -73,7 +73,7 @@ static bool npu_stats(const npl_model *m, npl_device_stats *out)
     .prefill_embeddings = npl_backend_npu_prefill_embeddings, .decode = npl_backend_npu_decode,         \
     .seq_attach = npu_seq_attach, .seq_release = npl_backend_npu_seq_release,                          \
     .seq_copy_prefix = npl_backend_npu_seq_copy_prefix, .seq_kv_bytes = npl_backend_npu_seq_kv_bytes,  \
-    .stats = npu_stats
+    .seq_export = npl_backend_npu_seq_export, .stats = npu_stats
 
 static const npl_backend backends[] = {
     /* engine/models/forward.c runs every architecture of the table; a sequence's
@@ -109,20 +109,35 @@ void npl_backend_attach_npu(npl_model *m, npl_backend_npu *runtime)
 
 /* ---- the public per-step calls -------------------------------------- */
 
+/* A sequence's calls go to the entry its cache lives on: the model's,
+ * unless the phase split moved it (engine/backend/phase_split.c). */
+static const npl_backend *seq_backend(const npl_model *m, const npl_seq *s)
+{
+    return s && s->model == m && s->backend ? s->backend : npl_model_backend(m);
+}
+
 npl_status npl_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n,
                        size_t max_tokens_this_call, size_t *consumed, npl_error *err)
 {
-    return npl_model_backend(m)->prefill(m, s, tokens, n, max_tokens_this_call, consumed, err);
+    const npl_backend *be = seq_backend(m, s);
+    npl_status st = be->prefill(m, s, tokens, n, max_tokens_this_call, consumed, err);
+    if (st == NPL_OK && s && n > 0)
+        s->prefill_backend = be;
+    return st;
 }
 
 npl_status npl_prefill_embeddings(npl_model *m, npl_seq *s, const float *embd, size_t n, bool bidirectional,
                                   npl_error *err)
 {
-    return npl_model_backend(m)->prefill_embeddings(m, s, embd, n, bidirectional, err);
+    const npl_backend *be = seq_backend(m, s);
+    npl_status st = be->prefill_embeddings(m, s, embd, n, bidirectional, err);
+    if (st == NPL_OK && s && n > 0)
+        s->prefill_backend = be;
+    return st;
 }
 
 npl_status npl_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens, size_t n_seqs,
                       npl_error *err)
 {
-    return npl_model_backend(m)->decode(m, seqs, tokens, n_seqs, err);
+    return npl_phase_split_decode(m, seqs, tokens, n_seqs, err);
 }

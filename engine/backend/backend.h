@@ -10,8 +10,10 @@
  * whether it runs the model's architecture variations and opens it; from
  * then on the public npl_prefill, npl_prefill_embeddings, npl_decode,
  * npl_seq_create / npl_seq_free, npl_model_device_stats and unloading
- * call the model's entry (npl_model_backend). Adding a device is adding
- * an entry here. */
+ * call the model's entry (npl_model_backend); a sequence's steps go to
+ * the entry its cache lives on (npl_seq.backend: the CPU's once the phase
+ * split moved it, engine/backend/phase_split.c). Adding a device is
+ * adding an entry here. */
 #ifndef NPL_BACKEND_H
 #define NPL_BACKEND_H
 
@@ -54,6 +56,11 @@ typedef struct npl_backend {
      * cache is the sequence's host arrays. */
     npl_status (*seq_copy_prefix)(npl_seq *dst, const npl_seq *src, uint32_t n, npl_error *err);
     size_t (*seq_kv_bytes)(const npl_seq *s);
+    /* The phase split (engine/backend/phase_split.c): writes s's cache
+     * into its host arrays in the CPU's layout and format (npl_seq), its
+     * logits included, and releases its device state (counted in the
+     * entry's stats). NULL: the cache is the host arrays already. */
+    npl_status (*seq_export)(npl_seq *s, npl_error *err);
     /* npl_model_device_stats: false when the device keeps no counters. */
     bool (*stats)(const npl_model *m, npl_device_stats *out);
 } npl_backend;
@@ -66,6 +73,10 @@ typedef struct npl_model_device_state {
     char reason[640];
     const npl_backend *ops;
     void *context;
+    /* Where sequences decode (npl_model_set_decode_device): NULL where
+     * they prefilled; else the CPU's entry, to which a sequence with a
+     * device cache moves at its next npl_decode. */
+    const npl_backend *decode_ops;
 } npl_model_device_state;
 
 /* The entry named name ("cpu", "npu-emu", "npu"), or NULL. */
@@ -80,6 +91,11 @@ const npl_backend *npl_model_backend(const npl_model *m);
 npl_status npl_model_device_open_in(npl_model *m, const char *request, const char *npu_cache_dir,
                                     npl_error *err);
 void npl_model_device_close(npl_model *m);
+
+/* npl_decode when sequences may sit on another entry than the model's
+ * or must move first (engine/backend/phase_split.c). */
+npl_status npl_phase_split_decode(npl_model *m, npl_seq *const *seqs, const int32_t *tokens, size_t n_seqs,
+                                  npl_error *err);
 
 /* The CPU engine's implementations (engine/models/forward.c). */
 npl_status npl_cpu_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size_t n,

@@ -44,6 +44,11 @@ npl_seq *npl_seq_create(npl_model *m, uint32_t n_ctx, npl_error *err)
 
 npl_seq *npl_seq_create_any(npl_model *m, uint32_t n_ctx, npl_error *err)
 {
+    return npl_seq_create_on(m, n_ctx, NULL, err);
+}
+
+npl_seq *npl_seq_create_on(npl_model *m, uint32_t n_ctx, const npl_backend *on, npl_error *err)
+{
     if (!m) {
         npl_error_set(err, NPL_ERR_INVALID_ARG, "no model");
         return NULL;
@@ -109,7 +114,7 @@ npl_seq *npl_seq_create_any(npl_model *m, uint32_t n_ctx, npl_error *err)
         return NULL;
     }
     /* On an NPU the cache that is used lives on the device. */
-    const npl_backend *be = s->backend = npl_model_backend(m);
+    const npl_backend *be = s->backend = on ? on : npl_model_backend(m);
     if (be->seq_attach && be->seq_attach(m, s, err)) {
         npl_seq_free(s);
         return NULL;

@@ -160,17 +160,29 @@ npl_seq *npl_kv_pool_acquire(npl_kv_pool *p, uint64_t owner, const int32_t *toke
         npl_error_set(err, NPL_ERR_INVALID_ARG, "npl_kv_pool_acquire: missing pool or tokens");
         return NULL;
     }
-    /* The owner's cached sequence sharing the longest usable prefix, of
-     * this model's backend with its device cache still attached. */
+    if (npl_model_is_embedding(p->model))
+        return npl_seq_create(p->model, n_ctx, err); /* refused, with the reason */
+    /* The owner's cached sequence sharing the longest usable prefix: of
+     * this model's backend with its device cache still attached, or, while
+     * the model decodes on the CPU (the phase split), one moved there that
+     * holds at least half of the prompt: the new sequence continues on the
+     * CPU, prefilling the rest there. At equal length the model's own
+     * wins. */
     const npl_backend *be = npl_model_backend(p->model);
+    const npl_backend *split = p->model->device ? p->model->device->decode_ops : NULL;
     pool_entry *best = NULL;
     uint32_t best_n = 0;
     for (pool_entry *e = p->head; n >= 2 && e; e = e->next) {
-        if (e->owner != owner || e->seq->backend != be || !e->seq->device != !be->seq_attach)
+        bool own = e->seq->backend == be && !e->seq->device == !be->seq_attach;
+        bool moved = split && e->seq->backend == split && !e->seq->device;
+        if (e->owner != owner || (!own && !moved))
             continue;
         /* a recurrent state is known only at checkpoints */
         uint32_t c = npl_seq_state_prefix(e->seq, common_prefix(e->seq, tokens, n - 1));
-        if (c > best_n && prefix_usable(e->seq, c)) {
+        if (!own && 2 * (size_t)c < n)
+            continue;
+        bool better = c > best_n || (c == best_n && best && own && best->seq->backend != be);
+        if (better && prefix_usable(e->seq, c)) {
             best = e;
             best_n = c;
         }
@@ -181,7 +193,8 @@ npl_seq *npl_kv_pool_acquire(npl_kv_pool *p, uint64_t owner, const int32_t *toke
     npl_error sub;
     npl_error_clear(&sub);
     npl_seq *s;
-    while (!(s = npl_seq_create(p->model, n_ctx, &sub)) && sub.code == NPL_ERR_NOMEM && p->tail) {
+    while (!(s = npl_seq_create_on(p->model, n_ctx, best ? best->seq->backend : NULL, &sub)) &&
+           sub.code == NPL_ERR_NOMEM && p->tail) {
         pool_entry *victim = p->tail == best ? best->prev : p->tail;
         if (!victim) {
             victim = best;

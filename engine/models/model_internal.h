@@ -273,6 +273,10 @@ struct npl_seq {
     struct npl_seq_state *state; /* engine/models/seq_state.h: recurrent layers' state, or NULL */
     void *device; /* its backend's state (e.g. the KV cache on an NPU), NULL on the CPU */
     const struct npl_backend *backend; /* its model's (engine/backend/backend.h): a sequence may outlive the model */
+    /* The entries that ran its last prefill and decode, and how often its
+     * cache moved between them (the phase split, npl_seq_devices). */
+    const struct npl_backend *prefill_backend, *decode_backend;
+    uint32_t kv_moves;
 };
 
 /* engine/models/model.c: the loader's checks of an open file (architecture,
@@ -298,6 +302,10 @@ void npl_cpu_forward_hidden(npl_model *m, const int32_t *tokens, size_t n, float
 /* engine/models/kv_cache.c: npl_seq_create without its refusal of
  * embedding models (decoder embedders run their texts through sequences). */
 npl_seq *npl_seq_create_any(npl_model *m, uint32_t n_ctx, npl_error *err);
+/* The same on entry `on` of the backend registry (NULL: the model's): the
+ * CPU's for a sequence that continues one the phase split moved there
+ * (engine/models/kv_pool.c). */
+npl_seq *npl_seq_create_on(npl_model *m, uint32_t n_ctx, const struct npl_backend *on, npl_error *err);
 void npl_forward_ws_free(npl_forward_ws *fw);
 
 /* engine/models/kv_cache.c: bytes a sequence holds (its K and V arrays whole,

@@ -794,6 +794,89 @@ npl_status npl_backend_npu_seq_copy_prefix(npl_seq *dst, const npl_seq *src, uin
     return NPL_OK;
 }
 
+/* ---- handing a cache to the CPU (the phase split) ---------------------- */
+
+/* Positions per round trip through the staging buffer. */
+#define EXPORT_ROWS 256u
+
+/* Positions [lo, hi) of one layer's K or V (device rows of kv_dim bf16)
+ * into the host array at `host` in the model's KV format: every KV head,
+ * ring rows mirrored. The rows leave the device through `stage` (the
+ * caches are device-only): copied there on the device, then read. */
+static npl_status export_rows(const npl_npu_seq *ns, npl_seq *s, uint32_t l, npl_npu_buffer *cache,
+                              uint8_t *host, uint32_t lo, uint32_t hi, npl_npu_buffer *stage,
+                              uint16_t *rows, float *row, npl_error *err)
+{
+    const npl_model *m = s->model;
+    size_t hd = m->hp.head_dim, kvd = kv_dim(&m->hp), rb = m->kv_row_bytes;
+    for (uint32_t p0 = lo; p0 < hi; p0 += EXPORT_ROWS) {
+        uint32_t n = hi - p0 < EXPORT_ROWS ? hi - p0 : EXPORT_ROWS;
+        size_t bytes = (size_t)n * kvd * sizeof(uint16_t);
+        size_t off = (size_t)l * ns->kv_layer_bytes + (size_t)p0 * kvd * sizeof(uint16_t);
+        npl_status st = npl_npu_buffer_copy(stage, 0, cache, off, bytes, err);
+        if (st == NPL_OK)
+            st = npl_npu_buffer_read(stage, 0, rows, bytes, err);
+        if (st != NPL_OK)
+            return st;
+        for (uint32_t i = 0; i < n; i++)
+            for (uint32_t g = 0; g < m->hp.n_head_kv; g++) {
+                const uint16_t *src = rows + (size_t)i * kvd + (size_t)g * hd;
+                for (size_t j = 0; j < hd; j++)
+                    row[j] = npl_bf16_to_fp32(src[j]);
+                size_t head = npl_kv_head_offset(s, l, g);
+                size_t at[2] = {npl_kv_row(s, l, p0 + i), npl_kv_mirror_row(s, l, p0 + i)};
+                for (int k = 0; k < 2 && at[k] != SIZE_MAX; k++)
+                    npl_kv_store_row(m->kv_format, row, host + head + at[k] * rb, hd);
+            }
+    }
+    return NPL_OK;
+}
+
+/* Every position a later CPU step may read: all of a full layer (a pool
+ * may seed another sequence from any prefix), the last kv_ring of a
+ * ring. */
+static uint32_t export_first(const npl_seq *s, uint32_t l)
+{
+    bool ring = s->kv_ring && s->model->layers[l].local;
+    return ring && s->pos > s->kv_ring ? s->pos - s->kv_ring : 0;
+}
+
+npl_status npl_backend_npu_seq_export(npl_seq *s, npl_error *err)
+{
+    npl_npu_seq *ns = s->device;
+    if (!ns)
+        return npl_error_set(err, NPL_ERR_INTERNAL, "npu: the sequence has no device KV cache to move");
+    npl_backend_npu *b = ns->b;
+    const npl_hparams *hp = &b->m->hp;
+    size_t kvd = kv_dim(hp);
+    uint16_t *rows = malloc((size_t)EXPORT_ROWS * kvd * sizeof *rows);
+    float *row = malloc(hp->head_dim * sizeof *row);
+    npl_npu_buffer *stage = NULL;
+    npl_status st = rows && row ? NPL_OK : npl_error_set(err, NPL_ERR_NOMEM, "npu: no memory to move a KV cache");
+    if (st == NPL_OK)
+        st = npl_npu_buffer_alloc(b->dev, (size_t)EXPORT_ROWS * kvd * sizeof(uint16_t), NPL_NPU_BUF_OUTPUT,
+                                  "kv export", &stage, err);
+    uint64_t bytes = 0;
+    for (uint32_t l = 0; l < hp->n_layer && st == NPL_OK; l++) {
+        if (!npl_kv_rows(s, l))
+            continue;
+        uint32_t lo = export_first(s, l);
+        if (!(st = export_rows(ns, s, l, ns->k_cache, s->k_cache, lo, s->pos, stage, rows, row, err)))
+            st = export_rows(ns, s, l, ns->v_cache, s->v_cache, lo, s->pos, stage, rows, row, err);
+        bytes += 2 * (uint64_t)(s->pos - lo) * kvd * sizeof(uint16_t);
+    }
+    npl_npu_buffer_free(stage);
+    free(rows);
+    free(row);
+    if (st != NPL_OK)
+        return st; /* the device cache is still whole: the sequence stays */
+    b->stats.kv_moved_sequences++;
+    b->stats.kv_moved_bytes += bytes;
+    seq_free(ns);
+    s->device = NULL;
+    return NPL_OK;
+}
+
 /* ---- forward passes ---------------------------------------------------- */
 
 /* The first layer's input into x rows 0..n-1 on the host, as bf16 (the

@@ -64,6 +64,11 @@ void npl_backend_npu_seq_release(npl_seq *s);
 npl_status npl_backend_npu_seq_copy_prefix(npl_seq *dst, const npl_seq *src, uint32_t n,
                                            npl_error *err);
 
+/* The phase split (backend.h seq_export): s's K and V rows copied from
+ * the device into its host arrays in the model's KV format, its device
+ * cache freed. On failure s keeps its device cache. */
+npl_status npl_backend_npu_seq_export(npl_seq *s, npl_error *err);
+
 /* Device bytes of s's KV cache (K and V buffers). */
 size_t npl_backend_npu_seq_kv_bytes(const npl_seq *s);
 

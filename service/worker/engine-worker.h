@@ -99,7 +99,15 @@ typedef struct NpdJobStats {
     double tokens_per_second;
     double total_time_ms;
     guint64 seed;
+    /* where its prompt and its tokens were computed, and how often its
+     * KV cache moved between them (the phase split) */
+    gchar prefill_device[32], decode_device[32];
+    guint32 kv_moves;
 } NpdJobStats;
+
+/* prefill_device, decode_device and kv_moves of a request's stats, when
+ * it computed anything (worker/phase-split.c). */
+void npd_job_stats_add_phases(GVariantBuilder *b, const NpdJobStats *stats);
 
 typedef enum {
     NPD_EVENT_STATE,        /* job_id, state, queue_position */
@@ -165,8 +173,10 @@ void npd_worker_forget_cache(NpdWorker *w, guint32 uid, gpointer tag);
 
 /* The power policy (power-policy.c): threads computing in every model (0:
  * all of cfg.threads) and whether background requests wait in the queue
- * (running ones go on). From the next scheduling step; output unchanged. */
-void npd_worker_set_power(NpdWorker *w, guint threads, gboolean background_paused);
+ * (running ones go on). From the next scheduling step; output unchanged.
+ * cpu_decode: models on an NPU decode on the CPU (worker/phase-split.c),
+ * each running sequence's cache moved at its next decode step. */
+void npd_worker_set_power(NpdWorker *w, guint threads, gboolean background_paused, gboolean cpu_decode);
 /* Sleep (sleep-inhibit.c): after the current step nothing is scheduled;
  * the KV caches kept for reuse are freed, and with unload the models no
  * request uses are unloaded; then NPD_EVENT_COMMAND_DONE carries tag.

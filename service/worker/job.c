@@ -113,6 +113,7 @@ void npd_worker_job_finish(NpdWorker *w, ActiveJob *aj, NpdFinishReason reason, 
         .total_time_ms = (double)(now - aj->t_submit) / 1000.0,
         .seed = aj->job->sampling.seed,
     };
+    npd_worker_job_devices(aj, &stats);
     if (aj->t_first != 0) {
         stats.time_to_first_token_ms = (double)(aj->t_first - aj->t_submit) / 1000.0;
         if (aj->generated > 1 && aj->t_last > aj->t_first)

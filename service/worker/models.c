@@ -98,6 +98,7 @@ LoadedModel *npd_worker_model_ensure(NpdWorker *w, const char *name, const char 
     lm->model = model;
     lm->vision = vision;
     lm->vision_error = g_steal_pointer(&vision_error);
+    npd_worker_apply_decode_device(w, lm); /* the power policy's phase split */
     lm->last_used = g_get_monotonic_time();
     g_hash_table_insert(w->models, lm->name, lm);
     g_message("loaded model %s from %s in %.0f ms", name, path, (double)(lm->last_used - t0) / 1000.0);

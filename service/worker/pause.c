@@ -13,8 +13,10 @@ static void apply_threads(NpdWorker *w)
     GHashTableIter it;
     gpointer value;
     g_hash_table_iter_init(&it, w->models);
-    while (g_hash_table_iter_next(&it, NULL, &value))
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
         npl_model_set_threads(((LoadedModel *)value)->model, (int)w->active_threads);
+        npd_worker_apply_decode_device(w, value);
+    }
 }
 
 /* The KV caches kept for prefix reuse, of every loaded model (running
@@ -42,6 +44,7 @@ void npd_worker_pause_command(NpdWorker *w, const Command *cmd)
     case CMD_POWER:
         w->active_threads = cmd->threads;
         w->background_paused = cmd->background_paused;
+        w->cpu_decode = cmd->cpu_decode;
         apply_threads(w);
         break;
     case CMD_SUSPEND:
@@ -66,11 +69,12 @@ gboolean npd_worker_may_start(NpdWorker *w, const NpdJob *job)
     return !(w->background_paused && job->priority == NPD_PRIORITY_BACKGROUND);
 }
 
-void npd_worker_set_power(NpdWorker *w, guint threads, gboolean background_paused)
+void npd_worker_set_power(NpdWorker *w, guint threads, gboolean background_paused, gboolean cpu_decode)
 {
     Command *cmd = npd_worker_command_new(CMD_POWER);
     cmd->threads = threads;
     cmd->background_paused = background_paused;
+    cmd->cpu_decode = cpu_decode;
     g_async_queue_push(w->commands, cmd);
 }
 

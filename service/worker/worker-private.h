@@ -139,6 +139,7 @@ typedef struct {
     RenderTask *rendered;
     guint threads;              /* CMD_POWER: 0 = all of cfg.threads */
     gboolean background_paused; /* CMD_POWER */
+    gboolean cpu_decode;        /* CMD_POWER */
     gboolean unload;            /* CMD_SUSPEND */
 } Command;
 
@@ -158,6 +159,7 @@ struct NpdWorker {
     /* the power policy and sleep (pause.c) */
     guint active_threads;       /* computing threads of every model, 0 = all */
     gboolean background_paused; /* background jobs stay queued */
+    gboolean cpu_decode;        /* models on an NPU decode on the CPU (phase-split.c) */
     gboolean suspended;         /* nothing is scheduled until resumed */
 };
 
@@ -171,6 +173,12 @@ void npd_worker_pause_command(NpdWorker *w, const Command *cmd);
 /* Whether queued job may start now (not a background one while they are
  * paused). */
 gboolean npd_worker_may_start(NpdWorker *w, const NpdJob *job);
+
+/* ---- the phase split (phase-split.c) ---- */
+/* Tells a model where to decode under the power policy (w->cpu_decode). */
+void npd_worker_apply_decode_device(NpdWorker *w, LoadedModel *lm);
+/* Where a job's prompt and tokens ran, for its stats. */
+void npd_worker_job_devices(const ActiveJob *aj, NpdJobStats *stats);
 
 /* ---- models (models.c) ---- */
 void npd_worker_model_free(LoadedModel *lm);

@@ -271,11 +271,9 @@ def request_state(client, path):
                        iface="org.freedesktop.DBus.Properties")[0]
 
 
-class PowerPolicyTest(ServiceTestCase):
-    """power-profiles-daemon (its legacy name) and UPower mocks: the
-    profile and the battery change the threads and hold background
-    requests between steps, without disturbing a running request."""
-    CONFIG = {"Engine": {"Threads": "2"}, "Limits": {"MaxRunning": "1"}}
+class PowerMockTestCase(ServiceTestCase):
+    """A daemon with power-profiles-daemon (its legacy name) and UPower
+    mocks beside it."""
 
     @classmethod
     def setUpClass(cls):
@@ -292,6 +290,12 @@ class PowerPolicyTest(ServiceTestCase):
     def policy_becomes(self, c, start):
         self.assertTrue(c.wait(lambda: c.prop("PowerPolicy").startswith(start), 10), c.prop("PowerPolicy"))
         return c.prop("PowerPolicy")
+
+
+class PowerPolicyTest(PowerMockTestCase):
+    """The profile and the battery change the threads and hold background
+    requests between steps, without disturbing a running request."""
+    CONFIG = {"Engine": {"Threads": "2"}, "Limits": {"MaxRunning": "1"}}
 
     def test_profile_and_battery(self):
         c = self.client()
