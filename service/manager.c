@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "app-list.h"
-#include "call-fds.h"
 #include "embed-call.h"
 #include "rerank-call.h"
 #include "manager-call.h"
@@ -295,11 +294,6 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
                                 const char *method, GVariant *params, GDBusMethodInvocation *inv, gpointer data)
 {
     NpdDaemon *d = data;
-    g_autoptr(GError) error = NULL;
-    if (!npd_call_fds_check(inv, params, &error)) {
-        g_dbus_method_invocation_return_gerror(inv, error);
-        return;
-    }
     if (g_strcmp0(iface, "org.freedesktop.DBus.Properties") == 0) {
         if (g_strcmp0(method, "Set") == 0)
             handle_set_property(d, inv, params);
