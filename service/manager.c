@@ -197,7 +197,7 @@ static GVariant *get_power_policy(NpdManager *m)
 static GVariant *get_default_model(NpdManager *m)
 {
     NpdDaemon *d = m->daemon;
-    const char *name = npd_default_model_name(d);
+    const char *name = npd_model_catalog_default_name(d->catalog, d->cfg->default_model);
     return g_variant_new_string(name != NULL ? name : "");
 }
 
