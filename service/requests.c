@@ -14,7 +14,7 @@ struct NpdRequests {
     guint64 next_id;
     guint active; /* loading or running */
     guint queued;
-    void (*changed)(gpointer data);
+    NpdRequestsChanged changed;
     gpointer changed_data;
 };
 
@@ -29,7 +29,7 @@ NpdRequests *npd_requests_new(NpdDaemon *d, NpdWorker *worker, NpdIdle *idle)
     return reqs;
 }
 
-void npd_requests_set_changed_func(NpdRequests *reqs, void (*func)(gpointer data), gpointer data)
+void npd_requests_set_changed_func(NpdRequests *reqs, NpdRequestsChanged func, gpointer data)
 {
     reqs->changed = func;
     reqs->changed_data = data;
@@ -60,7 +60,7 @@ static void count_state(NpdRequests *reqs, NpdJobState state, gint delta)
 static void counts_changed(NpdRequests *reqs)
 {
     if (reqs->changed != NULL)
-        reqs->changed(reqs->changed_data);
+        reqs->changed(reqs->active, reqs->queued, reqs->changed_data);
 }
 
 static void request_free(NpdRequest *r)
@@ -142,11 +142,13 @@ void npd_requests_foreach(NpdRequests *reqs, void (*func)(NpdRequest *r, gpointe
 void npd_request_set_state(NpdRequest *r, NpdJobState state, guint queue_position)
 {
     NpdRequests *reqs = r->owner;
+    guint active = reqs->active, queued = reqs->queued;
     count_state(reqs, r->state, -1);
     r->state = state;
     r->queue_position = queue_position;
     count_state(reqs, r->state, 1);
-    counts_changed(reqs);
+    if (reqs->active != active || reqs->queued != queued)
+        counts_changed(reqs); /* not for a new queue position */
 }
 
 gboolean npd_request_is_finished(const NpdRequest *r)
