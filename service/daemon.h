@@ -53,7 +53,6 @@ struct NpdDaemon {
 /* The subtree's registration id (for g_dbus_connection_unregister_subtree),
  * 0 with error when it cannot. */
 guint npd_request_objects_register(NpdDaemon *d, GError **error);
-void npd_request_objects_handle_event(NpdDaemon *d, const NpdEvent *ev);
 
 /* ---- manager (manager.c) ---- */
 /* Exports org.npullm.Manager (NULL with error when it cannot), announcing

@@ -9,7 +9,6 @@
 #include "daemon.h"
 #include "model-install.h"
 #include "systemd-notify.h"
-#include "usage-journal.h"
 
 #define NPD_INTERFACE_RESOURCE "/org/npullm/dbus/org.npullm.xml"
 
@@ -50,16 +49,8 @@ static void on_worker_event(const NpdEvent *ev, gpointer data)
         if (!npd_sleep_handle_done(d->sleep, ev->tag))
             npd_manager_handle_command_done(ev);
         break;
-    case NPD_EVENT_STATE:
-    case NPD_EVENT_TEXT:
-    case NPD_EVENT_THINKING:
-    case NPD_EVENT_TOOL_CALL:
-    case NPD_EVENT_FINISHED:
-        /* the Manager announces the changed counts (requests.c tells it) */
-        if (ev->kind == NPD_EVENT_FINISHED)
-            npd_usage_journal_record_event(d->requests, ev);
-        npd_request_objects_handle_event(d, ev);
-        break;
+    default:
+        break; /* a request's: the requests' registry has them (requests.c) */
     }
 }
 

@@ -18,6 +18,8 @@ struct NpdRequests {
     gpointer changed_data;
 };
 
+static void request_event_cb(const NpdEvent *ev, gpointer data);
+
 NpdRequests *npd_requests_new(NpdDaemon *d, NpdWorker *worker, NpdIdle *idle)
 {
     NpdRequests *reqs = g_new0(NpdRequests, 1);
@@ -26,6 +28,7 @@ NpdRequests *npd_requests_new(NpdDaemon *d, NpdWorker *worker, NpdIdle *idle)
     reqs->idle = idle;
     reqs->by_id = g_hash_table_new(g_int64_hash, g_int64_equal);
     reqs->by_node = g_hash_table_new(g_str_hash, g_str_equal);
+    npd_worker_set_request_func(worker, request_event_cb, reqs);
     return reqs;
 }
 
@@ -40,6 +43,7 @@ void npd_requests_free(NpdRequests *reqs)
     if (reqs == NULL)
         return;
     reqs->changed = NULL; /* shutting down: nothing to announce */
+    npd_worker_set_request_func(reqs->worker, NULL, NULL);
     g_autoptr(GList) all = g_hash_table_get_values(reqs->by_id);
     for (GList *l = all; l != NULL; l = l->next)
         npd_request_destroy(l->data);
@@ -149,6 +153,23 @@ void npd_request_set_state(NpdRequest *r, NpdJobState state, guint queue_positio
     count_state(reqs, r->state, 1);
     if (reqs->active != active || reqs->queued != queued)
         counts_changed(reqs); /* not for a new queue position */
+}
+
+/* The worker's events of one request: its state kept here, then its
+ * object's signals (request-objects.c). */
+static void request_event_cb(const NpdEvent *ev, gpointer data)
+{
+    NpdRequest *r = npd_requests_lookup(data, ev->job_id);
+    if (r == NULL || npd_request_is_finished(r))
+        return; /* destroyed already (client gone): the worker was told */
+    if (ev->kind == NPD_EVENT_STATE) {
+        if (r->state == ev->state && r->queue_position == ev->queue_position)
+            return;
+        npd_request_set_state(r, ev->state, ev->queue_position);
+    } else if (ev->kind == NPD_EVENT_FINISHED) {
+        npd_usage_journal_record(r, ev);
+    }
+    npd_request_objects_handle_event(r, ev);
 }
 
 gboolean npd_request_is_finished(const NpdRequest *r)

@@ -70,4 +70,9 @@ void npd_request_cancel(NpdRequest *r);
 /* Removes a request now (cancelling it in the worker when unfinished). */
 void npd_request_destroy(NpdRequest *r);
 
+/* One event of an unfinished request, its state already kept: the
+ * object's signals (unicast to the owner), or Complete's reply
+ * (request-objects.c). */
+void npd_request_objects_handle_event(NpdRequest *r, const NpdEvent *ev);
+
 #endif
