@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "call-fds.h"
-#include "embed-call.h"
 #include "image-input.h"
 
 /* DescribeImage: how long the image descriptor may take to reach its end
