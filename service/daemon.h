@@ -53,10 +53,10 @@ struct NpdDaemon {
 /* The subtree's registration id (for g_dbus_connection_unregister_subtree),
  * 0 with error when it cannot. */
 guint npd_request_objects_register(NpdDaemon *d, GError **error);
-void npd_request_objects_handle_event(NpdDaemon *d, const NpdEvent *ev);
 
 /* ---- manager (manager.c) ---- */
-/* Exports org.npullm.Manager (NULL with error when it cannot). */
+/* Exports org.npullm.Manager (NULL with error when it cannot), announcing
+ * the requests' counts as they change (d->requests exists already). */
 NpdManager *npd_manager_new(NpdDaemon *d, GError **error);
 /* Unexports it and drops what it kept. */
 void npd_manager_free(NpdManager *m);
@@ -67,8 +67,9 @@ void npd_manager_handle_command_done(const NpdEvent *ev);
 void npd_manager_announce(NpdManager *m);
 /* LoadedModels, as the worker reported them (and announced). */
 void npd_manager_set_loaded_models(NpdManager *m, gchar **names);
-/* NULL-terminated, NULL when none (or m is NULL); owned by m. */
-gchar **npd_manager_loaded_models(NpdManager *m);
+/* systemd's status line (running and queued requests, loaded models);
+ * also written whenever the Manager announces a change. */
+void npd_manager_update_status(NpdManager *m);
 gboolean npd_manager_model_is_loaded(NpdManager *m, const char *name);
 
 #endif

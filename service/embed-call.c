@@ -21,15 +21,6 @@ GVariant *npd_model_capabilities(const NpdModelEntry *e)
     return g_variant_new_strv(caps, n);
 }
 
-gboolean npd_model_check_generates(const NpdModelEntry *e, GError **error)
-{
-    if (!e->embedding)
-        return TRUE;
-    g_set_error(error, NPD_ERROR, NPD_ERROR_NOT_SUPPORTED,
-                "model '%s' is an embedding model: it makes vectors, not text (use Embed)", e->name);
-    return FALSE;
-}
-
 gboolean npd_check_texts(GVariant *texts, const char *what, gboolean allow_empty, GError **error)
 {
     gsize n = g_variant_n_children(texts), total = 0;

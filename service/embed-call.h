@@ -30,8 +30,4 @@ gboolean npd_check_texts(GVariant *texts, const char *what, gboolean allow_empty
  * "chat" (and "vision" with a projector); none when not supported. */
 GVariant *npd_model_capabilities(const NpdModelEntry *e);
 
-/* Generate, Chat, Complete, DescribeImage on an embedding model:
- * NPD_ERROR_NOT_SUPPORTED saying why. */
-gboolean npd_model_check_generates(const NpdModelEntry *e, GError **error);
-
 #endif

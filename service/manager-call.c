@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "app-identity.h"
+#include "call-fds.h"
 #include "fd-filesystem.h"
 #include "schema-compile.h"
 
@@ -134,18 +135,23 @@ static void schemas_compiled_cb(GObject *source, GAsyncResult *res, gpointer dat
     call_continue(p);
 }
 
-/* Validates (prepare), compiles the options' schemas on a thread and
- * checks the filesystems of the descriptors it took off the main thread,
- * then polkit, then run; or reply for the methods that need no
- * authorization. */
+/* Counts the descriptors passed (more than the method takes: refused,
+ * all closed), validates (prepare), compiles the options' schemas on a
+ * thread and checks the filesystems of the descriptors it took off the
+ * main thread, then polkit, then run; or reply for the methods that need
+ * no authorization. */
 void npd_manager_call_dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m,
                                GVariant *params)
 {
+    g_autoptr(GError) error = NULL;
+    if (!npd_call_fds_check(inv, params, &error)) {
+        g_dbus_method_invocation_return_gerror(inv, error);
+        return;
+    }
     if (m->action == NULL) {
         g_dbus_method_invocation_return_value(inv, m->reply(d));
         return;
     }
-    g_autoptr(GError) error = NULL;
     PendingCall *p = pending_new(d, inv, m);
     if (!m->prepare(d, inv, p, params, &error)) {
         g_dbus_method_invocation_return_gerror(inv, error);

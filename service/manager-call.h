@@ -59,10 +59,10 @@ struct NpdPendingCall {
     guint idle_token;       /* held while the call is on its way */
 };
 
-/* Validates (prepare), checks the filesystems of the descriptors it took
- * off the main thread, asks admission and polkit, then runs; or replies at
- * once for the methods that need no authorization. Answers inv on every
- * path. */
+/* Refuses more descriptors than the method takes, validates (prepare),
+ * checks the filesystems of the descriptors it took off the main thread,
+ * asks admission and polkit, then runs; or replies at once for the methods
+ * that need no authorization. Answers inv on every path. */
 void npd_manager_call_dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m,
                                GVariant *params);
 

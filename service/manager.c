@@ -7,12 +7,12 @@
 #include <string.h>
 
 #include "app-list.h"
-#include "call-fds.h"
 #include "embed-call.h"
 #include "rerank-call.h"
 #include "manager-call.h"
 #include "model-install.h"
 #include "request-methods.h"
+#include "systemd-notify.h"
 
 #ifndef NPD_VERSION
 #define NPD_VERSION "unknown"
@@ -27,6 +27,7 @@ struct NpdManager {
     guint reg_id;
     guint idle_timeout; /* IdleTimeout, told to the worker */
     gchar **loaded_models;   /* LoadedModels, as the worker reported */
+    guint active, queued;    /* ActiveRequests, QueuedRequests, as the requests' registry reported */
     guint models_idle_token; /* held while a model is loaded */
     /* last values announced through PropertiesChanged, per row of the
      * property table */
@@ -38,10 +39,6 @@ gboolean npd_manager_model_is_loaded(NpdManager *m, const char *name)
     return m != NULL && m->loaded_models != NULL && g_strv_contains((const gchar *const *)m->loaded_models, name);
 }
 
-gchar **npd_manager_loaded_models(NpdManager *m)
-{
-    return m != NULL ? m->loaded_models : NULL;
-}
 
 /* LoadModel, UnloadModel: answered from npd_manager_handle_command_done. */
 static gboolean run_load(PendingCall *p)
@@ -198,7 +195,7 @@ static GVariant *get_power_policy(NpdManager *m)
 static GVariant *get_default_model(NpdManager *m)
 {
     NpdDaemon *d = m->daemon;
-    const char *name = npd_default_model_name(d);
+    const char *name = npd_model_catalog_default_name(d->catalog, d->cfg->default_model);
     return g_variant_new_string(name != NULL ? name : "");
 }
 
@@ -210,14 +207,12 @@ static GVariant *get_loaded_models(NpdManager *m)
 
 static GVariant *get_active_requests(NpdManager *m)
 {
-    NpdDaemon *d = m->daemon;
-    return g_variant_new_uint32(npd_requests_active(d->requests));
+    return g_variant_new_uint32(m->active);
 }
 
 static GVariant *get_queued_requests(NpdManager *m)
 {
-    NpdDaemon *d = m->daemon;
-    return g_variant_new_uint32(npd_requests_queued(d->requests));
+    return g_variant_new_uint32(m->queued);
 }
 
 static GVariant *get_idle_timeout(NpdManager *m)
@@ -240,10 +235,14 @@ static gboolean prepare_set_idle_timeout(NpdDaemon *d, GDBusMethodInvocation *in
 typedef struct {
     const char *name;
     GVariant *(*get)(NpdManager *m);
-    gboolean emits_changed; /* announced through PropertiesChanged */
+    gboolean emits_changed; /* announced through PropertiesChanged (EMITS_WITH_COUNTS: see there) */
     /* writable: setting is a method call (Properties.Set) of its own */
     NpdManagerMethod set;
 } ManagerProperty;
+
+/* emits_changed of a row that changes with the requests' counts, and only
+ * with them: announced when they change, without the other rows */
+#define EMITS_WITH_COUNTS 2
 
 static const ManagerProperty manager_properties[] = {
     {"Version", get_version, FALSE, {NULL}},
@@ -251,8 +250,8 @@ static const ManagerProperty manager_properties[] = {
     {"DeviceStatus", get_device_status, TRUE, {NULL}},
     {"DefaultModel", get_default_model, TRUE, {NULL}},
     {"LoadedModels", get_loaded_models, TRUE, {NULL}},
-    {"ActiveRequests", get_active_requests, TRUE, {NULL}},
-    {"QueuedRequests", get_queued_requests, TRUE, {NULL}},
+    {"ActiveRequests", get_active_requests, EMITS_WITH_COUNTS, {NULL}},
+    {"QueuedRequests", get_queued_requests, EMITS_WITH_COUNTS, {NULL}},
     {"IdleTimeout", get_idle_timeout, TRUE,
      {"IdleTimeout", NPD_ACTION_MANAGE, prepare_set_idle_timeout, run_set_idle_timeout, NULL, FALSE}},
     {"PowerPolicy", get_power_policy, TRUE, {NULL}},
@@ -295,11 +294,6 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
                                 const char *method, GVariant *params, GDBusMethodInvocation *inv, gpointer data)
 {
     NpdDaemon *d = data;
-    g_autoptr(GError) error = NULL;
-    if (!npd_call_fds_check(inv, params, &error)) {
-        g_dbus_method_invocation_return_gerror(inv, error);
-        return;
-    }
     if (g_strcmp0(iface, "org.freedesktop.DBus.Properties") == 0) {
         if (g_strcmp0(method, "Set") == 0)
             handle_set_property(d, inv, params);
@@ -362,17 +356,27 @@ void npd_manager_set_loaded_models(NpdManager *m, gchar **names)
     npd_manager_announce(m);
 }
 
-void npd_manager_announce(NpdManager *m)
+/* systemd's status line: the counts and models the Manager announces. */
+void npd_manager_update_status(NpdManager *m)
 {
-    if (m == NULL)
-        return; /* not exported (startup failed) */
+    guint n_loaded = m->loaded_models != NULL ? g_strv_length(m->loaded_models) : 0;
+    g_autofree gchar *models = n_loaded > 0 ? g_strjoinv(", ", m->loaded_models) : g_strdup("none");
+    g_autofree gchar *status =
+        g_strdup_printf("%u running, %u queued; loaded models: %s", m->active, m->queued, models);
+    npd_notify_status(status);
+}
+
+/* PropertiesChanged for the rows that changed since last announced: all,
+ * or (counts_only) those of the requests' counts. */
+static void announce_rows(NpdManager *m, gboolean counts_only)
+{
     NpdDaemon *d = m->daemon;
     GVariantBuilder changed;
     g_variant_builder_init(&changed, G_VARIANT_TYPE_VARDICT);
     gboolean any = FALSE;
     for (guint i = 0; i < G_N_ELEMENTS(manager_properties); i++) {
         const ManagerProperty *prop = &manager_properties[i];
-        if (!prop->emits_changed)
+        if (!prop->emits_changed || (counts_only && prop->emits_changed != EMITS_WITH_COUNTS))
             continue;
         g_autoptr(GVariant) value = g_variant_ref_sink(prop->get(m));
         GVariant **last = &m->announced[i];
@@ -387,9 +391,26 @@ void npd_manager_announce(NpdManager *m)
         g_variant_builder_clear(&changed);
         return;
     }
+    npd_manager_update_status(m);
     g_dbus_connection_emit_signal(d->bus, NULL, NPD_MANAGER_PATH, "org.freedesktop.DBus.Properties",
                                   "PropertiesChanged",
                                   g_variant_new("(sa{sv}as)", NPD_MANAGER_IFACE, &changed, NULL), NULL);
+}
+
+void npd_manager_announce(NpdManager *m)
+{
+    if (m != NULL) /* NULL: not exported (startup failed) */
+        announce_rows(m, FALSE);
+}
+
+/* A request was made, changed state or finished: only the counts can
+ * have changed, and they come with the call. */
+static void requests_changed_cb(guint active, guint queued, gpointer data)
+{
+    NpdManager *m = data;
+    m->active = active;
+    m->queued = queued;
+    announce_rows(m, TRUE);
 }
 
 NpdManager *npd_manager_new(NpdDaemon *d, GError **error)
@@ -403,7 +424,10 @@ NpdManager *npd_manager_new(NpdDaemon *d, GError **error)
             m->announced[i] = g_variant_ref_sink(manager_properties[i].get(m));
     GDBusInterfaceInfo *info = g_dbus_node_info_lookup_interface(d->introspection, NPD_MANAGER_IFACE);
     m->reg_id = g_dbus_connection_register_object(d->bus, NPD_MANAGER_PATH, info, &manager_vtable, d, NULL, error);
-    return m->reg_id != 0 ? g_steal_pointer(&m) : NULL;
+    if (m->reg_id == 0)
+        return NULL;
+    npd_requests_set_changed_func(d->requests, requests_changed_cb, m);
+    return g_steal_pointer(&m);
 }
 
 void npd_manager_free(NpdManager *m)
@@ -412,6 +436,8 @@ void npd_manager_free(NpdManager *m)
         return;
     if (m->reg_id != 0)
         g_dbus_connection_unregister_object(m->daemon->bus, m->reg_id);
+    if (m->daemon->requests != NULL)
+        npd_requests_set_changed_func(m->daemon->requests, NULL, NULL);
     for (guint i = 0; i < G_N_ELEMENTS(m->announced); i++)
         g_clear_pointer(&m->announced[i], g_variant_unref);
     npd_idle_uninhibit(m->daemon->idle, m->models_idle_token);

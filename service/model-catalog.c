@@ -519,6 +519,23 @@ const NpdModelEntry *npd_model_catalog_default(NpdModelCatalog *cat, const char 
     return npd_model_catalog_pick_default(cat->entries, because);
 }
 
+gboolean npd_model_check_generates(const NpdModelEntry *e, GError **error)
+{
+    if (!e->embedding)
+        return TRUE;
+    g_set_error(error, NPD_ERROR, NPD_ERROR_NOT_SUPPORTED,
+                "model '%s' is an embedding model: it makes vectors, not text (use Embed)", e->name);
+    return FALSE;
+}
+
+const char *npd_model_catalog_default_name(NpdModelCatalog *cat, const char *configured)
+{
+    if (configured != NULL && configured[0] != '\0')
+        return configured;
+    const NpdModelEntry *e = npd_model_catalog_default(cat, NULL);
+    return e != NULL ? e->name : NULL;
+}
+
 const NpdModelEntry *npd_model_catalog_lookup(NpdModelCatalog *cat, const char *name, GError **error)
 {
     /* name may point into an entry of the previous scan: copy it first */

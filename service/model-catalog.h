@@ -80,6 +80,15 @@ void npd_model_catalog_rescan(NpdModelCatalog *cat);
  * not NULL, gets the rule that chose it (a static string). */
 const NpdModelEntry *npd_model_catalog_default(NpdModelCatalog *cat, const char **because);
 
+/* Generate, Chat, Complete, DescribeImage on an embedding model:
+ * NPD_ERROR_NOT_SUPPORTED saying why. */
+gboolean npd_model_check_generates(const NpdModelEntry *e, GError **error);
+
+/* The model of a request without the model option: configured ([Models]
+ * Default) when set, else the catalog's default; NULL when no usable
+ * model is installed. */
+const char *npd_model_catalog_default_name(NpdModelCatalog *cat, const char *configured);
+
 /* The same choice among entries of npd_model_catalog_list, without a scan. */
 const NpdModelEntry *npd_model_catalog_pick_default(GPtrArray *entries, const char **because);
 

@@ -9,7 +9,6 @@
 #include "daemon.h"
 #include "model-install.h"
 #include "systemd-notify.h"
-#include "usage-journal.h"
 
 #define NPD_INTERFACE_RESOURCE "/org/npullm/dbus/org.npullm.xml"
 
@@ -39,18 +38,6 @@ static void idle_timeout_cb(gpointer data)
     daemon_quit(m, 0);
 }
 
-/* systemd's status line for the service. */
-static void update_status(NpdDaemon *d)
-{
-    gchar **loaded = npd_manager_loaded_models(d->manager);
-    guint n_loaded = loaded != NULL ? g_strv_length(loaded) : 0;
-    g_autofree gchar *models = n_loaded > 0 ? g_strjoinv(", ", loaded) : g_strdup("none");
-    g_autofree gchar *status = g_strdup_printf("%u running, %u queued; loaded models: %s",
-                                               npd_requests_active(d->requests), npd_requests_queued(d->requests),
-                                               models);
-    npd_notify_status(status);
-}
-
 static void on_worker_event(const NpdEvent *ev, gpointer data)
 {
     NpdDaemon *d = data;
@@ -62,26 +49,9 @@ static void on_worker_event(const NpdEvent *ev, gpointer data)
         if (!npd_sleep_handle_done(d->sleep, ev->tag))
             npd_manager_handle_command_done(ev);
         break;
-    case NPD_EVENT_STATE:
-    case NPD_EVENT_TEXT:
-    case NPD_EVENT_THINKING:
-    case NPD_EVENT_TOOL_CALL:
-    case NPD_EVENT_FINISHED:
-        /* the Manager announces the changed counts (requests_changed_cb) */
-        if (ev->kind == NPD_EVENT_FINISHED)
-            npd_usage_journal_record_event(d->requests, ev);
-        npd_request_objects_handle_event(d, ev);
-        if (ev->kind == NPD_EVENT_TEXT || ev->kind == NPD_EVENT_THINKING || ev->kind == NPD_EVENT_TOOL_CALL)
-            return;
-        break;
+    default:
+        break; /* a request's: the requests' registry has them (requests.c) */
     }
-    update_status(d);
-}
-
-static void requests_changed_cb(gpointer data)
-{
-    NpdDaemon *d = data;
-    npd_manager_announce(d->manager);
 }
 
 /* The catalog's list changed (found on a rescan): clients refresh theirs. */
@@ -98,7 +68,7 @@ static void name_acquired_cb(GDBusConnection *bus, const char *name, gpointer da
     g_message("serving %s on the %s bus (device %s)", name, m->d.cfg->session_bus ? "session" : "system",
               m->d.device->device);
     npd_notify_ready("ready");
-    update_status(&m->d);
+    npd_manager_update_status(m->d.manager);
 }
 
 static void name_lost_cb(GDBusConnection *bus, const char *name, gpointer data)
@@ -183,7 +153,6 @@ static int run(NpdMain *m)
     /* before any client can call */
     d->clients = npd_clients_new(d->bus);
     d->requests = npd_requests_new(d, d->worker, d->idle);
-    npd_requests_set_changed_func(d->requests, requests_changed_cb, d);
     d->admission = npd_admission_new(d->cfg, d->clients, d->requests, d->image_budget);
 
     d->power = npd_power_policy_new(d);
@@ -200,7 +169,7 @@ static int run(NpdMain *m)
         guint sigterm = g_unix_signal_add(SIGTERM, signal_cb, m);
         guint sigint = g_unix_signal_add(SIGINT, signal_cb, m);
         guint watchdog = npd_notify_start_watchdog();
-        update_status(d);
+        npd_manager_update_status(d->manager);
         npd_idle_start(d->idle);
 
         g_main_loop_run(m->loop);

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "call-fds.h"
-#include "embed-call.h"
 #include "image-input.h"
 
 /* DescribeImage: how long the image descriptor may take to reach its end
@@ -18,14 +17,6 @@
 #define DEFAULT_IMAGE_PROMPT "Describe this image."
 
 typedef NpdPendingCall PendingCall;
-
-const char *npd_default_model_name(NpdDaemon *d)
-{
-    if (d->cfg->default_model != NULL && d->cfg->default_model[0] != '\0')
-        return d->cfg->default_model;
-    const NpdModelEntry *e = npd_model_catalog_default(d->catalog, NULL);
-    return e != NULL ? e->name : NULL;
-}
 
 /* ---- request submission ------------------------------------------------ */
 
@@ -125,7 +116,8 @@ static void image_read_cb(GObject *source, GAsyncResult *res, gpointer data)
  * its context length. */
 static gboolean resolve_model(NpdDaemon *d, PendingCall *p, GError **error)
 {
-    const char *name = p->opts.model != NULL ? p->opts.model : npd_default_model_name(d);
+    const char *name =
+        p->opts.model != NULL ? p->opts.model : npd_model_catalog_default_name(d->catalog, d->cfg->default_model);
     if (name == NULL) {
         g_set_error_literal(error, NPD_ERROR, NPD_ERROR_NO_SUCH_MODEL, "no usable models are installed");
         return FALSE;

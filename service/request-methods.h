@@ -16,8 +16,4 @@ gboolean npd_describe_image_prepare(NpdDaemon *d, GDBusMethodInvocation *inv, Np
 /* Once authorized: reads the images, then submits the request. */
 gboolean npd_request_method_run(NpdPendingCall *p);
 
-/* The model of a request without the model option: [Models] Default, else
- * the catalog's pick; NULL when no usable model is installed. */
-const char *npd_default_model_name(NpdDaemon *d);
-
 #endif

@@ -132,17 +132,11 @@ static void stream_text(NpdRequest *r, const NpdEvent *ev, GString *complete_buf
     }
 }
 
-void npd_request_objects_handle_event(NpdDaemon *d, const NpdEvent *ev)
+void npd_request_objects_handle_event(NpdRequest *r, const NpdEvent *ev)
 {
-    NpdRequest *r = npd_requests_lookup(d->requests, ev->job_id);
-    if (r == NULL || npd_request_is_finished(r))
-        return; /* destroyed already (client gone): the worker was told */
     switch (ev->kind) {
     case NPD_EVENT_STATE:
-        if (r->state != ev->state || r->queue_position != ev->queue_position) {
-            npd_request_set_state(r, ev->state, ev->queue_position);
-            emit_state_changed(r);
-        }
+        emit_state_changed(r);
         break;
     case NPD_EVENT_TEXT:
         stream_text(r, ev, r->complete_text, "Token");

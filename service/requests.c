@@ -14,9 +14,11 @@ struct NpdRequests {
     guint64 next_id;
     guint active; /* loading or running */
     guint queued;
-    void (*changed)(gpointer data);
+    NpdRequestsChanged changed;
     gpointer changed_data;
 };
+
+static void request_event_cb(const NpdEvent *ev, gpointer data);
 
 NpdRequests *npd_requests_new(NpdDaemon *d, NpdWorker *worker, NpdIdle *idle)
 {
@@ -26,10 +28,11 @@ NpdRequests *npd_requests_new(NpdDaemon *d, NpdWorker *worker, NpdIdle *idle)
     reqs->idle = idle;
     reqs->by_id = g_hash_table_new(g_int64_hash, g_int64_equal);
     reqs->by_node = g_hash_table_new(g_str_hash, g_str_equal);
+    npd_worker_set_request_func(worker, request_event_cb, reqs);
     return reqs;
 }
 
-void npd_requests_set_changed_func(NpdRequests *reqs, void (*func)(gpointer data), gpointer data)
+void npd_requests_set_changed_func(NpdRequests *reqs, NpdRequestsChanged func, gpointer data)
 {
     reqs->changed = func;
     reqs->changed_data = data;
@@ -40,6 +43,7 @@ void npd_requests_free(NpdRequests *reqs)
     if (reqs == NULL)
         return;
     reqs->changed = NULL; /* shutting down: nothing to announce */
+    npd_worker_set_request_func(reqs->worker, NULL, NULL);
     g_autoptr(GList) all = g_hash_table_get_values(reqs->by_id);
     for (GList *l = all; l != NULL; l = l->next)
         npd_request_destroy(l->data);
@@ -60,7 +64,7 @@ static void count_state(NpdRequests *reqs, NpdJobState state, gint delta)
 static void counts_changed(NpdRequests *reqs)
 {
     if (reqs->changed != NULL)
-        reqs->changed(reqs->changed_data);
+        reqs->changed(reqs->active, reqs->queued, reqs->changed_data);
 }
 
 static void request_free(NpdRequest *r)
@@ -142,11 +146,30 @@ void npd_requests_foreach(NpdRequests *reqs, void (*func)(NpdRequest *r, gpointe
 void npd_request_set_state(NpdRequest *r, NpdJobState state, guint queue_position)
 {
     NpdRequests *reqs = r->owner;
+    guint active = reqs->active, queued = reqs->queued;
     count_state(reqs, r->state, -1);
     r->state = state;
     r->queue_position = queue_position;
     count_state(reqs, r->state, 1);
-    counts_changed(reqs);
+    if (reqs->active != active || reqs->queued != queued)
+        counts_changed(reqs); /* not for a new queue position */
+}
+
+/* The worker's events of one request: its state kept here, then its
+ * object's signals (request-objects.c). */
+static void request_event_cb(const NpdEvent *ev, gpointer data)
+{
+    NpdRequest *r = npd_requests_lookup(data, ev->job_id);
+    if (r == NULL || npd_request_is_finished(r))
+        return; /* destroyed already (client gone): the worker was told */
+    if (ev->kind == NPD_EVENT_STATE) {
+        if (r->state == ev->state && r->queue_position == ev->queue_position)
+            return;
+        npd_request_set_state(r, ev->state, ev->queue_position);
+    } else if (ev->kind == NPD_EVENT_FINISHED) {
+        npd_usage_journal_record(r, ev);
+    }
+    npd_request_objects_handle_event(r, ev);
 }
 
 gboolean npd_request_is_finished(const NpdRequest *r)

@@ -40,9 +40,11 @@ typedef struct NpdRequest {
 } NpdRequest;
 
 NpdRequests *npd_requests_new(NpdDaemon *d, NpdWorker *worker, NpdIdle *idle);
-/* func runs whenever the numbers of active or queued requests changed
- * (the Manager announces them); not while the registry is freed. */
-void npd_requests_set_changed_func(NpdRequests *reqs, void (*func)(gpointer data), gpointer data);
+/* Runs whenever the numbers of active (loading or running) or queued
+ * requests changed, with them (the Manager announces them); not while the
+ * registry is freed. */
+typedef void (*NpdRequestsChanged)(guint active, guint queued, gpointer data);
+void npd_requests_set_changed_func(NpdRequests *reqs, NpdRequestsChanged func, gpointer data);
 /* Destroys every request first. */
 void npd_requests_free(NpdRequests *reqs);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdRequests, npd_requests_free)
@@ -67,5 +69,10 @@ void npd_request_mark_finished(NpdRequest *r);
 void npd_request_cancel(NpdRequest *r);
 /* Removes a request now (cancelling it in the worker when unfinished). */
 void npd_request_destroy(NpdRequest *r);
+
+/* One event of an unfinished request, its state already kept: the
+ * object's signals (unicast to the owner), or Complete's reply
+ * (request-objects.c). */
+void npd_request_objects_handle_event(NpdRequest *r, const NpdEvent *ev);
 
 #endif

@@ -41,10 +41,3 @@ void npd_usage_journal_record(const NpdRequest *r, const NpdEvent *ev)
     if (rc < 0)
         g_debug("usage record not journalled: %s", g_strerror(-rc));
 }
-
-void npd_usage_journal_record_event(NpdRequests *reqs, const NpdEvent *ev)
-{
-    const NpdRequest *r = npd_requests_lookup(reqs, ev->job_id);
-    if (r != NULL && !npd_request_is_finished(r))
-        npd_usage_journal_record(r, ev);
-}

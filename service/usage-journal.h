@@ -12,8 +12,4 @@
  * one (its caller left first, or the daemon stops). */
 void npd_usage_journal_record(const NpdRequest *r, const NpdEvent *ev);
 
-/* The record of the request ev (a Finished event) ends, when it is still
- * there. */
-void npd_usage_journal_record_event(NpdRequests *reqs, const NpdEvent *ev);
-
 #endif

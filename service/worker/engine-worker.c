@@ -312,6 +312,11 @@ void npd_worker_free(NpdWorker *w)
     g_free(w);
 }
 
+void npd_worker_set_request_func(NpdWorker *w, NpdEventFunc func, gpointer user_data)
+{
+    npd_event_channel_set_request_func(w->events, func, user_data);
+}
+
 void npd_worker_submit(NpdWorker *w, NpdJob *job)
 {
     Command *cmd = npd_worker_command_new(CMD_SUBMIT);

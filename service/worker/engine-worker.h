@@ -161,6 +161,10 @@ NpdWorker *npd_worker_new(const NpdWorkerConfig *cfg, GMainContext *main_context
 void npd_worker_free(NpdWorker *w);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdWorker, npd_worker_free)
 
+/* The events of requests (job_id != 0: state, text, thinking, tool calls,
+ * finished) go to func instead of the worker's own (NULL: back to it), so
+ * that they reach the requests' registry directly. Main context only. */
+void npd_worker_set_request_func(NpdWorker *w, NpdEventFunc func, gpointer user_data);
 void npd_worker_submit(NpdWorker *w, NpdJob *job);
 void npd_worker_cancel(NpdWorker *w, guint64 job_id);
 /* Completion arrives as NPD_EVENT_COMMAND_DONE carrying tag. */

@@ -5,6 +5,8 @@ struct NpdEventChannel {
     GMainContext *main_context;
     NpdEventFunc func;
     gpointer user_data;
+    NpdEventFunc request_func; /* events of a request (job_id != 0); NULL: func */
+    gpointer request_data;
     GMutex lock;
     GQueue events;
     GSource *dispatch_source;
@@ -40,7 +42,10 @@ static gboolean dispatch_events(gpointer data)
 
     NpdEvent *ev;
     while ((ev = g_queue_pop_head(&batch)) != NULL) {
-        ch->func(ev, ch->user_data);
+        if (ev->job_id != 0 && ch->request_func != NULL)
+            ch->request_func(ev, ch->request_data);
+        else
+            ch->func(ev, ch->user_data);
         npd_event_free(ev);
     }
     return G_SOURCE_REMOVE;
@@ -98,6 +103,12 @@ NpdEventChannel *npd_event_channel_new(GMainContext *main_context, NpdEventFunc 
     g_mutex_init(&ch->lock);
     g_queue_init(&ch->events);
     return ch;
+}
+
+void npd_event_channel_set_request_func(NpdEventChannel *ch, NpdEventFunc func, gpointer user_data)
+{
+    ch->request_func = func;
+    ch->request_data = user_data;
 }
 
 void npd_event_channel_free(NpdEventChannel *ch)

@@ -9,6 +9,9 @@
 typedef struct NpdEventChannel NpdEventChannel;
 
 NpdEventChannel *npd_event_channel_new(GMainContext *main_context, NpdEventFunc func, gpointer user_data);
+/* The events of requests (job_id != 0) go to func instead (NULL: back to
+ * the channel's own). Main context only. */
+void npd_event_channel_set_request_func(NpdEventChannel *ch, NpdEventFunc func, gpointer user_data);
 /* Events not dispatched yet are discarded. */
 void npd_event_channel_free(NpdEventChannel *ch);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdEventChannel, npd_event_channel_free)
