@@ -119,8 +119,9 @@ def main():
 
     # Matryoshka: the first k values, renormalised.
     k = max(1, got["dimensions"] // 4)
-    cut = ours(a.npullm_run, a.model, TEXTS[1:3], ["--dimensions", str(k)])["embeddings"]
-    for full, short in zip(vecs[1:3], cut):
+    first = 1 if len(TEXTS) > 1 else 0
+    cut = ours(a.npullm_run, a.model, TEXTS[first:first + 2], ["--dimensions", str(k)])["embeddings"]
+    for full, short in zip(vecs[first:first + 2], cut):
         pre = full[:k]
         n = math.sqrt(sum(x * x for x in pre))
         if len(short) != k or max(abs(x / n - y) for x, y in zip(pre, short)) > 1e-5:
