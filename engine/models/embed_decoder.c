@@ -118,9 +118,11 @@ npl_status npl_embed_decoder(npl_model *m, const int32_t *ids, const size_t *sta
                              size_t *n_steps, npl_error *err)
 {
     size_t e = m->hp.n_embd, rows = m->fw.rows;
-    for (size_t i = 0; i < n; i++)
-        if (starts[i + 1] - starts[i] > m->hp.n_ctx_train || (m->enc.bidirectional && starts[i + 1] - starts[i] > rows))
+    for (size_t i = 0; i < n; i++) {
+        size_t len = starts[i + 1] - starts[i];
+        if (len > m->hp.n_ctx_train || (m->enc.bidirectional && len > rows))
             return npl_error_set(err, NPL_ERR_INTERNAL, "embed: text %zu is longer than the context", i);
+    }
     dec_state d = {.m = m, .ids = ids, .starts = starts, .n = n, .pooled = pooled};
     d.seqs = calloc(n, sizeof *d.seqs);
     d.row_text = malloc(rows * sizeof *d.row_text);

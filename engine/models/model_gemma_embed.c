@@ -36,8 +36,8 @@ static npl_status bind_dense(npl_binder *b, npl_encoder *enc)
     if (d2) {
         mid = d2->n_dims == 2 && d2->ne[1] >= 1 && d2->ne[1] <= (1u << 20) ? d2->ne[1] : 0;
         if (!mid)
-            return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: tensor 'dense_2.weight' is not a matrix of n_embd columns",
-                                 b->path);
+            return npl_error_set(b->err, NPL_ERR_FORMAT,
+                                 "%s: tensor 'dense_2.weight' is not a matrix of n_embd columns", b->path);
         if ((st = npl_bind_matrix(b, "dense_2.weight", e, mid, "n_embd, dense_2_feat_out", &enc->dense2)))
             return st;
     }
@@ -46,7 +46,8 @@ static npl_status bind_dense(npl_binder *b, npl_encoder *enc)
                                d2 ? "dense_2_feat_out, n_embd" : "n_embd, n_embd (no dense_2)", &enc->dense3);
     if (mid != e)
         return npl_error_set(b->err, NPL_ERR_FORMAT,
-                             "%s: 'dense_2.weight' makes %llu values and no 'dense_3.weight' brings them back to n_embd %llu",
+                             "%s: 'dense_2.weight' makes %llu values and no 'dense_3.weight' brings them back "
+                             "to n_embd %llu",
                              b->path, (unsigned long long)mid, (unsigned long long)e);
     return NPL_OK;
 }
