@@ -6,7 +6,9 @@
  * each): every text has a sequence of its own (positions 0..len-1, its own
  * small KV cache), so a row attends only to its own text's earlier rows.
  * A text that does not fit in what is left of a step goes on in the next
- * one, its cache keeping the positions already run. */
+ * one, its cache keeping the positions already run; a bidirectional
+ * model's text (gemma-embedding) waits for the next step instead, whole.
+ * Its pooled vectors then go through the file's dense projections. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +67,8 @@ static npl_status run_texts(dec_state *d, size_t *n_steps, npl_error *err)
         size_t r = 0;
         while (r < rows && text < d->n) {
             size_t len = d->starts[text + 1] - d->starts[text];
+            if (m->enc.bidirectional && len > rows - r)
+                break; /* r > 0: a text is at most fw.rows long */
             if (!d->seqs[text] && !(d->seqs[text] = npl_seq_create_any(m, (uint32_t)len, err)))
                 return err ? err->code : NPL_ERR_NOMEM;
             size_t take = len - off < rows - r ? len - off : rows - r;
@@ -85,27 +89,58 @@ static npl_status run_texts(dec_state *d, size_t *n_steps, npl_error *err)
     return NPL_OK;
 }
 
+/* pooled = dense3 (dense2 pooled), each present one, in runs of fw.rows
+ * vectors through mid (fw.rows * dense_mid(m) floats). */
+static size_t dense_mid(const npl_model *m)
+{
+    return m->enc.dense2.data ? (size_t)m->enc.dense2.n_rows : m->hp.n_embd;
+}
+
+static void dense_out(npl_model *m, float *pooled, size_t n, float *mid)
+{
+    const npl_encoder *enc = &m->enc;
+    size_t e = m->hp.n_embd, rows = m->fw.rows;
+    for (size_t r = 0; r < n; r += rows) {
+        size_t k = n - r < rows ? n - r : rows;
+        float *v = pooled + r * e;
+        if (enc->dense2.data)
+            npl_matmul_contig(m->pool, m->mm_ws, &enc->dense2, v, e, k, mid, dense_mid(m));
+        else
+            memcpy(mid, v, k * e * sizeof *v);
+        if (enc->dense3.data)
+            npl_matmul_contig(m->pool, m->mm_ws, &enc->dense3, mid, dense_mid(m), k, v, e);
+        else
+            memcpy(v, mid, k * e * sizeof *v);
+    }
+}
+
 npl_status npl_embed_decoder(npl_model *m, const int32_t *ids, const size_t *starts, size_t n, float *pooled,
                              size_t *n_steps, npl_error *err)
 {
     size_t e = m->hp.n_embd, rows = m->fw.rows;
-    for (size_t i = 0; i < n; i++)
-        if (starts[i + 1] - starts[i] > m->hp.n_ctx_train)
+    for (size_t i = 0; i < n; i++) {
+        size_t len = starts[i + 1] - starts[i];
+        if (len > m->hp.n_ctx_train || (m->enc.bidirectional && len > rows))
             return npl_error_set(err, NPL_ERR_INTERNAL, "embed: text %zu is longer than the context", i);
+    }
     dec_state d = {.m = m, .ids = ids, .starts = starts, .n = n, .pooled = pooled};
     d.seqs = calloc(n, sizeof *d.seqs);
     d.row_text = malloc(rows * sizeof *d.row_text);
     d.step_tok = malloc(rows * sizeof *d.step_tok);
     d.hidden = malloc(rows * e * sizeof *d.hidden);
+    bool dense = m->enc.dense2.data || m->enc.dense3.data;
+    float *mid = dense ? malloc(rows * dense_mid(m) * sizeof *mid) : NULL;
     npl_status st;
-    if (!d.seqs || !d.row_text || !d.step_tok || !d.hidden) {
+    if (!d.seqs || !d.row_text || !d.step_tok || !d.hidden || (dense && !mid)) {
         st = npl_error_set(err, NPL_ERR_NOMEM, "embed: out of memory for %zu texts", n);
     } else {
         memset(pooled, 0, n * e * sizeof *pooled);
         st = run_texts(&d, n_steps, err);
+        if (!st && dense)
+            dense_out(m, pooled, n, mid);
     }
     for (size_t i = 0; d.seqs && i < n; i++)
         npl_seq_free(d.seqs[i]);
-    free(d.seqs), free(d.row_text), free(d.step_tok), free(d.hidden);
+    free(d.seqs), free(d.row_text), free(d.step_tok), free(d.hidden), free(mid);
     return st;
 }

@@ -98,6 +98,7 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
         return err ? err->code : NPL_ERR_NOMEM;
     fw->row_seq = malloc(rows * sizeof *fw->row_seq);
     fw->row_pos = malloc(rows * sizeof *fw->row_pos);
+    fw->row_last = malloc(rows * sizeof *fw->row_last);
     fw->logit_out = malloc(rows * sizeof *fw->logit_out);
 
     int64_t max_cols = hp->n_embd;
@@ -111,6 +112,8 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
         max_cols = m->moe->cfg.n_ff;
     if ((int64_t)hp->n_embd_per_layer > max_cols) /* gemma4's per-layer projections */
         max_cols = hp->n_embd_per_layer;
+    if (m->enc.dense3.n_cols > max_cols) /* gemma-embedding's second dense projection */
+        max_cols = m->enc.dense3.n_cols;
     m->mm_ws = npl_matmul_ws_create(n_threads, max_cols, rows);
     /* The weights are pages of the read-only mapped file: the kernels may
      * drop them once repacked, so the repacked copy does not double RSS. */
@@ -118,7 +121,7 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
         npl_matmul_ws_set_release_source(m->mm_ws, true);
 
     if (!fw->x || !fw->xn || !fw->q || !fw->k || !fw->v || !fw->attn || !fw->gate || !fw->up || !fw->rope ||
-        !fw->attn_scratch || !fw->row_seq || !fw->row_pos || !fw->logit_out || !m->mm_ws ||
+        !fw->attn_scratch || !fw->row_seq || !fw->row_pos || !fw->row_last || !fw->logit_out || !m->mm_ws ||
         (m->rope_inv_freq_swa && !fw->rope_swa))
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the forward-pass buffers (%zu-token chunks)",
                              rows);
@@ -143,6 +146,7 @@ void npl_forward_ws_free(npl_forward_ws *fw)
     free(fw->attn_block);
     free(fw->row_seq);
     free(fw->row_pos);
+    free(fw->row_last);
     free(fw->logit_out);
     free(fw->qg);
     free(fw->attn_gate);
@@ -161,7 +165,7 @@ typedef struct step_ctx {
     size_t first_row;     /* add_norm_task: rows before it are skipped */
     const float *delta_norm_w; /* add_norm_task: delta is RMS-normalised with these weights
                                 * before the add (gemma3 post-norms), or NULL */
-    bool bidirectional;   /* attention_task: each row sees every row of the step */
+    bool bidirectional;   /* attention_task: each row sees every row of its sequence in the step */
     size_t hd;            /* the layer's head size */
     uint32_t kvl;         /* the layer whose cache it reads (its own unless it shares one) */
 } step_ctx;
@@ -327,14 +331,31 @@ static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
 }
 
 /* Row i of the step sees key positions [lo, hi] (its
- * window's start in a local layer; its own position, or the step's last
- * when bidirectional). */
+ * window's start in a local layer; its own position, or its sequence's
+ * last in the step when bidirectional). A bidirectional embedder's local
+ * layers (gemma-embedding) see n_swa / 2 positions on either side, as
+ * llama.cpp's symmetric window. */
 static void attention_key_range(const step_ctx *c, size_t i, uint32_t *lo, uint32_t *hi)
 {
     const npl_hparams *hp = &c->m->hp;
     uint32_t pos = c->m->fw.row_pos[i];
-    *hi = c->bidirectional ? c->m->fw.row_pos[c->n_rows - 1] : pos;
-    *lo = c->m->layers[c->layer].local && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
+    bool local = c->m->layers[c->layer].local;
+    *hi = c->bidirectional ? c->m->fw.row_last[i] : pos;
+    if (local && c->m->enc.bidirectional) {
+        uint32_t half = hp->n_swa / 2;
+        *lo = pos >= half ? pos - half : 0;
+        if (*hi - pos > half)
+            *hi = pos + half;
+        return;
+    }
+    *lo = local && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
+}
+
+/* fw.row_last of a bidirectional step's n rows. */
+static void mark_sequence_ends(npl_forward_ws *fw, size_t n)
+{
+    for (size_t i = n; i-- > 0;)
+        fw->row_last[i] = i + 1 < n && fw->row_seq[i + 1] == fw->row_seq[i] ? fw->row_last[i + 1] : fw->row_pos[i];
 }
 
 /* Task = (row, kv head): the query heads of that group against the row's
@@ -597,6 +618,8 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
     if (fw->rope_swa)
         fill_rope_tables(m, n, hp->n_rot_swa / 2, m->rope_inv_freq_swa, NULL, fw->rope_swa);
     npl_ple_inputs(m, tokens, n);
+    if (bidirectional)
+        mark_sequence_ends(fw, n);
 
     step_ctx c = {.m = m, .n_rows = n, .bidirectional = bidirectional};
     for (uint32_t l = 0; l < hp->n_layer; l++) {
@@ -826,5 +849,5 @@ npl_status npl_cpu_prefill_embeddings(npl_model *m, npl_seq *s, const float *emb
 
 void npl_cpu_forward_hidden(npl_model *m, const int32_t *tokens, size_t n, float *hidden)
 {
-    forward_step(m, tokens, NULL, n, 0, false, hidden);
+    forward_step(m, tokens, NULL, n, 0, m->enc.bidirectional, hidden);
 }

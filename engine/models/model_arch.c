@@ -181,6 +181,13 @@ static const npl_arch arches[] = {
         .embd_scale_sqrt = true,
         .finish = npl_gemma3_finish,
     },
+    /* EmbeddingGemma: Gemma 3's blocks, bidirectional, pooled (model_gemma_embed.c). */
+    {
+        .name = "gemma-embedding", .default_rope_base = 10000.0f,
+        .prepare = npl_gemma3_prepare, .read_extra = npl_gemma_embed_read_extra, .finish = npl_gemma_embed_finish,
+        .tensors = gemma3_tensors, .n_tensors = COUNT(gemma3_tensors),
+        .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_GELU, .embd_scale_sqrt = true, .always_embeds = true,
+    },
     {
         .name = "gemma4", .default_rope_base = 10000.0f,
         .prepare = npl_gemma4_prepare, .read_extra = npl_gemma4_read_extra, .finish = npl_gemma4_finish,
@@ -317,7 +324,7 @@ static bool has_pooling_key(const npl_arch *a, const npl_gguf *g)
 
 bool npl_arch_makes_embeddings(const npl_arch *a, const npl_gguf *g)
 {
-    return a && (a->encoder || (a->may_embed && has_pooling_key(a, g)));
+    return a && (a->encoder || a->always_embeds || (a->may_embed && has_pooling_key(a, g)));
 }
 
 const char *npl_arch_names(char *buf, size_t cap)

@@ -78,6 +78,9 @@ typedef struct npl_arch {
     /* A text model that a file with <arch>.pooling_type makes an
      * embedding model instead (Qwen3-Embedding): engine/models/embed_decoder.c. */
     bool may_embed;
+    /* A text model's blocks that make only embeddings, whatever its file
+     * says (gemma-embedding): engine/models/embed_decoder.c, bidirectional. */
+    bool always_embeds;
     /* After the layers are bound: marks local layers, attention scale
      * overrides; may be NULL. */
     npl_status (*finish)(npl_binder *b);
@@ -115,6 +118,9 @@ npl_status npl_gptoss_finish(npl_binder *b);
 npl_status npl_gemma3_prepare(npl_binder *b);
 npl_status npl_gemma3_read_extra(npl_binder *b);
 npl_status npl_gemma3_finish(npl_binder *b);
+/* engine/models/model_gemma_embed.c: gemma-embedding (EmbeddingGemma) */
+npl_status npl_gemma_embed_read_extra(npl_binder *b);
+npl_status npl_gemma_embed_finish(npl_binder *b);
 npl_status npl_gemma4_prepare(npl_binder *b);
 npl_status npl_gemma4_read_extra(npl_binder *b);
 npl_status npl_gemma4_finish(npl_binder *b);

@@ -130,6 +130,12 @@ typedef struct npl_encoder {
      * outputs, the first (rerank_decoder.c). */
     const char *rerank_prompt;
     size_t rerank_prompt_len;
+    /* gemma-embedding (model_gemma_embed.c): every row sees its whole text
+     * (a local layer's keys within n_swa / 2 positions on either side), so
+     * a text runs in one step; the pooled vector then goes through
+     * dense3 (dense2 v) when the file has them (either may be absent). */
+    bool bidirectional;
+    npl_matrix dense2, dense3;
 } npl_encoder;
 
 /* Scratch for one forward step of up to `rows` tokens; one set per model
@@ -162,6 +168,8 @@ typedef struct npl_forward_ws {
     /* Row i of the step: which sequence, at which position. */
     npl_seq **row_seq;
     uint32_t *row_pos;
+    /* bidirectional steps: the last position of row i's sequence in the step */
+    uint32_t *row_last;
     float **logit_out; /* per logits row: where its logits go */
     float *rope_swa;   /* rows * n_rot: the local layers' table, or NULL */
     /* Layers with a gated Q (npl_layer.attn_gate): rows * 2 * q_dim of
@@ -297,7 +305,8 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err);
 /* One causal step of n <= fw.rows token rows set up in fw.row_seq /
  * fw.row_pos (their sequences' caches hold the earlier positions; the
  * caller advances pos): every row's output after the final norm, n rows
- * of n_embd floats, into hidden (no logits). */
+ * of n_embd floats, into hidden (no logits). With enc.bidirectional each
+ * row sees every row of its sequence in the step instead. */
 void npl_cpu_forward_hidden(npl_model *m, const int32_t *tokens, size_t n, float *hidden);
 /* engine/models/kv_cache.c: npl_seq_create without its refusal of
  * embedding models (decoder embedders run their texts through sequences). */

@@ -51,6 +51,28 @@ def ours(run, model, texts, extra=()):
     return json.loads(p.stdout)
 
 
+def check_tokens(a, texts, answer, total):
+    """Each text's ids from npullm-run --tokenize --raw (BOS as the model
+    says, as npl_embed tokenizes) against llama.cpp's; their sum against
+    the --embed call's count. Returns the number of mismatches."""
+    bad = 0
+    n = 0
+    for t, ref in zip(texts, answer["tokens"]):
+        want = ([answer["bos_id"]] if answer["add_bos"] else []) + ref
+        p = subprocess.run([a.npullm_run, a.model, "--tokenize", t, "--raw", "--json"],
+                           capture_output=True, text=True)
+        got = json.loads(p.stdout) if p.returncode == 0 else None
+        n += len(want)
+        if got != want:
+            print("  MISMATCH tokens of %r: %s, llama.cpp %s" % (t[:40], got, want))
+            bad += 1
+    if n != total:
+        print("  MISMATCH --embed counted %d tokens, llama.cpp's texts have %d" % (total, n))
+        bad += 1
+    print("  tokens: %s over %d texts" % ("identical" if not bad else "DIFFERENT", len(texts)))
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -61,6 +83,8 @@ def main():
     ap.add_argument("--texts", default=None,
                     help="comma-separated indices of the texts to use (default all): a decoder without an "
                          "added token has no empty text, and a large vocabulary makes each oracle load slow")
+    ap.add_argument("--check-tokens", action="store_true",
+                    help="also compare each text's tokens with llama.cpp's (one npullm-run per text)")
     a = ap.parse_args()
     global TEXTS
     if a.texts:
@@ -71,7 +95,8 @@ def main():
     if p.returncode != 0:
         sys.stderr.write(p.stderr)
         raise SystemExit("oracle.mjs failed (exit %d)" % p.returncode)
-    ref = json.loads(p.stdout)["embeddings"]
+    answer = json.loads(p.stdout)
+    ref = answer["embeddings"]
     got = ours(a.npullm_run, a.model, TEXTS)
     vecs = got["embeddings"]
     failures = 0
@@ -89,11 +114,14 @@ def main():
             print("  MISMATCH %r: cosine %.6f < %g" % (t[:40], c, a.min_cos))
             failures += 1
     print("  cosine with llama.cpp: worst %.7f over %d texts" % (worst, len(TEXTS)))
+    if a.check_tokens:
+        failures += check_tokens(a, TEXTS, answer, got["tokens"])
 
     # Matryoshka: the first k values, renormalised.
     k = max(1, got["dimensions"] // 4)
-    cut = ours(a.npullm_run, a.model, TEXTS[1:3], ["--dimensions", str(k)])["embeddings"]
-    for full, short in zip(vecs[1:3], cut):
+    first = 1 if len(TEXTS) > 1 else 0
+    cut = ours(a.npullm_run, a.model, TEXTS[first:first + 2], ["--dimensions", str(k)])["embeddings"]
+    for full, short in zip(vecs[first:first + 2], cut):
         pre = full[:k]
         n = math.sqrt(sum(x * x for x in pre))
         if len(short) != k or max(abs(x / n - y) for x, y in zip(pre, short)) > 1e-5:

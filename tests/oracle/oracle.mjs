@@ -474,16 +474,18 @@ async function cmdInfo (lib, model, req, vocab) {
 // whole text (an encoder sees all its tokens at once). Each text gets a
 // context of its own: a second embedding() call on a context does not
 // start from empty (positions go on), clearCache or not.
-async function cmdEmbed (lib, model, req) {
+async function cmdEmbed (lib, model, req, vocab) {
   const nCtx = req.n_ctx ?? 512
   const opts = { ...loadOptions(model, { ...req, n_ctx: nCtx }), n_batch: nCtx, n_ubatch: nCtx, embedding: true, embd_normalize: 2 }
   const embeddings = []
+  const tokens = []
   for (const t of req.texts ?? []) {
     const ctx = await lib.loadModel(opts)
     const r = await ctx.embedding(t, { embd_normalize: 2 })
     embeddings.push(Array.from(r.embedding))
+    tokens.push(Array.from((await ctx.tokenize(t)).tokens))
   }
-  return { embeddings }
+  return { embeddings, tokens, add_bos: vocab.addBos, bos_id: vocab.bos }
 }
 
 // Reranker: {query, documents, sep} -> {scores, rerank}. scores[i]: the

@@ -20,6 +20,8 @@ from test_models import ollama_blob, ollama_manifest  # noqa: E402
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Crème brûlée, s'il vous plaît!", "東京タワー",
          "semantic search for desktop files", "a " * 700]
 EMBED = "org.npullm.Error."
+# a gemma-embedding file (EmbeddingGemma's architecture), when meson made one
+GEMMA = os.environ.get("NPULLM_TEST_GEMMA_EMBED_MODEL")
 
 
 def run_engine(model, texts, *extra):
@@ -38,6 +40,8 @@ class EmbedTest(tb.ServiceTestCase):
     def make_model_dirs(cls, workdir):
         d = tb.make_model_dir(workdir)
         tb.place_model(tb.env_path("NPULLM_TEST_EMBED_MODEL"), os.path.join(d, "minilm.gguf"))
+        if GEMMA:  # after minilm in name order: minilm stays Embed's default
+            tb.place_model(GEMMA, os.path.join(d, "vecgemma.gguf"))
         store = os.path.join(workdir, "ollama")
         os.makedirs(os.path.join(store, "blobs"))
         digest = ollama_blob(store, tb.env_path("NPULLM_TEST_EMBED_MODEL"))
@@ -90,6 +94,19 @@ class EmbedTest(tb.ServiceTestCase):
         self.assertEqual(by_name["tiny"]["capabilities"], ["completion", "chat"])
         self.assertEqual(by_name["broken"]["capabilities"], [])
         self.assertEqual(c.prop("DefaultModel"), "tiny")
+
+    def test_gemma_embedding(self):
+        if not GEMMA:
+            self.skipTest("no gemma-embedding fixture")
+        c = self.client()
+        (models,) = c.call("ListModels", None, None, "(aa{sv})")
+        m = {m["name"]: m for m in models}["vecgemma"]
+        self.assertTrue(m["supported"], m)
+        self.assertEqual(m["capabilities"], ["embedding"])
+        vecs, info = self.embed(c, TEXTS[:3], model=("s", "vecgemma"))
+        for got, ref in zip(vecs, run_engine(GEMMA, TEXTS[:3])):
+            self.assertLess(max(abs(a - b) for a, b in zip(got, ref)), 1e-6)
+        self.assertEqual((info["model"], info["dimensions"], info["pooling"]), ("vecgemma", 64, "mean"))
 
     def test_bad_input(self):
         c = self.client()
