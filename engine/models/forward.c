@@ -108,8 +108,8 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
         max_cols = hp->n_ff;
     if ((int64_t)hp->ssm_d_state * hp->ssm_n_v > max_cols) /* the DeltaNet's output projection */
         max_cols = (int64_t)hp->ssm_d_state * hp->ssm_n_v;
-    if (m->moe && (int64_t)m->moe->cfg.n_ff > max_cols) /* an expert's down projection */
-        max_cols = m->moe->cfg.n_ff;
+    if ((int64_t)npl_moe_max_cols(m) > max_cols) /* an expert's down projection */
+        max_cols = npl_moe_max_cols(m);
     if ((int64_t)hp->n_embd_per_layer > max_cols) /* gemma4's per-layer projections */
         max_cols = hp->n_embd_per_layer;
     if (m->enc.dense3.n_cols > max_cols) /* gemma-embedding's second dense projection */

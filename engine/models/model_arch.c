@@ -152,6 +152,26 @@ static const npl_arch_tensor gptoss_tensors[] = {
     {"attn_output.bias", NPL_SHAPE_EMBD, LAYER(bo), false},
     {"post_attention_norm.weight", NPL_SHAPE_EMBD, LAYER(ffn_norm), false},
 };
+/* Qwen 3.5 MoE: qwen35's per-layer norms; attention or DeltaNet, experts
+ * and the shared expert bound by its finish hook (model_moe.c). */
+static const npl_arch_tensor qwen35moe_tensors[] = {
+    ATTN_NORM,
+    {"post_attention_norm.weight", NPL_SHAPE_EMBD, LAYER(ffn_norm), false},
+};
+static const char *const refused_qwen35moe[] = {
+    "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_gate_inp.bias", "ffn_gate.weight",
+};
+/* Qwen 2 MoE (Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B): qwen2's biased Q/K/V;
+ * experts and the shared expert bound by its finish hook (model_moe.c). */
+static const npl_arch_tensor qwen2moe_tensors[] = {
+    ATTN_NORM, ATTN_QKV,
+    {"attn_q.bias", NPL_SHAPE_Q, LAYER(bq), false},
+    {"attn_k.bias", NPL_SHAPE_KV, LAYER(bk), false},
+    {"attn_v.bias", NPL_SHAPE_KV, LAYER(bv), false},
+    ATTN_OUT,
+    {"ffn_norm.weight", NPL_SHAPE_EMBD, LAYER(ffn_norm), false},
+};
+static const char *const refused_qwen2moe[] = {"attn_output.bias", "ffn_gate_inp.bias", "ffn_gate.weight"};
 static const char *const refused_qwen3moe[] = {
     "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_gate_shexp.weight", "ffn_gate_inp.bias",
 };
@@ -273,6 +293,20 @@ static const npl_arch arches[] = {
         .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_SILU,
     },
     {
+        .name = "qwen35moe", .default_rope_base = 10000.0f,
+        .prepare = npl_moe_shared_prepare, .read_extra = npl_qwen35moe_read_extra, .finish = npl_qwen35moe_finish,
+        .tensors = qwen35moe_tensors, .n_tensors = COUNT(qwen35moe_tensors),
+        .refused = refused_qwen35moe, .n_refused = COUNT(refused_qwen35moe),
+        .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_SILU,
+    },
+    {
+        .name = "qwen2moe", .default_rope_base = 10000.0f,
+        .prepare = npl_moe_shared_prepare, .read_extra = npl_qwen2moe_read_extra, .finish = npl_qwen2moe_finish,
+        .tensors = qwen2moe_tensors, .n_tensors = COUNT(qwen2moe_tensors),
+        .refused = refused_qwen2moe, .n_refused = COUNT(refused_qwen2moe),
+        .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_SILU,
+    },
+    {
         .name = "gpt-oss", .default_rope_base = 150000.0f,
         .read_extra = npl_gptoss_read_extra, .finish = npl_gptoss_finish,
         .tensors = gptoss_tensors, .n_tensors = COUNT(gptoss_tensors),
@@ -344,7 +378,8 @@ static npl_status read_common(const npl_arch *a, const npl_binder *b)
     if ((st = npl_bind_u32(b, "context_length", true, 0, 1, NPL_MAX_CTX, &hp->n_ctx_train)) ||
         (st = npl_bind_u32(b, "embedding_length", true, 0, 1, NPL_MAX_EMBD, &hp->n_embd)) ||
         (st = npl_bind_u32(b, "block_count", true, 0, 1, NPL_MAX_LAYERS, &hp->n_layer)) ||
-        (!b->ff_per_layer && (st = npl_bind_u32(b, "feed_forward_length", true, 0, 1, NPL_MAX_FF, &hp->n_ff))) ||
+        (!b->ff_per_layer && (st = npl_bind_u32(b, "feed_forward_length", !b->ff_default, b->ff_default, 1,
+                                                 NPL_MAX_FF, &hp->n_ff))) ||
         (st = npl_bind_u32(b, "attention.head_count", true, 0, 1, NPL_MAX_HEADS, &hp->n_head)) ||
         (st = b->kv_heads_per_layer ? npl_lfm2_kv_heads(b) :
                                       npl_bind_u32(b, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head,

@@ -115,6 +115,13 @@ npl_status npl_qwen3moe_read_extra(npl_binder *b);
 npl_status npl_qwen3moe_finish(npl_binder *b);
 npl_status npl_gptoss_read_extra(npl_binder *b);
 npl_status npl_gptoss_finish(npl_binder *b);
+/* qwen35moe: qwen35's layers with experts and a gated shared expert. */
+npl_status npl_moe_shared_prepare(npl_binder *b);
+npl_status npl_qwen35moe_read_extra(npl_binder *b);
+npl_status npl_qwen35moe_finish(npl_binder *b);
+/* qwen2moe: qwen2's attention, experts and a gated shared expert. */
+npl_status npl_qwen2moe_read_extra(npl_binder *b);
+npl_status npl_qwen2moe_finish(npl_binder *b);
 npl_status npl_gemma3_prepare(npl_binder *b);
 npl_status npl_gemma3_read_extra(npl_binder *b);
 npl_status npl_gemma3_finish(npl_binder *b);
@@ -136,6 +143,8 @@ npl_status npl_bind_attention_qkv(const npl_binder *b, uint32_t l, npl_layer *L)
  * an encoder, or a text model whose file names a pooling. */
 bool npl_arch_makes_embeddings(const npl_arch *a, const npl_gguf *g);
 npl_status npl_qwen35_read_extra(npl_binder *b);
+/* qwen35's keys without the refusal of experts (qwen35moe shares them). */
+npl_status npl_qwen35_read_hybrid(npl_binder *b);
 npl_status npl_lfm2_prepare(npl_binder *b);
 npl_status npl_lfm2_kv_heads(const npl_binder *b);
 npl_status npl_lfm2_read_extra(npl_binder *b);

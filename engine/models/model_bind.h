@@ -30,6 +30,10 @@ typedef struct npl_binder {
     /* gemma4 (model_gemma4.c): feed_forward_length may be per layer (the
      * prepare hook reads it); what read_extra leaves for finish. */
     bool ff_per_layer;
+    /* feed_forward_length when absent (0: required); the shared-expert MoE
+     * families' prepare hook sets the shared expert's width (qwen35moe
+     * files have no dense FFN and no such key). */
+    uint32_t ff_default;
     const npl_gguf_value *ff_arr, *swa_arr;
     uint32_t head_dim_full, head_dim_swa, n_kv_shared;
 } npl_binder;

@@ -1,6 +1,7 @@
 /* The mixture-of-experts families' hooks of the architecture table
  * (engine/models/model_arch.c), on the shared feed-forward of
- * engine/models/moe.h.
+ * engine/models/moe.h (qwen3moe, gpt-oss, and qwen35moe and qwen2moe with
+ * their shared expert).
  *
  * qwen3moe (Qwen3-30B-A3B, Qwen3-Coder-30B-A3B): qwen3's attention (per-head
  * Q/K norms, NEOX RoPE); the feed-forward of every layer is experts, gated
@@ -20,13 +21,22 @@ npl_status npl_qwen3moe_read_extra(npl_binder *b)
     return npl_moe_read(b, &cfg);
 }
 
-npl_status npl_qwen3moe_finish(npl_binder *b)
+/* Every layer's experts without biases, and the gated shared expert when
+ * the family has one. */
+static npl_status bind_experts(npl_binder *b)
 {
+    bool shared = b->m->moe->cfg.shared;
     npl_status st;
     for (uint32_t l = 0; l < b->m->hp.n_layer; l++)
-        if ((st = npl_moe_bind_layer(b, l, &b->m->layers[l], false)))
+        if ((st = npl_moe_bind_layer(b, l, &b->m->layers[l], false)) ||
+            (shared && (st = npl_moe_bind_shared(b, l, true))))
             return st;
     return NPL_OK;
+}
+
+npl_status npl_qwen3moe_finish(npl_binder *b)
+{
+    return bind_experts(b);
 }
 
 /* gpt-oss (gpt-oss-20b, -120b): biases on Q, K, V and the output
@@ -71,4 +81,45 @@ npl_status npl_gptoss_finish(npl_binder *b)
         L->local = l % 2 == 0; /* llama.cpp's sliding-window pattern 2 */
     }
     return NPL_OK;
+}
+
+/* The shared-expert families' files may lack feed_forward_length (they
+ * have no dense FFN): the shared expert's width stands in for it. */
+npl_status npl_moe_shared_prepare(npl_binder *b)
+{
+    return npl_bind_u32(b, "expert_shared_feed_forward_length", false, 0, 0, NPL_MAX_FF, &b->ff_default);
+}
+
+/* qwen35moe (Qwen3.5/3.6-35B-A3B): qwen35's Gated DeltaNet and gated
+ * attention layers (model_qwen35.c); every layer's feed-forward is
+ * qwen3moe's experts (softmax over all, top-k, weights divided by their
+ * sum) plus one shared SwiGLU expert times sigmoid(ffn_gate_inp_shexp . x). */
+npl_status npl_qwen35moe_read_extra(npl_binder *b)
+{
+    static const npl_moe_cfg cfg = {
+        .gating = NPL_MOE_SOFTMAX, .act = NPL_MOE_SILU, .norm_w = true, .w_scale = 1.0f, .shared = true};
+    npl_status st = npl_qwen35_read_hybrid(b);
+    return st ? st : npl_moe_read(b, &cfg);
+}
+
+npl_status npl_qwen35moe_finish(npl_binder *b)
+{
+    npl_status st = npl_qwen35_finish(b);
+    return st ? st : bind_experts(b);
+}
+
+/* qwen2moe (Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B): qwen2's attention (Q/K/V
+ * biases, NEOX RoPE); experts gated by a softmax over all of them, top-k,
+ * the k weights as they are (not divided by their sum), plus the shared
+ * expert times sigmoid(ffn_gate_inp_shexp . x). */
+npl_status npl_qwen2moe_read_extra(npl_binder *b)
+{
+    static const npl_moe_cfg cfg = {.gating = NPL_MOE_SOFTMAX, .act = NPL_MOE_SILU, .w_scale = 1.0f, .shared = true};
+    npl_status st = npl_llama_rope_plain(b);
+    return st ? st : npl_moe_read(b, &cfg);
+}
+
+npl_status npl_qwen2moe_finish(npl_binder *b)
+{
+    return bind_experts(b);
 }

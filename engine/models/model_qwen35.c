@@ -66,12 +66,18 @@ static npl_status read_sections(const npl_binder *b)
 
 npl_status npl_qwen35_read_extra(npl_binder *b)
 {
+    npl_status st = npl_llama_read_extra(b);
+    return st ? st : npl_qwen35_read_hybrid(b);
+}
+
+npl_status npl_qwen35_read_hybrid(npl_binder *b)
+{
     npl_model *m = b->m;
     npl_hparams *hp = &m->hp;
     npl_status st;
     uint32_t inner = 0, nextn = 0, interval = 0;
     char key[96];
-    if ((st = npl_llama_read_extra(b)) || (st = read_sections(b)) ||
+    if ((st = npl_llama_rope_plain(b)) || (st = read_sections(b)) ||
         (st = npl_bind_u32(b, "ssm.conv_kernel", true, 0, 2, QWEN35_MAX_CONV, &hp->ssm_d_conv)) ||
         (st = npl_bind_u32(b, "ssm.state_size", true, 0, 1, NPL_MAX_HEAD_DIM, &hp->ssm_d_state)) ||
         (st = npl_bind_u32(b, "ssm.time_step_rank", true, 0, 1, NPL_MAX_HEADS, &hp->ssm_n_v)) ||

@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <string.h>
 
-/* the MoE feed-forward exists (moe.c); what these families add to it does not */
-#define MOE "mixture-of-experts layers with shared experts (ffn_*_shexp) are not implemented"
+/* the MoE feed-forward with shared experts exists (moe.c); these families'
+ * layouts on it do not */
 #define MOE_LAYOUT "mixture-of-experts layers: this family's layout is not wired to the engine's MoE feed-forward"
 #define MAMBA2 "Mamba 2 state-space layers are not implemented"
 
@@ -14,19 +14,17 @@ static const struct {
     const char *name;
     const char *missing;
 } refusals[] = {
-    {"qwen35moe", "Qwen 3.5 / 3.6 MoE: " MOE " (its DeltaNet and attention layers are qwen35's)"},
-    {"qwen3next", "Qwen3-Next: " MOE " (its DeltaNet layers are qwen35's)"},
-    {"qwen2moe", "Qwen 2 MoE: " MOE},
+    {"qwen3next", "Qwen3-Next: its fused DeltaNet projections (ssm_in, ssm_ba) are not wired to qwen35's layers"},
     {"lfm2moe", "LFM2 MoE: " MOE_LAYOUT " (its convolution layers are lfm2's)"},
     {"granitemoe", "Granite MoE: " MOE_LAYOUT},
-    {"granitehybrid", "Granite 4.0-H: " MAMBA2 " (and, in the MoE sizes, " MOE ")"},
+    {"granitehybrid", "Granite 4.0-H: " MAMBA2 " (and, in the MoE sizes, " MOE_LAYOUT ")"},
     {"nemotron_h", "Nemotron-H: " MAMBA2},
     {"mamba2", MAMBA2},
     {"mamba", "Mamba state-space layers are not implemented"},
     {"phimoe", "Phi-3.5-MoE: " MOE_LAYOUT},
     {"olmoe", "OLMoE: " MOE_LAYOUT},
-    {"llama4", "Llama 4: " MOE " (and chunked attention)"},
-    {"deepseek2", "DeepSeek V2 / V3: multi-head latent attention and " MOE},
+    {"llama4", "Llama 4: " MOE_LAYOUT " (and chunked attention)"},
+    {"deepseek2", "DeepSeek V2 / V3: multi-head latent attention and " MOE_LAYOUT},
     {"gemma3n", "Gemma 3n: per-layer embeddings, AltUp and LAuReL blocks are not implemented"},
     {"gemma2", "Gemma 2: attention and final logit soft-capping are not implemented"},
 };

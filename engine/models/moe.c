@@ -2,7 +2,9 @@
  * build_moe_ffn computes it: router logits (plus bias), the family's
  * gating, then per selected expert gate and up (plus biases), the gated
  * activation, down (plus bias), times the expert's weight, summed over
- * the k slots in slot order. */
+ * the k slots in slot order; then the shared expert's output (times
+ * sigmoid of its gate logit) added, as the qwen2moe and qwen35moe graphs
+ * add it. */
 #include "moe.h"
 
 #include <math.h>
@@ -32,9 +34,13 @@ npl_status npl_moe_read(npl_binder *b, const npl_moe_cfg *cfg)
     char key[96];
     snprintf(key, sizeof key, "%s.expert_shared_count", b->arch);
     uint32_t shared = 0;
-    if (npl_gguf_get_u32(m->gguf, key, &shared) && shared > 0)
-        return npl_error_set(b->err, NPL_ERR_UNSUPPORTED, "%s: shared experts (%s = %u) are not supported", b->path,
-                             key, shared);
+    /* Qwen's families have one shared expert and no key for it */
+    if (npl_gguf_get_u32(m->gguf, key, &shared) && shared > (c.shared ? 1u : 0u))
+        return npl_error_set(b->err, NPL_ERR_UNSUPPORTED, "%s: %u shared experts (%s) are not supported%s", b->path,
+                             shared, key, c.shared ? " (one is)" : "");
+    if (c.shared && (st = npl_bind_u32(b, "expert_shared_feed_forward_length", false, m->hp.n_ff, 1, NPL_MAX_FF,
+                                       &c.n_ff_shexp)))
+        return st;
     npl_moe *mo = calloc(1, sizeof *mo);
     if (!mo)
         return npl_error_set(b->err, NPL_ERR_NOMEM, "out of memory");
@@ -135,13 +141,41 @@ npl_status npl_moe_bind_layer(const npl_binder *b, uint32_t l, npl_layer *L, boo
     return NPL_OK;
 }
 
+npl_status npl_moe_bind_shared(const npl_binder *b, uint32_t l, bool gated)
+{
+    const npl_moe_cfg *c = &b->m->moe->cfg;
+    npl_moe_layer *ML = &b->m->moe->layers[l];
+    uint64_t e = b->m->hp.n_embd;
+    char n[4][96];
+    const char *suffix[4] = {"ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight",
+                             "ffn_gate_inp_shexp.weight"};
+    for (int i = 0; i < 4; i++)
+        snprintf(n[i], sizeof n[i], "blk.%u.%s", l, suffix[i]);
+    npl_status st;
+    if ((st = npl_bind_matrix(b, n[0], e, c->n_ff_shexp, "n_embd, expert_shared_feed_forward_length", &ML->sh_gate)) ||
+        (st = npl_bind_matrix(b, n[1], e, c->n_ff_shexp, "n_embd, expert_shared_feed_forward_length", &ML->sh_up)) ||
+        (st = npl_bind_matrix(b, n[2], c->n_ff_shexp, e, "expert_shared_feed_forward_length, n_embd", &ML->sh_down)))
+        return st;
+    if (gated || npl_gguf_find_tensor(b->m->gguf, n[3]))
+        return npl_bind_matrix(b, n[3], e, 1, "n_embd", &ML->sh_gate_inp);
+    return NPL_OK;
+}
+
+uint32_t npl_moe_max_cols(const npl_model *m)
+{
+    const npl_moe_cfg *c = m->moe ? &m->moe->cfg : NULL;
+    if (!c)
+        return 0;
+    return c->shared && c->n_ff_shexp > c->n_ff ? c->n_ff_shexp : c->n_ff;
+}
+
 npl_status npl_moe_ws_init(npl_model *m, size_t rows, npl_error *err)
 {
     npl_moe *mo = m->moe;
     if (!mo)
         return NPL_OK;
     const npl_moe_cfg *c = &mo->cfg;
-    size_t e = m->hp.n_embd, k = c->n_used;
+    size_t e = m->hp.n_embd, k = c->n_used, f = npl_moe_max_cols(m);
     mo->rows = rows;
     mo->logits = malloc(rows * c->n_expert * sizeof(float));
     mo->sel = malloc(rows * k * sizeof *mo->sel);
@@ -150,11 +184,15 @@ npl_status npl_moe_ws_init(npl_model *m, size_t rows, npl_error *err)
     mo->where = malloc(rows * k * sizeof *mo->where);
     mo->start = malloc(((size_t)c->n_expert + 1) * sizeof *mo->start);
     mo->xg = malloc(rows * e * sizeof(float));
-    mo->g = malloc(rows * c->n_ff * sizeof(float));
-    mo->u = malloc(rows * c->n_ff * sizeof(float));
+    mo->g = malloc(rows * f * sizeof(float));
+    mo->u = malloc(rows * f * sizeof(float));
     mo->y = malloc(rows * k * e * sizeof(float));
+    if (c->shared) {
+        mo->sh_y = malloc(rows * e * sizeof(float));
+        mo->sh_w = malloc(rows * sizeof(float));
+    }
     if (!mo->logits || !mo->sel || !mo->w || !mo->order || !mo->where || !mo->start || !mo->xg || !mo->g || !mo->u ||
-        !mo->y)
+        !mo->y || (c->shared && (!mo->sh_y || !mo->sh_w)))
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the experts' step buffers (%zu rows)", rows);
     return NPL_OK;
 }
@@ -176,6 +214,8 @@ void npl_moe_free(npl_model *m)
     free(mo->g);
     free(mo->u);
     free(mo->y);
+    free(mo->sh_y);
+    free(mo->sh_w);
     free(mo);
     m->moe = NULL;
 }
@@ -183,7 +223,12 @@ void npl_moe_free(npl_model *m)
 typedef struct moe_ctx {
     npl_model *m;
     const npl_moe_layer *L;
-    uint32_t expert; /* act_task */
+    /* act_task: the rows' width, the expert's gate and up biases (or NULL)
+     * and its activation */
+    size_t f;
+    const float *gb, *ub;
+    npl_moe_act act;
+    bool shared; /* combine_task: add the shared expert */
 } moe_ctx;
 
 /* The index of the largest of v[0..n) not yet taken (lowest index on ties). */
@@ -270,22 +315,21 @@ static void group_by_expert(npl_moe *mo, size_t n)
     mo->start[0] = 0;
 }
 
-/* The expert's gate and up biases, then the gated activation, on its cnt rows. */
+/* An expert's gate and up biases, then the gated activation, on its rows. */
 static void act_task(void *ctx, size_t begin, size_t end, int thread)
 {
     (void)thread;
     moe_ctx *x = ctx;
     npl_moe *mo = x->m->moe;
-    size_t f = mo->cfg.n_ff;
-    const float *gb = x->L->gate_b ? x->L->gate_b + (size_t)x->expert * f : NULL;
-    const float *ub = x->L->up_b ? x->L->up_b + (size_t)x->expert * f : NULL;
+    size_t f = x->f;
+    const float *gb = x->gb, *ub = x->ub;
     for (size_t i = begin; i < end; i++) {
         float *g = mo->g + i * f, *u = mo->u + i * f;
         for (size_t j = 0; gb && j < f; j++)
             g[j] += gb[j];
         for (size_t j = 0; ub && j < f; j++)
             u[j] += ub[j];
-        if (mo->cfg.act == NPL_MOE_SILU) {
+        if (x->act == NPL_MOE_SILU) {
             npl_act_gated_f32(x->m->simd, NPL_ACT_SILU, g, u, f);
             continue;
         }
@@ -298,7 +342,8 @@ static void act_task(void *ctx, size_t begin, size_t end, int thread)
 }
 
 /* Per row: sum over its slots, in slot order, of (expert output + down
- * bias) times the slot's weight, into fw.xn. */
+ * bias) times the slot's weight, into fw.xn; then plus the shared
+ * expert's output times sigmoid of its gate logit (1 when ungated). */
 static void combine_task(void *ctx, size_t begin, size_t end, int thread)
 {
     (void)thread;
@@ -316,7 +361,32 @@ static void combine_task(void *ctx, size_t begin, size_t end, int thread)
                 out[j] = s ? out[j] + v : v;
             }
         }
+        if (!x->shared)
+            continue;
+        const float *sy = mo->sh_y + i * e;
+        float sw = x->L->sh_gate_inp.n_rows ? 1.0f / (1.0f + expf(-mo->sh_w[i])) : 1.0f;
+        for (size_t j = 0; j < e; j++)
+            out[j] += sy[j] * sw;
     }
+}
+
+/* The shared expert over the step's n rows (fw.xn), before the routed
+ * experts reuse g and u: its output into sh_y, its gate logit into sh_w. */
+static void shared_expert(npl_model *m, moe_ctx *x, size_t n)
+{
+    npl_moe *mo = m->moe;
+    const npl_moe_layer *L = x->L;
+    size_t e = m->hp.n_embd, f = mo->cfg.n_ff_shexp;
+    const npl_matrix *gate_up[2] = {&L->sh_gate, &L->sh_up};
+    float *out[2] = {mo->g, mo->u};
+    size_t stride[2] = {f, f};
+    npl_matmul_multi(m->pool, m->mm_ws, 2, gate_up, m->fw.xn, e, n, out, stride);
+    *x = (moe_ctx){.m = m, .L = L, .f = f, .act = NPL_MOE_SILU};
+    npl_threadpool_run(m->pool, n, act_task, x);
+    npl_matmul_contig(m->pool, m->mm_ws, &L->sh_down, mo->g, f, n, mo->sh_y, e);
+    if (L->sh_gate_inp.n_rows)
+        npl_matmul_contig(m->pool, m->mm_ws, &L->sh_gate_inp, m->fw.xn, e, n, mo->sh_w, 1);
+    x->shared = true;
 }
 
 void npl_moe_ffn(npl_model *m, uint32_t l, size_t n)
@@ -326,6 +396,8 @@ void npl_moe_ffn(npl_model *m, uint32_t l, size_t n)
     const npl_moe_layer *L = m->layers[l].moe;
     size_t e = m->hp.n_embd, f = c->n_ff;
     moe_ctx x = {.m = m, .L = L};
+    if (L->sh_down.n_rows)
+        shared_expert(m, &x, n);
     npl_matmul_contig(m->pool, m->mm_ws, &L->router, m->fw.xn, e, n, mo->logits, c->n_expert);
     npl_threadpool_run(m->pool, n, select_task, &x);
     group_by_expert(mo, n);
@@ -340,8 +412,9 @@ void npl_moe_ffn(npl_model *m, uint32_t l, size_t n)
         float *out[2] = {mo->g, mo->u};
         size_t stride[2] = {f, f};
         npl_matmul_multi(m->pool, m->mm_ws, 2, gate_up, mo->xg, e, cnt, out, stride);
-        x.expert = j;
-        npl_threadpool_run(m->pool, cnt, act_task, &x);
+        moe_ctx a = {.m = m, .L = L, .f = f, .act = c->act, .gb = L->gate_b ? L->gate_b + (size_t)j * f : NULL,
+                     .ub = L->up_b ? L->up_b + (size_t)j * f : NULL};
+        npl_threadpool_run(m->pool, cnt, act_task, &a);
         npl_matmul_contig(m->pool, m->mm_ws, &L->down[j], mo->g, f, cnt, mo->y + first * e, e);
     }
     npl_threadpool_run(m->pool, n, combine_task, &x);

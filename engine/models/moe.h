@@ -1,10 +1,13 @@
 /* The mixture-of-experts feed-forward shared by the MoE families (qwen3moe,
- * gpt-oss; docs/engine.md "Mixture of experts"): a router picks, per token,
- * k of the layer's experts and weights them; each expert is a gated FFN
- * whose matrices are slices of the stacked ffn_{gate,up,down}_exps tensors,
- * used in place in the mapped file. A step's rows are grouped by expert, so
- * an expert's weights are read once per step (a prefill chunk) and a
- * decode reads only the experts its rows selected. */
+ * gpt-oss, qwen35moe; docs/engine.md "Mixture of experts"): a router picks,
+ * per token, k of the layer's experts and weights them; each expert is a
+ * gated FFN whose matrices are slices of the stacked ffn_{gate,up,down}_exps
+ * tensors, used in place in the mapped file. A step's rows are grouped by
+ * expert, so an expert's weights are read once per step (a prefill chunk)
+ * and a decode reads only the experts its rows selected. A family may add a
+ * shared expert (ffn_{gate,up,down}_shexp) that every token goes through,
+ * its output scaled by sigmoid(ffn_gate_inp_shexp . x) where the file has
+ * that gate (Qwen's families). */
 #ifndef NPL_MOE_H
 #define NPL_MOE_H
 
@@ -30,6 +33,10 @@ typedef struct npl_moe_cfg {
     npl_moe_act act;
     bool norm_w;   /* the selected weights divided by their sum */
     float w_scale; /* then multiplied by this (1: none) */
+    /* The family has one shared expert (SwiGLU, no biases) of n_ff_shexp
+     * rows (<arch>.expert_shared_feed_forward_length, default n_ff). */
+    bool shared;
+    uint32_t n_ff_shexp;
 } npl_moe_cfg;
 
 /* One layer's experts: n_expert matrices each, and optional biases. */
@@ -38,6 +45,10 @@ typedef struct npl_moe_layer {
     const float *router_b;    /* [n_expert] or NULL */
     npl_matrix *gate, *up, *down; /* [n_expert] slices */
     const float *gate_b, *up_b, *down_b; /* [n_expert][n_ff], [n_expert][n_ff], [n_expert][n_embd] or NULL */
+    /* The shared expert (sh_down.rows == 0: none) and its scalar gate
+     * (sh_gate_inp.rows == 0: ungated). */
+    npl_matrix sh_gate, sh_up, sh_down; /* ffn_{gate,up,down}_shexp */
+    npl_matrix sh_gate_inp;             /* ffn_gate_inp_shexp: n_embd -> 1 */
 } npl_moe_layer;
 
 /* A model's experts: the settings, every layer's (indexed by layer, set
@@ -53,7 +64,9 @@ typedef struct npl_moe {
     uint32_t *order;      /* rows * n_used: (row, slot) pairs sorted by expert */
     uint32_t *start;      /* n_expert + 1: each expert's run in order */
     float *xg;            /* rows * n_embd: an expert's rows gathered */
-    float *g, *u;         /* rows * n_ff */
+    float *g, *u;         /* rows * max(n_ff, n_ff_shexp) */
+    float *sh_y;          /* rows * n_embd: the shared expert's output (NULL without) */
+    float *sh_w;          /* rows: its gate logit, then its weight */
     uint32_t *where;      /* rows * n_used: the place of (row, slot) in order */
     float *y;             /* rows * n_used * n_embd: the expert outputs, in order */
 } npl_moe;
@@ -66,6 +79,14 @@ npl_status npl_moe_read(npl_binder *b, const npl_moe_cfg *cfg);
 /* Binds layer l's router and experts (with the biases when biases is
  * set) into L->moe. */
 npl_status npl_moe_bind_layer(const npl_binder *b, uint32_t l, npl_layer *L, bool biases);
+
+/* Binds layer l's shared expert (ffn_{gate,up,down}_shexp) into its
+ * experts (after npl_moe_bind_layer), with the scalar gate
+ * ffn_gate_inp_shexp, which must be present when gated is set. */
+npl_status npl_moe_bind_shared(const npl_binder *b, uint32_t l, bool gated);
+
+/* The widest input row of the experts' matrices (the down projections'). */
+uint32_t npl_moe_max_cols(const npl_model *m);
 
 /* Step buffers for up to rows rows (after the layers are bound); NPL_OK
  * without experts. */

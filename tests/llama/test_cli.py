@@ -53,8 +53,8 @@ def case_unsupported_architecture():
     expect_error([path, "--prompt", "hi"], 2, "architecture 'mamba' is not supported")
     expect_error([path, "--info"], 2, "architecture 'mamba' is not supported: Mamba state-space layers")
     # a family the engine knows of says what it lacks; any other name only that it is not supported
-    path = variant("qwen35moe", lambda g: g.set_kv("general.architecture", gguf_patch.STRING, b"qwen35moe"))
-    expect_error([path, "--info"], 2, "'qwen35moe' is not supported: Qwen 3.5 / 3.6 MoE: mixture-of-experts")
+    path = variant("qwen3next", lambda g: g.set_kv("general.architecture", gguf_patch.STRING, b"qwen3next"))
+    expect_error([path, "--info"], 2, "'qwen3next' is not supported: Qwen3-Next: its fused DeltaNet")
     path = variant("future", lambda g: g.set_kv("general.architecture", gguf_patch.STRING, b"future-arch"))
     expect_error([path, "--info"], 2, "architecture 'future-arch' is not supported (supported: llama,")
 
