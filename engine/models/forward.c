@@ -15,7 +15,6 @@
 #include "act_gelu.h"
 #include "attention.h"
 #include "attention_tiled.h"
-#include "attn_sinks.h"
 #include "backend.h"
 #include "forward_dnet.h"
 #include "forward_ple.h"
@@ -358,6 +357,13 @@ static void mark_sequence_ends(npl_forward_ws *fw, size_t n)
         fw->row_last[i] = i + 1 < n && fw->row_seq[i + 1] == fw->row_seq[i] ? fw->row_last[i + 1] : fw->row_pos[i];
 }
 
+/* The sink logits of KV head g's query heads (gpt-oss), or NULL. */
+static const float *group_sinks(const step_ctx *c, uint32_t g)
+{
+    const float *z = c->m->layers[c->layer].attn_sinks;
+    return z ? z + (size_t)g * (c->m->hp.n_head / c->m->hp.n_head_kv) : NULL;
+}
+
 /* Task = (row, kv head): the query heads of that group against the row's
  * cache up to and including its own position (the step's last one when
  * bidirectional), from the start of its window in a local layer. */
@@ -378,9 +384,9 @@ static void attention_task(void *ctx, size_t begin, size_t end, int thread)
         attention_key_range(c, i, &first, &last);
         size_t off = npl_kv_head_offset(s, c->kvl, g) + npl_kv_row(s, c->kvl, first) * m->kv_row_bytes;
         size_t q_off = i * q_dim(hp) + (size_t)g * group * hd;
-        npl_attention_kv(m->simd, m->kv_format, fw->q + q_off, hd, group, s->k_cache + off, s->v_cache + off,
-                         m->kv_row_bytes, (size_t)(last - first) + 1, hd, m->attn_scale, fw->attn + q_off, hd,
-                         scratch);
+        npl_attention_kv_sinks(m->simd, m->kv_format, fw->q + q_off, hd, group, s->k_cache + off, s->v_cache + off,
+                               m->kv_row_bytes, (size_t)(last - first) + 1, hd, m->attn_scale, group_sinks(c, g),
+                               fw->attn + q_off, hd, scratch);
     }
 }
 
@@ -405,6 +411,7 @@ static size_t attention_blocks(npl_model *m, size_t n)
 typedef struct attn_block_task {
     npl_seq *s;
     size_t i0, np, head, q_off;
+    const float *sinks;
 } attn_block_task;
 
 static attn_block_task attention_block_task(const step_ctx *c, size_t t, uint32_t *lo, uint32_t *hi)
@@ -422,6 +429,7 @@ static attn_block_task attention_block_task(const step_ctx *c, size_t t, uint32_
         attention_key_range(c, bt.i0 + i, lo ? &lo[i] : &l, &hi[i]);
     }
     bt.head = npl_kv_head_offset(bt.s, c->kvl, g);
+    bt.sinks = group_sinks(c, g);
     bt.q_off = bt.i0 * q_dim(hp) + (size_t)g * group * c->hd;
     return bt;
 }
@@ -444,6 +452,7 @@ static void attention_tiled_task(void *ctx, size_t begin, size_t end, int thread
             .n_pos = bt.np, .group = group, .head_dim = hd, .key_lo = lo, .key_hi = hi,
             .k = bt.s->k_cache + bt.head, .v = bt.s->v_cache + bt.head, .row_bytes = m->kv_row_bytes,
             .ring = bt.s->kv_ring && m->layers[c->layer].local ? bt.s->kv_ring : 0, .scale = m->attn_scale,
+            .sinks = bt.sinks,
         };
         npl_attention_tiled(&job, hi + cap);
     }
@@ -466,14 +475,15 @@ static void attention_rows_task(void *ctx, size_t begin, size_t end, int thread)
         attn_block_task bt = attention_block_task(c, t, NULL, hi);
         const uint8_t *k = bt.s->k_cache + bt.head, *v = bt.s->v_cache + bt.head;
         if (bt.np == 1) { /* one position (a batched decode): nothing to share */
-            npl_attention_kv(m->simd, m->kv_format, fw->q + bt.q_off, hd, group, k, v, m->kv_row_bytes,
-                             (size_t)hi[0] + 1, hd, m->attn_scale, fw->attn + bt.q_off, hd, scratch + cap);
+            npl_attention_kv_sinks(m->simd, m->kv_format, fw->q + bt.q_off, hd, group, k, v, m->kv_row_bytes,
+                                   (size_t)hi[0] + 1, hd, m->attn_scale, bt.sinks, fw->attn + bt.q_off, hd,
+                                   scratch + cap);
             continue;
         }
         npl_attn_rows_job job = {
             .fmt = m->kv_format, .q = fw->q + bt.q_off, .q_stride = q_dim(hp), .out = fw->attn + bt.q_off,
             .out_stride = q_dim(hp), .n_pos = bt.np, .group = group, .head_dim = hd, .key_hi = hi, .k = k, .v = v,
-            .row_bytes = m->kv_row_bytes, .scale = m->attn_scale,
+            .row_bytes = m->kv_row_bytes, .scale = m->attn_scale, .sinks = bt.sinks,
         };
         npl_attention_rows(m->simd, &job, scratch + cap);
     }
@@ -587,8 +597,6 @@ static void attention_sublayer(npl_model *m, step_ctx *c, size_t n, bool bidirec
         npl_threadpool_run(pool, attention_blocks(m, n) * hp->n_head_kv, attention_rows_task, c);
     else
         npl_threadpool_run(pool, n * hp->n_head_kv, attention_task, c);
-    if (L->attn_sinks)
-        npl_attn_sinks_apply(m, c->layer, n);
     if (L->attn_gate)
         npl_threadpool_run(pool, n, apply_gate_task, c);
     npl_matmul_contig(pool, m->mm_ws, &L->wo, fw->attn, q_dim(hp), n, fw->xn, hp->n_embd);

@@ -69,7 +69,7 @@ typedef struct npl_layer {
     bool no_rope;                /* Q and K enter attention unrotated (smollm3's every fourth layer) */
     /* bert (post-norm encoder); bo also gpt-oss's; NULL otherwise. */
     const float *bo, *b_up, *b_down;           /* biases of the output, up and down projections */
-    const float *attn_sinks;                   /* gpt-oss: n_head sink logits (attn_sinks.h), or NULL */
+    const float *attn_sinks;                   /* gpt-oss: n_head sink logits (npl_attention_kv_sinks), or NULL */
     const float *attn_out_norm, *attn_out_norm_b; /* LayerNorm after the attention's residual add */
     const float *out_norm, *out_norm_b;           /* LayerNorm after the FFN's residual add */
     /* qwen35's attention: wq's rows are each head's query then its output

@@ -40,7 +40,8 @@ npl_status npl_qwen3moe_finish(npl_binder *b)
 }
 
 /* gpt-oss (gpt-oss-20b, -120b): biases on Q, K, V and the output
- * projection, a sink logit per head (attn_sinks.h), even layers attending
+ * projection, a sink logit per head (in the attention kernels' softmax,
+ * npl_attention_kv_sinks), even layers attending
  * to a sliding window of attention.sliding_window positions, YaRN on every
  * layer, and experts chosen by their k largest router logits (plus bias)
  * weighted by a softmax over those k, with biased gate, up and down and

@@ -74,8 +74,8 @@ void npl_kv_block_to_f32(npl_kv_format fmt, const void *rows, size_t stride_byte
 }
 
 void npl_attention_ref(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k, const void *v,
-                       size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, float *out,
-                       size_t out_stride, float *scratch)
+                       size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, const float *sinks,
+                       float *out, size_t out_stride, float *scratch)
 {
     npl_attn_scratch a = npl_attn_scratch_split(scratch, n_q, head_dim);
     for (size_t h = 0; h < n_q; h++) {
@@ -126,7 +126,7 @@ void npl_attention_ref(npl_kv_format fmt, const float *q, size_t q_stride, size_
     }
 
     for (size_t h = 0; h < n_q; h++) {
-        float inv = a.run_sum[h] > 0.0f ? 1.0f / a.run_sum[h] : 0.0f;
+        float inv = npl_attn_inv_sum(a.run_max[h], a.run_sum[h], sinks ? sinks + h : NULL);
         float *o = out + h * out_stride;
         const float *acc = a.acc + h * head_dim;
         for (size_t d = 0; d < head_dim; d++)
@@ -138,7 +138,7 @@ void npl_attention_rows_ref(const npl_attn_rows_job *job, float *scratch)
 {
     for (size_t i = 0; i < job->n_pos; i++)
         npl_attention_ref(job->fmt, job->q + i * job->q_stride, job->head_dim, job->group, job->k, job->v,
-                          job->row_bytes, (size_t)job->key_hi[i] + 1, job->head_dim, job->scale,
+                          job->row_bytes, (size_t)job->key_hi[i] + 1, job->head_dim, job->scale, job->sinks,
                           job->out + i * job->out_stride, job->head_dim, scratch);
 }
 
@@ -147,12 +147,20 @@ void npl_attention_rows(npl_simd_level lv, const npl_attn_rows_job *job, float *
     npl_kernels(lv)->attention_rows(job, scratch);
 }
 
+void npl_attention_kv_sinks(npl_simd_level lv, npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q,
+                            const void *k, const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim,
+                            float scale, const float *sinks, float *out, size_t out_stride, float *scratch)
+{
+    npl_kernels(lv)->attention(fmt, q, q_stride, n_q, k, v, kv_stride_bytes, n_kv, head_dim, scale, sinks, out,
+                               out_stride, scratch);
+}
+
 void npl_attention_kv(npl_simd_level lv, npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q,
                       const void *k, const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim,
                       float scale, float *out, size_t out_stride, float *scratch)
 {
-    npl_kernels(lv)->attention(fmt, q, q_stride, n_q, k, v, kv_stride_bytes, n_kv, head_dim, scale, out, out_stride,
-                               scratch);
+    npl_attention_kv_sinks(lv, fmt, q, q_stride, n_q, k, v, kv_stride_bytes, n_kv, head_dim, scale, NULL, out,
+                           out_stride, scratch);
 }
 
 void npl_attention(npl_simd_level lv, const float *q, size_t q_stride, size_t n_q,

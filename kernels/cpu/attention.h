@@ -56,6 +56,14 @@ void npl_attention_kv(npl_simd_level lv, npl_kv_format fmt, const float *q, size
                       const void *k, const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim,
                       float scale, float *out, size_t out_stride, float *scratch);
 
+/* npl_attention_kv with attention sinks (gpt-oss): sinks[h] is query head
+ * h's logit that joins its softmax's maximum and denominator without a
+ * value (ggml's soft_max with sinks), so a head may attend to nothing;
+ * sinks NULL is npl_attention_kv. */
+void npl_attention_kv_sinks(npl_simd_level lv, npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q,
+                            const void *k, const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim,
+                            float scale, const float *sinks, float *out, size_t out_stride, float *scratch);
+
 /* Many query positions of one KV head at once (a prefill chunk): position
  * i's group query heads (head h at q + i * q_stride + h * head_dim) see
  * key positions [0, key_hi[i]]. Each block of NPL_ATTN_BLOCK cached keys
@@ -74,6 +82,7 @@ typedef struct npl_attn_rows_job {
     const void *k, *v; /* key position p at + p * row_bytes */
     size_t row_bytes;
     float scale; /* multiplies q.k */
+    const float *sinks; /* NULL, or head h's sink logit (npl_attention_kv_sinks) */
 } npl_attn_rows_job;
 
 /* Floats of scratch one npl_attention_rows call of up to n_pos positions

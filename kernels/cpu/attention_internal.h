@@ -10,7 +10,9 @@
  *          npl_attn_exp(m - m')
  *   p_j  = npl_attn_exp(s_j - m');  sum += (16 lanes over j, summed as above)
  *   acc  = fmaf(p_j, v_j, acc)        (element-wise, j in order)
- * and at the end out = acc * (1 / sum).
+ * and at the end out = acc * (1 / sum); with a sink logit z (gpt-oss, as
+ * ggml's soft_max with sinks: z joins the max and the denominator, with no
+ * value) out = acc * npl_attn_inv_sum(m, sum, &z).
  *
  * npl_attn_exp is fast_exp.h's exp for x <= 0 (all the softmax needs). */
 #ifndef NPL_ATTENTION_INTERNAL_H
@@ -28,6 +30,22 @@
 /* The softmax's exp (fast_exp.h). */
 #define npl_attn_exp npl_exp_neg
 
+/* What multiplies a row's accumulators at the end: 1 / sum, or with a sink
+ * logit (sink non-NULL) c / (sum * c + 1), c = e^(m - z), when z is above
+ * the running max m, else 1 / (sum + e^(z - m)). */
+static inline float npl_attn_inv_sum(float run_max, float run_sum, const float *sink)
+{
+    if (sink) {
+        float z = *sink;
+        if (z > run_max) {
+            float c = npl_attn_exp(run_max - z); /* 0 when no key was seen */
+            return c / (run_sum * c + 1.0f);
+        }
+        run_sum += npl_attn_exp(z - run_max);
+    }
+    return run_sum > 0.0f ? 1.0f / run_sum : 0.0f;
+}
+
 /* Cached rows [j0, j0 + nj) as floats, exactly (a half widens exactly;
  * a Q8_0 value q * d is exact in binary32): rows at dst + j * head_dim. */
 void npl_kv_block_to_f32(npl_kv_format fmt, const void *rows, size_t stride_bytes, size_t j0, size_t nj,
@@ -35,8 +53,8 @@ void npl_kv_block_to_f32(npl_kv_format fmt, const void *rows, size_t stride_byte
 
 /* The portable version, which every level reproduces (tests). */
 void npl_attention_ref(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k, const void *v,
-                       size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, float *out,
-                       size_t out_stride, float *scratch);
+                       size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, const float *sinks,
+                       float *out, size_t out_stride, float *scratch);
 
 /* npl_attention_rows' portable version: npl_attention_ref row by row. */
 void npl_attention_rows_ref(const npl_attn_rows_job *job, float *scratch);

@@ -237,7 +237,7 @@ static void accumulate_values(float *acc, const float *scores, const float *vals
 
 void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k,
                                const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale,
-                               float *out, size_t out_stride, float *scratch)
+                               const float *sinks, float *out, size_t out_stride, float *scratch)
 {
     npl_attn_scratch sc = npl_attn_scratch_split(scratch, n_q, head_dim);
     for (size_t h = 0; h < n_q; h++) {
@@ -261,7 +261,7 @@ void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_strid
     }
 
     for (size_t h = 0; h < n_q; h++) {
-        float inv = sc.run_sum[h] > 0.0f ? 1.0f / sc.run_sum[h] : 0.0f;
+        float inv = npl_attn_inv_sum(sc.run_max[h], sc.run_sum[h], sinks ? sinks + h : NULL);
         float *o = out + h * out_stride;
         memcpy(o, sc.acc + h * head_dim, head_dim * sizeof *o);
         scale_row(o, head_dim, inv);
@@ -494,7 +494,7 @@ void NPL_ISA_FN(npl_attention_rows)(const npl_attn_rows_job *job, float *scratch
     for (size_t i = 0; i < job->n_pos; i++)
         for (size_t h = 0; h < g; h++) {
             size_t r = i * g + h;
-            float inv = sc.run_sum[r] > 0.0f ? 1.0f / sc.run_sum[r] : 0.0f;
+            float inv = npl_attn_inv_sum(sc.run_max[r], sc.run_sum[r], job->sinks ? job->sinks + h : NULL);
             float *o = job->out + i * job->out_stride + h * hd;
             memcpy(o, sc.acc + r * hd, hd * sizeof *o);
             scale_row(o, hd, inv);

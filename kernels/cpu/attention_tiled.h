@@ -47,6 +47,7 @@ typedef struct npl_attn_tiled_job {
     size_t row_bytes;
     uint32_t ring;
     float scale;       /* multiplies q.k */
+    const float *sinks; /* NULL, or query head h's sink logit (npl_attention_kv_sinks) */
 } npl_attn_tiled_job;
 
 /* True when npl_attention_tiled runs for this level, cache format and

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attention_internal.h"
 #include "attention_tiled_internal.h"
 #include "fast_exp.h"
 #include "ggml_types.h"
@@ -263,7 +264,7 @@ void npl_attention_tiled_amx(const npl_attn_tiled_job *job, const npl_attn_tiled
 
     for (size_t r = 0; r < L->n_rows; r++) {
         size_t i = r / job->group, h = r % job->group;
-        float sum = L->run_sum[r], inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        float inv = npl_attn_inv_sum(L->run_max[r], L->run_sum[r], job->sinks ? job->sinks + h : NULL);
         float *o = job->out + i * job->out_stride + h * hd;
         const float *acc = L->acc + (r / R) * hd * R + r % R;
         for (size_t d = 0; d < hd; d++)

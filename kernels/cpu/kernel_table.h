@@ -35,10 +35,10 @@ typedef struct npl_kernel_table {
      * portable level, which multiplies the file layout. */
     void (*packed_matmul)(const npl_packed_matrix *p, int64_t g0, int64_t g1, const void *act, size_t n_vec,
                           float *const *y);
-    /* npl_attention_kv */
+    /* npl_attention_kv_sinks */
     void (*attention)(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k, const void *v,
-                      size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, float *out,
-                      size_t out_stride, float *scratch);
+                      size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale, const float *sinks,
+                      float *out, size_t out_stride, float *scratch);
     /* npl_attention_rows */
     void (*attention_rows)(const npl_attn_rows_job *job, float *scratch);
     /* npl_attention_nc */

@@ -18,7 +18,7 @@ void NPL_ISA_FN(npl_packed_matmul)(const npl_packed_matrix *p, int64_t g0, int64
                                    float *const *y);
 void NPL_ISA_FN(npl_attention)(npl_kv_format fmt, const float *q, size_t q_stride, size_t n_q, const void *k,
                                const void *v, size_t kv_stride_bytes, size_t n_kv, size_t head_dim, float scale,
-                               float *out, size_t out_stride, float *scratch);
+                               const float *sinks, float *out, size_t out_stride, float *scratch);
 void NPL_ISA_FN(npl_attention_rows)(const npl_attn_rows_job *job, float *scratch);
 
 void NPL_ISA_FN(npl_attention_nc)(const float *q, size_t q_stride, size_t n_q, const float *kt, const float *v,

@@ -1,8 +1,9 @@
 /* npl_attention: every SIMD level gives the portable version's bits (odd
- * head sizes, block boundaries, GQA groups), npl_attention_rows gives its
- * bits row by row, and the portable version matches a naive
- * double-precision softmax; the exp it uses is accurate over the range the
- * softmax feeds it. */
+ * head sizes, block boundaries, GQA groups, with and without attention
+ * sinks), npl_attention_rows gives its bits row by row, and the portable
+ * version matches a naive double-precision softmax (with a sink logit in
+ * its maximum and denominator, as ggml's soft_max with sinks); the exp it
+ * uses is accurate over the range the softmax feeds it. */
 #include <math.h>
 
 #include "attention.h"
@@ -14,6 +15,9 @@
 enum { MAXKV = 300, MAXHD = 128, MAXQ = 8 };
 
 static uint16_t kc[MAXKV * MAXHD], vc[MAXKV * MAXHD];
+/* Sink logits per query head: below, near and far above the scores (the
+ * last case rescales the accumulators at the end). */
+static const float sinks[MAXQ] = {-3.0f, 0.5f, 40.0f, 2.0f, -40.0f, 1.0f, 12.0f, 0.0f};
 static float q[MAXQ * MAXHD], out0[MAXQ * MAXHD], out1[MAXQ * MAXHD];
 
 static void fill(nt_splitmix *r, size_t hd, float kscale)
@@ -72,15 +76,21 @@ static void test_levels_exact(void)
                 for (size_t c = 0; c < sizeof kvs / sizeof kvs[0]; c++) {
                     size_t nq = nqs[b], nkv = kvs[c];
                     float scale = 1.0f / sqrtf((float)hd);
-                    npl_attention_ref((npl_kv_format)fmt, q, hd, nq, kr, vr, rb, nkv, hd, scale, out0, hd, s0);
-                    for (int lv = 1; lv <= (int)npl_simd_detect(); lv++) {
-                        memset(out1, 0, sizeof out1);
-                        npl_attention_kv((npl_simd_level)lv, (npl_kv_format)fmt, q, hd, nq, kr, vr, rb, nkv, hd,
-                                         scale, out1, hd, s1);
-                        CHECKF(memcmp(out0, out1, nq * hd * sizeof(float)) == 0,
-                               "format %d level %d head_dim %zu heads %zu positions %zu differs", fmt, lv, hd, nq,
-                               nkv);
+                    for (int z = 0; z < 2; z++) {
+                        const float *zs = z ? sinks : NULL;
+                        npl_attention_ref((npl_kv_format)fmt, q, hd, nq, kr, vr, rb, nkv, hd, scale, zs, out0, hd,
+                                          s0);
+                        for (int lv = 1; lv <= (int)npl_simd_detect(); lv++) {
+                            memset(out1, 0, sizeof out1);
+                            npl_attention_kv_sinks((npl_simd_level)lv, (npl_kv_format)fmt, q, hd, nq, kr, vr, rb,
+                                                   nkv, hd, scale, zs, out1, hd, s1);
+                            CHECKF(memcmp(out0, out1, nq * hd * sizeof(float)) == 0,
+                                   "format %d level %d head_dim %zu heads %zu positions %zu sinks %d differs", fmt,
+                                   lv, hd, nq, nkv, z);
+                        }
                     }
+                    npl_attention_ref((npl_kv_format)fmt, q, hd, nq, kr, vr, rb, nkv, hd, scale, NULL, out0, hd,
+                                      s0);
                     if (fmt == NPL_KV_F16) {
                         /* npl_attention is the F16 case */
                         npl_attention(npl_simd_detect(), q, hd, nq, kc, vc, hd, nkv, hd, scale, out1, hd, s1);
@@ -122,12 +132,12 @@ static void test_matches_softmax(void)
     float *scratch = malloc(npl_attention_scratch_floats(NQ, HD) * sizeof(float));
     REQUIRE(scratch);
     const size_t kvs[] = {1, 2, 63, 64, 65, 128, 129, 300};
-    for (size_t t = 0; t < sizeof kvs / sizeof kvs[0]; t++) {
-        size_t n_kv = kvs[t];
+    for (size_t t = 0; t < 2 * sizeof kvs / sizeof kvs[0]; t++) {
+        size_t n_kv = kvs[t / 2];
+        const float *zs = t % 2 ? sinks : NULL;
         float scale = 1.0f / sqrtf((float)HD);
-        /* keys read at a stride wider than a row, as from a cache of
-         * several heads */
-        npl_attention(npl_simd_detect(), q, HD, NQ, kc, vc, HD, n_kv, HD, scale, out0, HD, scratch);
+        npl_attention_kv_sinks(npl_simd_detect(), NPL_KV_F16, q, HD, NQ, kc, vc, HD * sizeof(uint16_t), n_kv, HD,
+                               scale, zs, out0, HD, scratch);
         for (int h = 0; h < NQ; h++) {
             double s[MAXKV], max = -INFINITY, sum = 0.0;
             for (size_t j = 0; j < n_kv; j++) {
@@ -137,16 +147,20 @@ static void test_matches_softmax(void)
                 s[j] = dot * scale;
                 max = fmax(max, s[j]);
             }
+            if (zs) /* the sink: in the maximum and the denominator, no value */
+                max = fmax(max, zs[h]);
             for (size_t j = 0; j < n_kv; j++) {
                 s[j] = exp(s[j] - max);
                 sum += s[j];
             }
+            if (zs)
+                sum += exp(zs[h] - max);
             for (int d = 0; d < HD; d++) {
                 double o = 0.0;
                 for (size_t j = 0; j < n_kv; j++)
                     o += s[j] / sum * npl_fp16_to_fp32(vc[j * HD + d]);
-                CHECKF(fabs(out0[h * HD + d] - o) <= 2e-5, "n_kv %zu head %d dim %d: %.8g vs %.8g", n_kv, h, d,
-                       (double)out0[h * HD + d], o);
+                CHECKF(fabs(out0[h * HD + d] - o) <= 2e-5, "n_kv %zu sinks %d head %d dim %d: %.8g vs %.8g", n_kv,
+                       zs != NULL, h, d, (double)out0[h * HD + d], o);
             }
         }
     }
@@ -188,6 +202,7 @@ typedef struct rows_case {
     int ranges;   /* 0: causal, 1: all see [0, last], 2: random ends */
     float kscale;
     bool inf_value;
+    bool sinks;   /* a sink logit per query head */
 } rows_case;
 
 static void rows_check(const rows_case *rc, nt_splitmix *r, uint16_t *kh, uint16_t *vh, uint8_t *kq8, uint8_t *vq8,
@@ -219,13 +234,14 @@ static void rows_check(const rows_case *rc, nt_splitmix *r, uint16_t *kh, uint16
             vr = vq8;
         }
         float scale = 1.0f / sqrtf((float)hd);
+        const float *zs = rc->sinks ? sinks : NULL;
         for (size_t i = 0; i < np; i++)
-            npl_attention_kv(npl_simd_detect(), (npl_kv_format)fmt, qr + i * g * hd, hd, g, kr, vr, rb,
-                             (size_t)hi[i] + 1, hd, scale, want + i * g * hd, hd, scratch);
+            npl_attention_kv_sinks(npl_simd_detect(), (npl_kv_format)fmt, qr + i * g * hd, hd, g, kr, vr, rb,
+                                   (size_t)hi[i] + 1, hd, scale, zs, want + i * g * hd, hd, scratch);
         npl_attn_rows_job job = {
             .fmt = (npl_kv_format)fmt, .q = qr, .q_stride = g * hd, .out = got, .out_stride = g * hd,
             .n_pos = np, .group = g, .head_dim = hd, .key_hi = hi, .k = kr, .v = vr, .row_bytes = rb,
-            .scale = scale,
+            .scale = scale, .sinks = zs,
         };
         /* the portable level is the reference row by row: only small cases */
         int lv0 = np * g * n_all * hd < 40000000 ? 0 : 1;
@@ -254,20 +270,22 @@ static void test_rows_exact(void)
     REQUIRE(kh && vh && kq8 && vq8 && qr && want && got && scratch);
     nt_splitmix r = {21};
     static const rows_case fixed[] = {
-        {64, 4, 247, 117, 0, 1.0f, false}, /* the turn-10 shape, fewer cached */
-        {64, 4, 64, 0, 0, 1.0f, false},   /* one block exactly */
-        {64, 4, 1, 63, 0, 1.0f, false},   /* keys [0, 63] */
-        {64, 4, 1, 64, 0, 1.0f, false},   /* keys [0, 64] */
-        {128, 8, 65, 127, 0, 8.0f, false},
-        {256, 2, 300, 0, 0, 8.0f, false},
-        {80, 4, 100, 50, 0, 8.0f, false}, /* a 16-dimension tail */
-        {7, 3, 70, 10, 0, 1.0f, false},   /* no full 16 dimensions */
-        {65, 1, 129, 64, 0, 1.0f, false},
-        {64, 8, 130, 192, 1, 1.0f, false}, /* every position sees everything */
-        {128, 4, 90, 300, 2, 8.0f, false}, /* random ends */
-        {64, 4, 200, 100, 0, 100.0f, false}, /* rescales by 0: -0 in the accumulators */
-        {64, 2, 120, 40, 0, 1.0f, true},
-        {96, 5, 33, 31, 0, 8.0f, false},
+        {64, 4, 247, 117, 0, 1.0f, false, false}, /* the turn-10 shape, fewer cached */
+        {64, 4, 64, 0, 0, 1.0f, false, false},   /* one block exactly */
+        {64, 4, 1, 63, 0, 1.0f, false, false},   /* keys [0, 63] */
+        {64, 4, 1, 64, 0, 1.0f, false, false},   /* keys [0, 64] */
+        {128, 8, 65, 127, 0, 8.0f, false, false},
+        {256, 2, 300, 0, 0, 8.0f, false, false},
+        {80, 4, 100, 50, 0, 8.0f, false, false}, /* a 16-dimension tail */
+        {7, 3, 70, 10, 0, 1.0f, false, false},   /* no full 16 dimensions */
+        {65, 1, 129, 64, 0, 1.0f, false, false},
+        {64, 8, 130, 192, 1, 1.0f, false, false}, /* every position sees everything */
+        {128, 4, 90, 300, 2, 8.0f, false, false}, /* random ends */
+        {64, 4, 200, 100, 0, 100.0f, false, false}, /* rescales by 0: -0 in the accumulators */
+        {64, 2, 120, 40, 0, 1.0f, true, false},
+        {96, 5, 33, 31, 0, 8.0f, false, false},
+        {64, 8, 150, 100, 0, 1.0f, false, true}, /* gpt-oss's group of 8 with sinks */
+        {64, 2, 70, 200, 0, 8.0f, false, true},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         rows_check(&fixed[i], &r, kh, vh, kq8, vq8, qr, want, got, scratch);
@@ -279,7 +297,7 @@ static void test_rows_exact(void)
             .hd = hds[nt_splitmix_next(&r) % 7], .group = groups[nt_splitmix_next(&r) % 4],
             .n_pos = 1 + nt_splitmix_next(&r) % RMAXP, .p0 = (uint32_t)(nt_splitmix_next(&r) % 501),
             .ranges = (int)(nt_splitmix_next(&r) % 5) / 3 * (1 + t % 2), .kscale = kscales[t % 3],
-            .inf_value = t % 7 == 3,
+            .inf_value = t % 7 == 3, .sinks = t % 4 == 1,
         };
         if (rc.hd >= 128 && rc.n_pos * rc.p0 > 30000) /* keep the run short */
             rc.p0 /= 4;

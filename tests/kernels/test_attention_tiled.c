@@ -34,7 +34,11 @@ typedef struct shape {
     uint32_t ring;   /* 0: row = position */
     bool all_keys;   /* non-causal: every row sees [0, last] */
     float kscale;    /* large: the running maximum moves a lot */
+    bool sinks;      /* a sink logit per query head (gpt-oss) */
 } shape;
+
+/* Sink logits per query head: below, near and far above the scores. */
+static const float sinks[8] = {-3.0f, 0.5f, 40.0f, 2.0f, -40.0f, 1.0f, 12.0f, 0.0f};
 
 static void key_range(const shape *s, size_t i, uint32_t *lo, uint32_t *hi)
 {
@@ -69,7 +73,7 @@ static void run_tiled(const shape *s, size_t first, size_t n_pos, void *scratch)
         .q = q + first * stride, .q_stride = stride, .out = out1 + first * stride, .out_stride = stride,
         .n_pos = n_pos, .group = s->group, .head_dim = s->hd, .key_lo = lo, .key_hi = hi,
         .k = (const uint8_t *)kc, .v = (const uint8_t *)vc, .row_bytes = s->hd * 2, .ring = s->ring,
-        .scale = 1.0f / sqrtf((float)s->hd),
+        .scale = 1.0f / sqrtf((float)s->hd), .sinks = s->sinks ? sinks : NULL,
     };
     npl_attention_tiled(&job, scratch);
 }
@@ -104,9 +108,9 @@ static void check_shape(const shape *s, void *scratch, float *ref_scratch)
     for (size_t i = 0; i < s->n_pos; i++) {
         uint32_t lo, hi;
         key_range(s, i, &lo, &hi);
-        npl_attention(NPL_SIMD_NONE, q + i * stride, s->hd, s->group, kref + (size_t)lo * s->hd,
-                      vref + (size_t)lo * s->hd, s->hd, hi - lo + 1, s->hd, 1.0f / sqrtf((float)s->hd),
-                      out0 + i * stride, s->hd, ref_scratch);
+        npl_attention_kv_sinks(NPL_SIMD_NONE, NPL_KV_F16, q + i * stride, s->hd, s->group, kref + (size_t)lo * s->hd,
+                               vref + (size_t)lo * s->hd, s->hd * 2, hi - lo + 1, s->hd, 1.0f / sqrtf((float)s->hd),
+                               s->sinks ? sinks : NULL, out0 + i * stride, s->hd, ref_scratch);
     }
     run_tiled(s, 0, s->n_pos, scratch);
     int bad = 0;
@@ -148,14 +152,15 @@ static void test_matches_per_query(void)
         return;
     }
     static const shape shapes[] = {
-        {64, 4, 33, 0, 0, 0, false, 1.0f},      /* prefill from the start, GQA 4 */
-        {64, 4, 1, 300, 0, 0, false, 8.0f},     /* one decode row over 301 keys */
-        {64, 1, 17, 200, 0, 0, false, 8.0f},    /* one head: a partial tile */
-        {128, 5, 7, 61, 0, 0, false, 1.0f},     /* odd group: 35 rows, 3 tiles */
-        {256, 4, 20, 100, 50, 69, false, 1.0f}, /* sliding window over a ring */
-        {64, 2, 40, 250, 8, 47, false, 8.0f},   /* small window, block boundary crossings */
-        {64, 4, 37, 0, 0, 0, true, 1.0f},       /* non-causal: every row sees all 37 */
-        {192, 3, 30, 70, 0, 0, true, 8.0f},     /* non-causal after a prefix */
+        {64, 4, 33, 0, 0, 0, false, 1.0f, false},      /* prefill from the start, GQA 4 */
+        {64, 4, 1, 300, 0, 0, false, 8.0f, false},     /* one decode row over 301 keys */
+        {64, 1, 17, 200, 0, 0, false, 8.0f, false},    /* one head: a partial tile */
+        {128, 5, 7, 61, 0, 0, false, 1.0f, false},     /* odd group: 35 rows, 3 tiles */
+        {256, 4, 20, 100, 50, 69, false, 1.0f, false}, /* sliding window over a ring */
+        {64, 2, 40, 250, 8, 47, false, 8.0f, false},   /* small window, block boundary crossings */
+        {64, 4, 37, 0, 0, 0, true, 1.0f, false},       /* non-causal: every row sees all 37 */
+        {192, 3, 30, 70, 0, 0, true, 8.0f, false},     /* non-causal after a prefix */
+        {64, 4, 40, 200, 128, 167, false, 1.0f, true}, /* gpt-oss: window 128 over a ring, sinks */
     };
     void *scratch = malloc(npl_attention_tiled_scratch_bytes(MAXNP, MAXG, MAXHD));
     float *ref_scratch = malloc(npl_attention_scratch_floats(MAXG, MAXHD) * sizeof(float));
