@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Files laid out as the published downloads (tests/fixtures/make-real-layout.py:
 Mistral-7B-Instruct-v0.3, Phi-4-mini-instruct, Granite-3.3-2B-instruct,
-SmolLM3-3B, DeepSeek-R1-Distill-Qwen-1.5B, Qwen3.5-4B, all Q4_K_M) through the
-service: ListModels lists each as supported with its model card's parameter
-count, its context and Q4_K_M's dominant type, and a greedy Generate on the
+SmolLM3-3B, DeepSeek-R1-Distill-Qwen-1.5B, Qwen3.5-4B, all Q4_K_M, and
+gpt-oss-20b with its MXFP4 experts) through the service: ListModels lists
+each as supported with its model card's parameter count, its context and
+its dominant type (q4_K, mxfp4), and a greedy Generate on the
 models NPULLM_REAL_LAYOUT_GENERATE names answers with its chat template (the
 R1 distill's opens a <think> block: its tokens come as Thinking).
 
@@ -60,7 +61,7 @@ class RealLayoutTest(ServiceTestCase):
                 self.assertEqual(m["architecture"], L["arch"])
                 self.assertEqual(m["parameters"], L["params"])
                 self.assertEqual(m["context_length"], L["ctx"])
-                self.assertEqual(m["quantization"], "q4_K")
+                self.assertEqual(m["quantization"], L.get("quant", "q4_K"))
                 self.assertIn("chat", m["capabilities"])
 
     def test_generate(self):
