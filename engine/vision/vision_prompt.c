@@ -111,6 +111,14 @@ static npl_status text_trimmed(builder *b, const char *s)
 
 /* ---- from the model's template ------------------------------------------ */
 
+/* Literal JSON text (its length counted, never written by hand: a wrong
+ * count once put a NUL in the JSON and every image prompt fell back to the
+ * built-in layout). */
+static npl_status append_text(npl_buf *b, const char *text, npl_error *err)
+{
+    return npl_buf_append(b, text, strlen(text), err);
+}
+
 /* The conversation as JSON for the template: a message with images has
  * the content parts [{"type": "image"}..., {"type": "text", "text": ...}]
  * (what transformers passes), the others a plain string. */
@@ -123,18 +131,18 @@ static char *messages_json(const npl_chat_message *msgs, const uint32_t *n_image
         if (!st)
             st = npl_json_append_str(&b, msgs[i].role, err);
         if (!st)
-            st = npl_buf_append(&b, ", \"content\": ", 13, err);
+            st = append_text(&b, ", \"content\": ", err);
         if (!st && n_images[i] > 0) {
-            st = npl_buf_append(&b, "[", 1, err);
+            st = append_text(&b, "[", err);
             for (uint32_t k = 0; k < n_images[i] && !st; k++)
-                st = npl_buf_append(&b, "{\"type\": \"image\"}, ", 19, err);
+                st = append_text(&b, "{\"type\": \"image\"}, ", err);
             if (!st)
-                st = npl_buf_append(&b, "{\"type\": \"text\", \"text\": ", 26, err);
+                st = append_text(&b, "{\"type\": \"text\", \"text\": ", err);
         }
         if (!st)
             st = npl_json_append_str(&b, msgs[i].content, err);
         if (!st)
-            st = npl_buf_append(&b, n_images[i] > 0 ? "}]}" : "}", n_images[i] > 0 ? 3 : 1, err);
+            st = append_text(&b, n_images[i] > 0 ? "}]}" : "}", err);
     }
     if (!st)
         st = npl_buf_append(&b, "]", 1, err);
