@@ -44,6 +44,30 @@ async function parent (argv) {
   // parent removes, so a crashing worker leaves nothing behind.
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'oracle-'))
   process.on('exit', () => fs.rmSync(scratch, { recursive: true, force: true }))
+  let { code, answer, errText } = await runWorker(cmd, model, scratch, request, verbose)
+  let parsed = parseAnswer(answer)
+  if (!parsed) {
+    // The worker died without answering or reporting an error: a native
+    // crash in llama.node (seen once in CI, not reproduced in 25 runs here).
+    // The request is deterministic, so one more try tells a crash from a bug.
+    process.stderr.write(`oracle: note: worker died (${code}) before answering; retrying once\n`)
+    ;({ code, answer, errText } = await runWorker(cmd, model, scratch, request, verbose))
+    parsed = parseAnswer(answer)
+  }
+  if (!parsed || parsed.oracle_error) {
+    const msg = parsed?.oracle_error ?? `worker failed (exit ${code})`
+    // The message goes last: callers keep the tail of stderr.
+    process.stderr.write((verbose ? '' : `--- last native log lines ---\n${errText.slice(-2000)}\n`) + `oracle: ${msg}\n`)
+    process.exit(1)
+  }
+  if (code !== 0) {
+    // The answer was complete; only the native teardown failed.
+    process.stderr.write(`oracle: note: worker exited with ${code} after answering\n`)
+  }
+  process.stdout.write(answer.endsWith('\n') ? answer : answer + '\n')
+}
+
+function runWorker (cmd, model, scratch, request, verbose) {
   const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--child', cmd, model, scratch], {
     stdio: ['pipe', verbose ? 2 : 'ignore', verbose ? 2 : 'pipe', 'pipe'],
   })
@@ -52,19 +76,11 @@ async function parent (argv) {
   child.stdio[3].setEncoding('utf8').on('data', (d) => { answer += d })
   if (!verbose) child.stderr.setEncoding('utf8').on('data', (d) => { errText = (errText + d).slice(-8000) })
   child.stdin.end(request)
-  const code = await new Promise((resolve) => child.on('close', (c, sig) => resolve(sig ?? c)))
-  let parsed = null
-  try { parsed = JSON.parse(answer) } catch {}
-  if (!parsed || parsed.oracle_error) {
-    const msg = parsed?.oracle_error ?? `worker failed (exit ${code})`
-    process.stderr.write(`oracle: ${msg}\n` + (verbose ? '' : `--- last native log lines ---\n${errText.slice(-2000)}\n`))
-    process.exit(1)
-  }
-  if (code !== 0) {
-    // The answer was complete; only the native teardown failed.
-    process.stderr.write(`oracle: note: worker exited with ${code} after answering\n`)
-  }
-  process.stdout.write(answer.endsWith('\n') ? answer : answer + '\n')
+  return new Promise((resolve) => child.on('close', (c, sig) => resolve({ code: sig ?? c, answer, errText })))
+}
+
+function parseAnswer (answer) {
+  try { return JSON.parse(answer) } catch { return null }
 }
 
 function readAll (stream) {
