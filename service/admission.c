@@ -4,7 +4,7 @@
 struct NpdAdmission {
     const NpdConfig *cfg;
     NpdClients *clients;
-    NpdRequests *requests;
+    const NpdRequestCounts *requests; /* the registry's, read live */
     NpdImageBudget *image_budget;
 };
 
@@ -14,7 +14,7 @@ NpdAdmission *npd_admission_new(const NpdConfig *cfg, NpdClients *clients, NpdRe
     NpdAdmission *a = g_new0(NpdAdmission, 1);
     a->cfg = cfg;
     a->clients = clients;
-    a->requests = requests;
+    a->requests = npd_requests_counts(requests);
     a->image_budget = image_budget;
     return a;
 }
@@ -31,12 +31,11 @@ static gboolean user_busy(GError **error, const char *what, guint used, guint li
     return FALSE;
 }
 
-static gboolean admit_user_requests(NpdAdmission *a, NpdClient *c, GError **error)
+/* u: the user's usage, taken once per question */
+static gboolean admit_user_requests(NpdAdmission *a, const NpdUserUsage *u, GError **error)
 {
-    NpdUserUsage u;
-    npd_clients_user_usage(a->clients, c->uid, &u);
-    if (u.requests >= a->cfg->max_per_user)
-        return user_busy(error, "unfinished requests", u.requests, a->cfg->max_per_user, u.connections);
+    if (u->requests >= a->cfg->max_per_user)
+        return user_busy(error, "unfinished requests", u->requests, a->cfg->max_per_user, u->connections);
     return TRUE;
 }
 
@@ -55,12 +54,12 @@ gboolean npd_admission_admit_call(NpdAdmission *a, NpdClient *c, gboolean makes_
     if (calls >= a->cfg->max_calls_per_user)
         return user_busy(error, "calls waiting for authorization", calls, a->cfg->max_calls_per_user, u.connections);
     /* checked again when the request is made */
-    return !makes_request || admit_user_requests(a, c, error);
+    return !makes_request || admit_user_requests(a, &u, error);
 }
 
 gboolean npd_admission_admit_request(NpdAdmission *a, NpdClient *c, GError **error)
 {
-    guint active = npd_requests_active(a->requests), queued = npd_requests_queued(a->requests);
+    guint active = a->requests->active, queued = a->requests->queued;
     if (active + queued >= a->cfg->max_running + a->cfg->max_queued) {
         g_set_error(error, NPD_ERROR, NPD_ERROR_BUSY, "the queue is full (%u running, %u waiting)", active,
                     queued);
@@ -71,7 +70,9 @@ gboolean npd_admission_admit_request(NpdAdmission *a, NpdClient *c, GError **err
                     a->cfg->max_per_client);
         return FALSE;
     }
-    return admit_user_requests(a, c, error);
+    NpdUserUsage u;
+    npd_clients_user_usage(a->clients, c->uid, &u);
+    return admit_user_requests(a, &u, error);
 }
 
 gboolean npd_admission_take_image(NpdAdmission *a, NpdClient *c, GError **error)

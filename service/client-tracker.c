@@ -55,16 +55,16 @@ static guint32 lookup_uid(NpdClients *clients, const char *name)
 NpdClient *npd_clients_get(NpdClients *clients, const char *name)
 {
     NpdClient *c = g_hash_table_lookup(clients->by_name, name);
-    if (c == NULL) {
-        c = g_new0(NpdClient, 1);
-        c->refs = 1;
-        c->owner = clients;
-        c->name = g_strdup(name);
-        c->uid = lookup_uid(clients, name);
-        c->app = npd_app_identity_lookup(clients->bus, name, c->uid);
-        c->cancellable = g_cancellable_new();
-        g_hash_table_insert(clients->by_name, c->name, c);
-    }
+    if (c != NULL)
+        return npd_client_ref(c);
+    c = g_new0(NpdClient, 1);
+    c->refs = 2; /* the table's and the caller's */
+    c->owner = clients;
+    c->name = g_strdup(name);
+    c->uid = lookup_uid(clients, name);
+    c->app = npd_app_identity_lookup(clients->bus, name, c->uid);
+    c->cancellable = g_cancellable_new();
+    g_hash_table_insert(clients->by_name, c->name, c);
     return c;
 }
 

@@ -41,7 +41,8 @@ NpdClients *npd_clients_new(GDBusConnection *bus);
 void npd_clients_free(NpdClients *clients);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdClients, npd_clients_free)
 
-/* Borrowed, created on demand. */
+/* The client of name, made on its first call, with a reference for the
+ * caller (npd_client_unref). */
 NpdClient *npd_clients_get(NpdClients *clients, const char *name);
 /* Borrowed, NULL when name has not called (or has nothing left). */
 NpdClient *npd_clients_lookup(NpdClients *clients, const char *name);

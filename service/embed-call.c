@@ -128,12 +128,7 @@ static GVariant *embed_reply(NpdRequest *r, const NpdEvent *ev)
 gboolean npd_job_call_run(NpdPendingCall *p, const NpdJobKind *kind,
                           GVariant *(*reply)(NpdRequest *r, const NpdEvent *ev), guint n)
 {
-    NpdDaemon *d = p->daemon;
     g_autoptr(GError) error = NULL;
-    if (!npd_admission_admit_request(d->admission, p->client, &error)) {
-        g_dbus_method_invocation_return_gerror(p->invocation, error);
-        return FALSE;
-    }
     NpdJob *job = g_new0(NpdJob, 1);
     job->model_name = g_strdup(p->model_name);
     job->model_path = g_strdup(p->model_path);
@@ -141,11 +136,14 @@ gboolean npd_job_call_run(NpdPendingCall *p, const NpdJobKind *kind,
     job->uid = p->client->uid;
     job->kind = kind;
     job->kind_state = g_steal_pointer(&p->op);
-    NpdRequest *r = npd_requests_submit(d->requests, p->client, NULL, p->invocation, job);
+    NpdRequest *r = npd_pending_call_submit(p, NULL, p->invocation, job, &error);
+    if (r == NULL) {
+        g_dbus_method_invocation_return_gerror(p->invocation, error);
+        return FALSE;
+    }
     /* before any event: the worker's reach the main context later */
     r->reply = reply;
-    r->method = p->method->name;
-    g_debug("%s request %" G_GUINT64_FORMAT " from %s: model %s, %u texts", kind->name, r->id, p->client->name,
+    g_debug("%s request %" G_GUINT64_FORMAT " from %s: model %s, %u texts", kind->name, r->id, r->client->name,
             p->model_name, n);
     return FALSE;
 }

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include "app-identity.h"
-#include "call-fds.h"
 #include "fd-filesystem.h"
 #include "schema-compile.h"
 
@@ -30,7 +29,7 @@ static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv, const 
     p->daemon = d;
     p->invocation = inv;
     p->method = method;
-    p->client = npd_client_ref(npd_clients_get(d->clients, g_dbus_method_invocation_get_sender(inv)));
+    p->client = npd_clients_get(d->clients, g_dbus_method_invocation_get_sender(inv));
     p->client->pending_calls++;
     p->idle_token = npd_idle_inhibit(d->idle, method->name);
     return p;
@@ -54,9 +53,11 @@ void npd_pending_call_free(NpdPendingCall *p)
     pending_free_image(p);
     if (p->op != NULL)
         p->op_free(p->op);
-    p->client->pending_calls--;
-    npd_client_release_if_idle(p->client);
-    npd_client_unref(p->client);
+    if (p->client != NULL) { /* not handed to a request */
+        p->client->pending_calls--;
+        npd_client_release_if_idle(p->client);
+        npd_client_unref(p->client);
+    }
     npd_request_options_clear(&p->opts);
     if (p->messages != NULL)
         g_ptr_array_unref(p->messages);
@@ -64,8 +65,34 @@ void npd_pending_call_free(NpdPendingCall *p)
     g_free(p->model_name);
     g_free(p->model_path);
     g_free(p->projector_path);
-    npd_idle_uninhibit(p->daemon->idle, p->idle_token);
+    if (p->idle_token != 0)
+        npd_idle_uninhibit(p->daemon->idle, p->idle_token);
     g_free(p);
+}
+
+NpdRequest *npd_pending_call_submit(NpdPendingCall *p, const char *node, GDBusMethodInvocation *complete,
+                                    NpdJob *job, GError **error)
+{
+    NpdDaemon *d = p->daemon;
+    if (!npd_admission_admit_request(d->admission, p->client, error)) {
+        npd_job_free(job);
+        return NULL;
+    }
+    if (node != NULL && npd_requests_lookup_node(d->requests, node) != NULL) {
+        g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
+                            "handle_token: already in use by another request");
+        npd_job_free(job);
+        return NULL;
+    }
+    /* its images are read: the slot goes back before the request counts */
+    if (p->image_slot)
+        pending_free_image(p);
+    p->client->pending_calls--;
+    guint idle_token = p->idle_token;
+    p->idle_token = 0;
+    NpdRequest *r = npd_requests_submit(d->requests, g_steal_pointer(&p->client), idle_token, node, complete, job);
+    r->method = p->method->name;
+    return r;
 }
 
 static void authorized_cb(GError *error, gpointer data)
@@ -135,19 +162,14 @@ static void schemas_compiled_cb(GObject *source, GAsyncResult *res, gpointer dat
     call_continue(p);
 }
 
-/* Counts the descriptors passed (more than the method takes: refused,
- * all closed), validates (prepare), compiles the options' schemas on a
- * thread and checks the filesystems of the descriptors it took off the
- * main thread, then polkit, then run; or reply for the methods that need
- * no authorization. */
+/* Validates (prepare), compiles the options' schemas on a thread and
+ * checks the filesystems of the descriptors it took off the main thread,
+ * then polkit, then run; or reply for the methods that need no
+ * authorization. */
 void npd_manager_call_dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m,
                                GVariant *params)
 {
     g_autoptr(GError) error = NULL;
-    if (!npd_call_fds_check(inv, params, &error)) {
-        g_dbus_method_invocation_return_gerror(inv, error);
-        return;
-    }
     if (m->action == NULL) {
         g_dbus_method_invocation_return_value(inv, m->reply(d));
         return;

@@ -34,7 +34,7 @@ typedef struct NpdManagerMethod {
 
 struct NpdPendingCall {
     NpdDaemon *daemon;
-    NpdClient *client; /* reference */
+    NpdClient *client; /* reference; NULL once handed to a request */
     GDBusMethodInvocation *invocation;
     const NpdManagerMethod *method;
     gboolean complete; /* Complete: answered at the end of the generation */
@@ -56,17 +56,26 @@ struct NpdPendingCall {
     NpdMethodFdsChecked fds_checked;
     gpointer op;            /* a method's own state (AddModel's job, RemoveModel's removal) */
     GDestroyNotify op_free; /* frees op with the call, unless run took it */
-    guint idle_token;       /* held while the call is on its way */
+    guint idle_token;       /* held while the call is on its way (then by its request) */
 };
 
-/* Refuses more descriptors than the method takes, validates (prepare),
- * checks the filesystems of the descriptors it took off the main thread,
- * asks admission and polkit, then runs; or replies at once for the methods
- * that need no authorization. Answers inv on every path. */
+/* Validates (prepare; manager.c refused more descriptors than the method
+ * takes already), checks the filesystems of the descriptors it took off
+ * the main thread, asks admission and polkit, then runs; or replies at
+ * once for the methods that need no authorization. Answers inv on every
+ * path. */
 void npd_manager_call_dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m,
                                GVariant *params);
 
 void npd_pending_call_free(NpdPendingCall *p);
+
+/* Once authorized (and its images read): admission of the request (the
+ * queue, the client's and its user's requests), then the call becomes the
+ * request of job (node: its own, or NULL; complete: Complete's call to
+ * answer at the end) and hands it its client reference and idle token.
+ * NULL with the error (Busy, or node in use), job freed. */
+NpdRequest *npd_pending_call_submit(NpdPendingCall *p, const char *node, GDBusMethodInvocation *complete,
+                                    NpdJob *job, GError **error);
 
 /* prepare hands the n descriptors it took (p owns them from now on) to the
  * filesystem check; fds_checked then takes those it keeps. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "app-list.h"
+#include "call-fds.h"
 #include "embed-call.h"
 #include "rerank-call.h"
 #include "manager-call.h"
@@ -275,6 +276,20 @@ static const NpdManagerMethod *find_method(const char *name)
     return NULL;
 }
 
+/* A method's row found: the call's descriptors checked here, at the
+ * door (more than it takes: refused, all closed), then on its way with
+ * args (manager-call.c). */
+static void dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const NpdManagerMethod *m, GVariant *params,
+                     GVariant *args)
+{
+    g_autoptr(GError) error = NULL;
+    if (!npd_call_fds_check(inv, params, &error)) {
+        g_dbus_method_invocation_return_gerror(inv, error);
+        return;
+    }
+    npd_manager_call_dispatch(d, inv, m, args);
+}
+
 static void handle_set_property(NpdDaemon *d, GDBusMethodInvocation *inv, GVariant *params)
 {
     const char *iface = NULL, *name = NULL;
@@ -287,7 +302,7 @@ static void handle_set_property(NpdDaemon *d, GDBusMethodInvocation *inv, GVaria
         return;
     }
     /* the value is the parameter the setter's prepare sees */
-    npd_manager_call_dispatch(d, inv, &prop->set, value);
+    dispatch(d, inv, &prop->set, params, value);
 }
 
 static void manager_method_call(GDBusConnection *bus, const char *sender, const char *path, const char *iface,
@@ -308,7 +323,7 @@ static void manager_method_call(GDBusConnection *bus, const char *sender, const 
                                               method);
         return;
     }
-    npd_manager_call_dispatch(d, inv, m, params);
+    dispatch(d, inv, m, params, params);
 }
 
 static GVariant *manager_get_property(GDBusConnection *bus, const char *sender, const char *path,

@@ -8,8 +8,8 @@
 
 #include "dbus-errors.h"
 #include "npullm.h"
+#include "npullm-protocol.h"
 #include "ollama-store.h"
-#include "request-options.h"
 
 #define MODEL_SUFFIX ".gguf"
 #define MMPROJ_SUFFIX ".mmproj.gguf"
@@ -225,6 +225,19 @@ static void add_entry(Scan *s, const char *name, const char *origin, const char 
     e->root = s->root;
     e->administrators = only_administrators_change(origin) && only_administrators_change(path);
     g_ptr_array_add(s->entries, e);
+}
+
+gboolean npd_model_name_valid(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > NPP_MAX_MODEL_NAME || name[0] == '.')
+        return FALSE;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!(g_ascii_isalnum(c) || c == '.' || c == '_' || c == '-' || c == '+' || (c == ':' && i > 0)))
+            return FALSE;
+    }
+    return TRUE;
 }
 
 /* NAME.mmproj.gguf (npullm's convention), mmproj-*.gguf (llama.cpp's and
@@ -539,7 +552,7 @@ const char *npd_model_catalog_default_name(NpdModelCatalog *cat, const char *con
 const NpdModelEntry *npd_model_catalog_lookup(NpdModelCatalog *cat, const char *name, GError **error)
 {
     /* name may point into an entry of the previous scan: copy it first */
-    g_autofree gchar *wanted = g_strndup(name, NPD_MAX_MODEL_NAME + 1);
+    g_autofree gchar *wanted = g_strndup(name, NPP_MAX_MODEL_NAME + 1);
     if (npd_model_name_valid(wanted)) {
         scan(cat);
         for (guint i = 0; i < cat->entries->len; i++) {
@@ -553,6 +566,6 @@ const NpdModelEntry *npd_model_catalog_lookup(NpdModelCatalog *cat, const char *
             return NULL;
         }
     }
-    g_set_error(error, NPD_ERROR, NPD_ERROR_NO_SUCH_MODEL, "no model named '%.*s'", NPD_MAX_MODEL_NAME, wanted);
+    g_set_error(error, NPD_ERROR, NPD_ERROR_NO_SUCH_MODEL, "no model named '%.*s'", NPP_MAX_MODEL_NAME, wanted);
     return NULL;
 }

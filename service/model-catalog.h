@@ -62,6 +62,12 @@ void npd_model_catalog_set_changed_func(NpdModelCatalog *cat, NpdModelCatalogCha
  * duplicate names. The array is the caller's, its entries the catalog's. */
 GPtrArray *npd_model_catalog_list(NpdModelCatalog *cat);
 
+/* Model names: [A-Za-z0-9._+-] and ':' (Ollama's NAME:TAG), not starting
+ * with '.' or ':', at most NPP_MAX_MODEL_NAME bytes, never a path. The
+ * catalog's rule: it lists no file under another name, and every name a
+ * client passes is checked against it. */
+gboolean npd_model_name_valid(const char *name);
+
 /* Whether NAME.gguf would be taken for a vision projector's file
  * (NAME ending in ".mmproj" or starting with "mmproj"), never listed as a
  * model: AddModel refuses such names. */

@@ -68,22 +68,13 @@ gboolean npd_request_method_run(NpdPendingCall *p)
         return TRUE;
     }
     g_autoptr(GError) error = NULL;
-    if (!npd_admission_admit_request(d->admission, p->client, &error)) {
+    g_autofree gchar *node =
+        p->opts.handle_token != NULL ? npp_request_node_for_token(p->client->name, p->opts.handle_token) : NULL;
+    NpdRequest *r = npd_pending_call_submit(p, node, p->complete ? p->invocation : NULL, job_from_call(p), &error);
+    if (r == NULL) {
         g_dbus_method_invocation_return_gerror(p->invocation, error);
         return FALSE;
     }
-    g_autofree gchar *node = NULL;
-    if (p->opts.handle_token != NULL) {
-        node = npp_request_node_for_token(p->client->name, p->opts.handle_token);
-        if (npd_requests_lookup_node(d->requests, node) != NULL) {
-            g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
-                                                          "handle_token: already in use by another request");
-            return FALSE;
-        }
-    }
-    NpdRequest *r = npd_requests_submit(d->requests, p->client, node, p->complete ? p->invocation : NULL,
-                                        job_from_call(p));
-    r->method = p->method->name;
     if (!p->complete)
         g_dbus_method_invocation_return_value(p->invocation, g_variant_new("(o)", r->path));
     return FALSE;
@@ -171,17 +162,15 @@ static gboolean prepare_single_turn(NpdDaemon *d, PendingCall *p, GVariant *para
     options = g_variant_get_child_value(params, 1);
     if (!npd_request_options_parse(options, kind, d->cfg, &p->opts, error) || !check_prompt(d, len, &p->opts, error))
         return FALSE;
-    if (!resolve_model(d, p, error))
-        return FALSE;
     if (p->opts.raw) {
         p->prompt = g_strdup(prompt);
-        return TRUE;
+    } else {
+        p->messages = g_ptr_array_new_with_free_func((GDestroyNotify)npd_chat_message_free);
+        if (p->opts.system != NULL)
+            g_ptr_array_add(p->messages, chat_message_new("system", p->opts.system));
+        g_ptr_array_add(p->messages, chat_message_new("user", prompt));
     }
-    p->messages = g_ptr_array_new_with_free_func((GDestroyNotify)npd_chat_message_free);
-    if (p->opts.system != NULL)
-        g_ptr_array_add(p->messages, chat_message_new("system", p->opts.system));
-    g_ptr_array_add(p->messages, chat_message_new("user", prompt));
-    return TRUE;
+    return resolve_model(d, p, error);
 }
 
 gboolean npd_generate_prepare(NpdDaemon *d, GDBusMethodInvocation *inv, NpdPendingCall *p, GVariant *params,

@@ -11,6 +11,19 @@
 /* Finished requests stay readable (State "finished") this long. */
 #define LINGER_SECONDS 30
 
+/* The State property's values (org.npullm.Request). */
+static const char *const state_names[] = {
+    [NPD_JOB_QUEUED] = "queued",
+    [NPD_JOB_LOADING] = "loading",
+    [NPD_JOB_RUNNING] = "running",
+    [NPD_JOB_FINISHED] = "finished",
+};
+
+static const char *state_name(NpdJobState state)
+{
+    return (guint)state < G_N_ELEMENTS(state_names) ? state_names[state] : "finished";
+}
+
 /* ---- unicast emission ---------------------------------------------------- */
 
 static void emit_to_owner(NpdRequest *r, const char *iface, const char *signal, GVariant *params)
@@ -28,7 +41,7 @@ static void emit_state_changed(NpdRequest *r)
 {
     GVariantBuilder changed;
     g_variant_builder_init(&changed, G_VARIANT_TYPE_VARDICT);
-    g_variant_builder_add(&changed, "{sv}", "State", g_variant_new_string(npd_job_state_name(r->state)));
+    g_variant_builder_add(&changed, "{sv}", "State", g_variant_new_string(state_name(r->state)));
     g_variant_builder_add(&changed, "{sv}", "QueuePosition", g_variant_new_uint32(r->queue_position));
     emit_to_owner(r, "org.freedesktop.DBus.Properties", "PropertiesChanged",
                   g_variant_new("(sa{sv}as)", NPD_REQUEST_IFACE, &changed, NULL));
@@ -234,7 +247,7 @@ static GVariant *request_get_property(GDBusConnection *bus, const char *sender, 
         return NULL;
     }
     if (g_strcmp0(prop, "State") == 0)
-        return g_variant_new_string(npd_job_state_name(r->state));
+        return g_variant_new_string(state_name(r->state));
     if (g_strcmp0(prop, "QueuePosition") == 0)
         return g_variant_new_uint32(r->queue_position);
     g_set_error(error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);

@@ -6,6 +6,7 @@
 #include <json-glib/json-glib.h>
 
 #include "dbus-errors.h"
+#include "model-catalog.h"
 #include "npullm-protocol.h"
 
 static const char *call_name(NpdCallKind kind)
@@ -25,19 +26,6 @@ static const char *call_name(NpdCallKind kind)
         return "Rerank";
     }
     return "?";
-}
-
-gboolean npd_model_name_valid(const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n > NPD_MAX_MODEL_NAME || name[0] == '.')
-        return FALSE;
-    for (size_t i = 0; i < n; i++) {
-        char c = name[i];
-        if (!(g_ascii_isalnum(c) || c == '.' || c == '_' || c == '-' || c == '+' || (c == ':' && i > 0)))
-            return FALSE;
-    }
-    return TRUE;
 }
 
 static gboolean handle_token_valid(const char *token)
@@ -404,7 +392,8 @@ void npd_request_options_clear(NpdRequestOptions *opts)
     g_free(opts->handle_token);
     npl_grammar_free(opts->grammar);
     g_free(opts->format_schema);
-    npd_tools_free(opts->tools);
+    if (opts->tools != NULL) /* most calls offer none */
+        npd_tools_free(opts->tools);
     g_free(opts->tool_choice);
     memset(opts, 0, sizeof *opts);
 }

@@ -80,8 +80,4 @@ GPtrArray *npd_chat_messages_parse(GVariant *messages, gsize system_bytes, const
                                    GError **error);
 void npd_chat_message_free(NpdChatMessage *m);
 
-/* Model names: [A-Za-z0-9._+-] and ':' (Ollama's NAME:TAG), not starting
- * with '.' or ':', at most 128 bytes, never a path. */
-gboolean npd_model_name_valid(const char *name);
-
 #endif

@@ -12,8 +12,7 @@ struct NpdRequests {
     GHashTable *by_id;   /* &id -> NpdRequest* (owned) */
     GHashTable *by_node; /* node -> NpdRequest* */
     guint64 next_id;
-    guint active; /* loading or running */
-    guint queued;
+    NpdRequestCounts counts;
     NpdRequestsChanged changed;
     gpointer changed_data;
 };
@@ -56,15 +55,15 @@ void npd_requests_free(NpdRequests *reqs)
 static void count_state(NpdRequests *reqs, NpdJobState state, gint delta)
 {
     if (state == NPD_JOB_QUEUED)
-        reqs->queued += delta;
+        reqs->counts.queued += delta;
     else if (state == NPD_JOB_LOADING || state == NPD_JOB_RUNNING)
-        reqs->active += delta;
+        reqs->counts.active += delta;
 }
 
 static void counts_changed(NpdRequests *reqs)
 {
     if (reqs->changed != NULL)
-        reqs->changed(reqs->active, reqs->queued, reqs->changed_data);
+        reqs->changed(reqs->counts.active, reqs->counts.queued, reqs->changed_data);
 }
 
 static void request_free(NpdRequest *r)
@@ -82,18 +81,18 @@ static void request_free(NpdRequest *r)
     g_free(r);
 }
 
-NpdRequest *npd_requests_submit(NpdRequests *reqs, NpdClient *client, const char *node,
+NpdRequest *npd_requests_submit(NpdRequests *reqs, NpdClient *client, guint idle_token, const char *node,
                                 GDBusMethodInvocation *complete, NpdJob *job)
 {
     NpdRequest *r = g_new0(NpdRequest, 1);
     r->daemon = reqs->daemon;
     r->owner = reqs;
     r->id = ++reqs->next_id;
-    r->client = npd_client_ref(client);
+    r->client = client;
     r->model = g_strdup(job->model_name);
     r->state = NPD_JOB_QUEUED;
     count_state(reqs, r->state, 1);
-    r->idle_token = npd_idle_inhibit(reqs->idle, "a request");
+    r->idle_token = idle_token;
     if (complete != NULL) {
         r->complete = complete;
         r->complete_text = g_string_new(NULL);
@@ -109,8 +108,8 @@ NpdRequest *npd_requests_submit(NpdRequests *reqs, NpdClient *client, const char
     job->id = r->id;
     g_debug("request %" G_GUINT64_FORMAT " from %s: model %s, %s", r->id, client->name, r->model,
             r->path ? r->path : "Complete");
-    npd_worker_submit(reqs->worker, job);
     counts_changed(reqs);
+    npd_worker_submit(reqs->worker, job);
     return r;
 }
 
@@ -124,14 +123,9 @@ NpdRequest *npd_requests_lookup_node(NpdRequests *reqs, const char *node)
     return g_hash_table_lookup(reqs->by_node, node);
 }
 
-guint npd_requests_active(const NpdRequests *reqs)
+const NpdRequestCounts *npd_requests_counts(const NpdRequests *reqs)
 {
-    return reqs->active;
-}
-
-guint npd_requests_queued(const NpdRequests *reqs)
-{
-    return reqs->queued;
+    return &reqs->counts;
 }
 
 void npd_requests_foreach(NpdRequests *reqs, void (*func)(NpdRequest *r, gpointer data), gpointer data)
@@ -146,12 +140,12 @@ void npd_requests_foreach(NpdRequests *reqs, void (*func)(NpdRequest *r, gpointe
 void npd_request_set_state(NpdRequest *r, NpdJobState state, guint queue_position)
 {
     NpdRequests *reqs = r->owner;
-    guint active = reqs->active, queued = reqs->queued;
+    NpdRequestCounts before = reqs->counts;
     count_state(reqs, r->state, -1);
     r->state = state;
     r->queue_position = queue_position;
     count_state(reqs, r->state, 1);
-    if (reqs->active != active || reqs->queued != queued)
+    if (reqs->counts.active != before.active || reqs->counts.queued != before.queued)
         counts_changed(reqs); /* not for a new queue position */
 }
 

@@ -51,14 +51,22 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdRequests, npd_requests_free)
 
 /* Makes the request of client for job (a node of its own unless node is
  * given; none for Complete, whose call complete answers at the end), gives
- * the job the request's id and hands it to the worker. */
-NpdRequest *npd_requests_submit(NpdRequests *reqs, NpdClient *client, const char *node,
+ * the job the request's id, announces the new counts and hands the job to
+ * the worker. The request takes the caller's reference to client and its
+ * idle token (held until the request finishes): those of the call that
+ * becomes the request (npd_pending_call_submit). */
+NpdRequest *npd_requests_submit(NpdRequests *reqs, NpdClient *client, guint idle_token, const char *node,
                                 GDBusMethodInvocation *complete, NpdJob *job);
 NpdRequest *npd_requests_lookup(NpdRequests *reqs, guint64 id);
 NpdRequest *npd_requests_lookup_node(NpdRequests *reqs, const char *node);
-/* Unfinished requests: loading or running, and queued. */
-guint npd_requests_active(const NpdRequests *reqs);
-guint npd_requests_queued(const NpdRequests *reqs);
+/* Unfinished requests: loading or running, and queued. The registry keeps
+ * them as requests change state; the pointer stays valid as long as reqs,
+ * so a reader (admission) takes it once and reads the numbers live. */
+typedef struct {
+    guint active;
+    guint queued;
+} NpdRequestCounts;
+const NpdRequestCounts *npd_requests_counts(const NpdRequests *reqs);
 /* Calls func for every request, finished ones included. */
 void npd_requests_foreach(NpdRequests *reqs, void (*func)(NpdRequest *r, gpointer data), gpointer data);
 

@@ -32,8 +32,6 @@ typedef enum {
     NPD_JOB_FINISHED,
 } NpdJobState;
 
-const char *npd_job_state_name(NpdJobState state);
-
 typedef enum {
     NPD_FINISH_STOP,
     NPD_FINISH_LENGTH,

@@ -9,21 +9,6 @@
 
 /* ---- names ------------------------------------------------------------- */
 
-const char *npd_job_state_name(NpdJobState state)
-{
-    switch (state) {
-    case NPD_JOB_QUEUED:
-        return "queued";
-    case NPD_JOB_LOADING:
-        return "loading";
-    case NPD_JOB_RUNNING:
-        return "running";
-    case NPD_JOB_FINISHED:
-        return "finished";
-    }
-    return "finished";
-}
-
 const char *npd_finish_reason_name(NpdFinishReason reason)
 {
     switch (reason) {
