@@ -6,6 +6,8 @@
  *    from an empty cache (tokens/s);
  *  - batch: B sequences decoding N steps together, every step one token
  *    for each (aggregate tokens/s, B * N per elapsed time);
+ *  - with -d D, each of them from a context depth of D random tokens
+ *    prefilled first, untimed (llama-bench's -d), instead of an empty cache;
  * plus the load time and resident memory after load, the time of the
  * first forward pass (a 16-token prefill, which also repacks the integer
  * weights for the SIMD kernels) and resident memory after it (anonymous =
@@ -41,7 +43,7 @@
 #include "threadpool.h"
 
 static const char usage_text[] =
-    "usage: npullm-bench MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-b BATCH] [-r REPS] [--json]\n"
+    "usage: npullm-bench MODEL.gguf [-p 512] [-n 128] [-d 0] [-t THREADS] [-b BATCH] [-r REPS] [--json]\n"
     "       npullm-bench --barrier [-t THREADS] [--json]\n"
     "       npullm-bench --matmul [-t THREADS] [-r REPS] [--json]\n"
     "       npullm-bench --attention [-t THREADS] [-r REPS] [--json]\n"
@@ -52,6 +54,8 @@ static const char usage_text[] =
     "\n"
     "  -p N        prompt tokens for the prompt-processing test (0 = skip; default 512)\n"
     "  -n N        generated tokens for the generation tests (0 = skip; default 128)\n"
+    "  -d D        context depth: D random tokens prefilled (untimed) into each test's\n"
+    "              sequences before it is timed (default 0)\n"
     "  -t N        compute threads (default: online CPUs)\n"
     "  -b B        concurrent sequences for the batched generation test (1 = skip; default 4)\n"
     "  -r R        repetitions of each test (default 3)\n"
@@ -80,7 +84,7 @@ typedef struct options {
     const char *model;
     const char *device;
     const char *kv; /* KV cache format, NULL: the engine's default */
-    long p, n, t, b, r, chunk;
+    long p, n, d, t, b, r, chunk;
     bool json, barrier, matmul, attention, peak, exact, bf16, q8, grammar, embed;
     const char *vocab; /* --vocab for --grammar */
     const char *record; /* --record FILE */
@@ -126,6 +130,8 @@ static options parse(int argc, char **argv)
             target = &o.p;
         } else if (!strcmp(a, "-n")) {
             target = &o.n;
+        } else if (!strcmp(a, "-d")) {
+            target = &o.d;
         } else if (!strcmp(a, "-t")) {
             target = &o.t;
             hi = 1024;
@@ -260,10 +266,27 @@ static npl_seq *new_seq(npl_model *m, uint32_t n_ctx)
     return s;
 }
 
-/* Seconds to prefill n tokens into a fresh sequence. */
-static double run_pp(npl_model *m, uint32_t n_ctx, const int32_t *ids, size_t n)
+/* A fresh sequence with depth random tokens prefilled (untimed). */
+static npl_seq *new_seq_at(npl_model *m, uint32_t n_ctx, size_t depth, uint32_t n_vocab, uint64_t *rng)
 {
     npl_seq *s = new_seq(m, n_ctx);
+    if (depth == 0)
+        return s;
+    int32_t *ids = malloc(depth * sizeof *ids);
+    if (!ids)
+        die("out of memory", NULL);
+    random_tokens(ids, depth, n_vocab, rng);
+    npl_error err;
+    if (npl_prefill(m, s, ids, depth, 0, NULL, &err) != NPL_OK)
+        die("prefill to the context depth failed", err.message);
+    free(ids);
+    return s;
+}
+
+/* Seconds to prefill n tokens into a fresh sequence at the given depth. */
+static double run_pp(npl_model *m, uint32_t n_ctx, size_t depth, const int32_t *ids, size_t n, uint64_t *rng)
+{
+    npl_seq *s = new_seq_at(m, n_ctx, depth, npl_model_get_info(m)->n_vocab, rng);
     npl_error err;
     double t0 = bench_now_s();
     if (npl_prefill(m, s, ids, n, 0, NULL, &err) != NPL_OK)
@@ -273,15 +296,16 @@ static double run_pp(npl_model *m, uint32_t n_ctx, const int32_t *ids, size_t n)
     return t;
 }
 
-/* Seconds for n decode steps of b fresh sequences together. */
-static double run_tg(npl_model *m, uint32_t n_ctx, size_t b, size_t n, uint32_t n_vocab, uint64_t *rng)
+/* Seconds for n decode steps of b fresh sequences together, each from
+ * the given depth. */
+static double run_tg(npl_model *m, uint32_t n_ctx, size_t depth, size_t b, size_t n, uint32_t n_vocab, uint64_t *rng)
 {
     npl_seq **seqs = calloc(b, sizeof *seqs);
     int32_t *tok = calloc(b, sizeof *tok);
     if (!seqs || !tok)
         die("out of memory", NULL);
     for (size_t i = 0; i < b; i++)
-        seqs[i] = new_seq(m, n_ctx);
+        seqs[i] = new_seq_at(m, n_ctx, depth, n_vocab, rng);
     npl_error err;
     double t0 = bench_now_s();
     for (size_t step = 0; step < n; step++) {
@@ -458,7 +482,7 @@ typedef struct model_result {
 static void measure_model(const options *o, npl_model *m, model_result *res)
 {
     const npl_model_info *info = npl_model_get_info(m);
-    size_t ctx_needed = (size_t)(o->p > o->n ? o->p : o->n) + 16;
+    size_t depth = (size_t)o->d, ctx_needed = depth + (size_t)(o->p > o->n ? o->p : o->n) + 16;
     uint32_t n_ctx = (uint32_t)(ctx_needed < 256 ? 256 : ctx_needed);
     uint64_t rng = 42;
     int32_t *ids = malloc(((size_t)o->p + 16) * sizeof *ids);
@@ -470,25 +494,25 @@ static void measure_model(const options *o, npl_model *m, model_result *res)
      * first forward pass also repacks the integer weights for the SIMD
      * kernels: its time and the memory after it are that cost. */
     random_tokens(ids, 16, info->n_vocab, &rng);
-    res->first_s = run_pp(m, n_ctx, ids, 16);
+    res->first_s = run_pp(m, n_ctx, 0, ids, 16, &rng);
     res->warm_anon = status_kb("RssAnon");
     res->warm_file = status_kb("RssFile");
-    run_tg(m, n_ctx, (size_t)o->b, 2, info->n_vocab, &rng);
+    run_tg(m, n_ctx, 0, (size_t)o->b, 2, info->n_vocab, &rng);
 
     if (o->p > 0) {
         for (long r = 0; r < o->r; r++) {
             random_tokens(ids, (size_t)o->p, info->n_vocab, &rng);
-            tps[r] = (double)o->p / run_pp(m, n_ctx, ids, (size_t)o->p);
+            tps[r] = (double)o->p / run_pp(m, n_ctx, depth, ids, (size_t)o->p, &rng);
         }
         res->pp = summarize(tps, o->r);
     }
     if (o->n > 0) {
         for (long r = 0; r < o->r; r++)
-            tps[r] = (double)o->n / run_tg(m, n_ctx, 1, (size_t)o->n, info->n_vocab, &rng);
+            tps[r] = (double)o->n / run_tg(m, n_ctx, depth, 1, (size_t)o->n, info->n_vocab, &rng);
         res->tg = summarize(tps, o->r);
         if (o->b > 1) {
             for (long r = 0; r < o->r; r++)
-                tps[r] = (double)(o->n * o->b) / run_tg(m, n_ctx, (size_t)o->b, (size_t)o->n, info->n_vocab, &rng);
+                tps[r] = (double)(o->n * o->b) / run_tg(m, n_ctx, depth, (size_t)o->b, (size_t)o->n, info->n_vocab, &rng);
             res->bt = summarize(tps, o->r);
         }
     }
@@ -521,6 +545,8 @@ static void print_result_json(const options *o, const npl_model *m, const model_
                "\"tps_sd\": %.2f, \"vs_tg\": %.2f}",
                o->b, o->n, res->bt.mean, res->bt.best, res->bt.sd,
                res->tg.mean > 0 ? res->bt.mean / res->tg.mean : 0.0);
+    if (o->d > 0)
+        printf(", \"depth\": %ld", o->d);
     printf(", \"kv\": \"%s\"", o->kv ? o->kv : "f16");
     printf(", \"device\": \"%s\"", npl_model_device(m));
     if (res->on_device)
@@ -539,6 +565,8 @@ static void print_result_text(const options *o, const npl_model *m, const model_
            (double)res->rss_anon / 1024.0, (double)res->rss_file / 1024.0);
     printf("first pp16   %.2f s (repacks the weights); resident after: %.1f MiB anonymous, %.1f MiB file\n",
            res->first_s, (double)res->warm_anon / 1024.0, (double)res->warm_file / 1024.0);
+    if (o->d > 0)
+        printf("depth        %ld tokens prefilled (untimed) before each run\n", o->d);
     if (o->p > 0)
         printf("pp%-5ld      %8.2f tokens/s  (best %.2f, sd %.2f)\n", o->p, res->pp.mean, res->pp.best, res->pp.sd);
     if (o->n > 0)
