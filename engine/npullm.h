@@ -532,6 +532,20 @@ void npl_model_weight_cache_stats(const npl_model *m, npl_weight_cache_stats *ou
  * under way. npl_model_free waits too. */
 bool npl_model_weight_cache_wait(npl_model *m);
 
+/* A mixture-of-experts model's feed-forward since load (engine/models/moe.h):
+ * what its steps read of the experts, for the bytes a decoded token reads
+ * against the active parameters' (npullm-bench). */
+typedef struct npl_moe_stats {
+    uint32_t n_expert, n_used;  /* per layer: experts, and experts a token uses */
+    uint32_t n_moe_layers;      /* layers with experts */
+    uint64_t rows;              /* token rows through the MoE layers, summed over them */
+    uint64_t expert_bytes_read; /* bytes of the experts' matrices those steps read (an expert once per step) */
+    uint64_t expert_bytes_all;  /* bytes of every expert matrix of the file */
+} npl_moe_stats;
+
+/* False, and *out zeroed, for a model without experts. */
+bool npl_model_moe_stats(const npl_model *m, npl_moe_stats *out);
+
 /* Counters of a model running on an NPU device (npu-emu or npu); false,
  * and *out zeroed, for a model on the CPU. */
 bool npl_model_device_stats(const npl_model *m, npl_device_stats *out);

@@ -13,7 +13,9 @@
  * weights for the SIMD kernels) and resident memory after it (anonymous =
  * repacked weights and buffers; file = mapped pages), and the peak
  * resident set. Each test runs after that warm-up, -r times; the mean
- * and the best run are reported.
+ * and the best run are reported. On a mixture-of-experts model tg also
+ * reports the bytes a token read, the experts counted by the engine,
+ * against the active parameters' (bench_moe.c).
  *
  * --barrier measures the thread pool instead: the cost of one empty
  * parallel section (the wake-up and join every kernel call pays);
@@ -38,6 +40,7 @@
 #include "bench_record.h"
 #include "bench_image.h"
 #include "bench_matmul.h"
+#include "bench_moe.h"
 #include "gguf.h"
 #include "npullm.h"
 #include "threadpool.h"
@@ -473,6 +476,7 @@ typedef struct model_result {
     long peak;
     stat pp, tg, bt;
     double step_gb; /* GB of weights per decode step */
+    bench_moe moe;  /* the experts a decode step read (a mixture-of-experts model) */
     npl_device_stats ds;
     bool on_device;
 } model_result;
@@ -507,9 +511,11 @@ static void measure_model(const options *o, npl_model *m, model_result *res)
         res->pp = summarize(tps, o->r);
     }
     if (o->n > 0) {
+        bench_moe_begin(m, &res->moe);
         for (long r = 0; r < o->r; r++)
             tps[r] = (double)o->n / run_tg(m, n_ctx, depth, 1, (size_t)o->n, info->n_vocab, &rng);
         res->tg = summarize(tps, o->r);
+        bench_moe_end(m, (uint64_t)(o->n * o->r), decode_weight_bytes(m), &res->moe);
         if (o->b > 1) {
             for (long r = 0; r < o->r; r++)
                 tps[r] = (double)(o->n * o->b) / run_tg(m, n_ctx, depth, (size_t)o->b, (size_t)o->n, info->n_vocab, &rng);
@@ -518,6 +524,8 @@ static void measure_model(const options *o, npl_model *m, model_result *res)
     }
     res->peak = peak_rss_kb();
     res->step_gb = (double)decode_weight_bytes(m) * 1e-9;
+    if (res->moe.tokens) /* the experts a token chose, not all of them */
+        res->step_gb = bench_moe_read_bytes(&res->moe) * 1e-9;
     res->on_device = npl_model_device_stats(m, &res->ds);
     free(ids);
     free(tps);
@@ -540,6 +548,8 @@ static void print_result_json(const options *o, const npl_model *m, const model_
                "\"weight_gb_per_step\": %.4f, \"weight_gbs_mean\": %.2f, \"weight_gbs_best\": %.2f}",
                o->n, res->tg.mean, res->tg.best, res->tg.sd, res->step_gb, res->step_gb * res->tg.mean,
                res->step_gb * res->tg.best);
+    if (o->n > 0)
+        bench_moe_print_json(stdout, &res->moe, res->tg.mean);
     if (o->n > 0 && o->b > 1)
         printf(", \"batch\": {\"sequences\": %ld, \"tokens_each\": %ld, \"tps_mean\": %.2f, \"tps_best\": %.2f, "
                "\"tps_sd\": %.2f, \"vs_tg\": %.2f}",
@@ -574,6 +584,8 @@ static void print_result_text(const options *o, const npl_model *m, const model_
                "%.2f GB/s (best %.2f)\n",
                o->n, res->tg.mean, res->tg.best, res->tg.sd, res->step_gb * 1e9 / 1048576.0,
                res->step_gb * res->tg.mean, res->step_gb * res->tg.best);
+    if (o->n > 0)
+        bench_moe_print_text(stdout, &res->moe, res->tg.mean);
     if (o->n > 0 && o->b > 1)
         printf("tg%ld x %-4ld %8.2f tokens/s aggregate (best %.2f, sd %.2f; %.2fx one sequence)\n", o->n, o->b,
                res->bt.mean, res->bt.best, res->bt.sd, res->tg.mean > 0 ? res->bt.mean / res->tg.mean : 0.0);

@@ -389,6 +389,16 @@ static void shared_expert(npl_model *m, moe_ctx *x, size_t n)
     x->shared = true;
 }
 
+/* The bytes of expert j's gate, up and down matrices in the file. */
+static uint64_t expert_bytes(const npl_moe_layer *L, uint32_t j)
+{
+    const npl_matrix *mx[3] = {&L->gate[j], &L->up[j], &L->down[j]};
+    uint64_t b = 0;
+    for (int i = 0; i < 3; i++)
+        b += (uint64_t)mx[i]->n_rows * mx[i]->row_bytes;
+    return b;
+}
+
 void npl_moe_ffn(npl_model *m, uint32_t l, size_t n)
 {
     npl_moe *mo = m->moe;
@@ -416,6 +426,29 @@ void npl_moe_ffn(npl_model *m, uint32_t l, size_t n)
                      .ub = L->up_b ? L->up_b + (size_t)j * f : NULL};
         npl_threadpool_run(m->pool, cnt, act_task, &a);
         npl_matmul_contig(m->pool, m->mm_ws, &L->down[j], mo->g, f, cnt, mo->y + first * e, e);
+        mo->expert_bytes_read += expert_bytes(L, j);
     }
+    mo->rows_done += n;
     npl_threadpool_run(m->pool, n, combine_task, &x);
+}
+
+bool npl_model_moe_stats(const npl_model *m, npl_moe_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    const npl_moe *mo = m->moe;
+    if (!mo)
+        return false;
+    out->n_expert = mo->cfg.n_expert;
+    out->n_used = mo->cfg.n_used;
+    out->rows = mo->rows_done;
+    out->expert_bytes_read = mo->expert_bytes_read;
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        const npl_moe_layer *L = &mo->layers[l];
+        if (!L->gate)
+            continue;
+        out->n_moe_layers++;
+        for (uint32_t j = 0; j < mo->cfg.n_expert; j++)
+            out->expert_bytes_all += expert_bytes(L, j);
+    }
+    return true;
 }

@@ -69,6 +69,9 @@ typedef struct npl_moe {
     float *sh_w;          /* rows: its gate logit, then its weight */
     uint32_t *where;      /* rows * n_used: the place of (row, slot) in order */
     float *y;             /* rows * n_used * n_embd: the expert outputs, in order */
+    /* npl_model_moe_stats: rows through the MoE layers and the bytes of
+     * the experts' matrices read for them (an expert once per step) */
+    uint64_t rows_done, expert_bytes_read;
 } npl_moe;
 
 /* Reads <arch>.expert_count, expert_used_count and
