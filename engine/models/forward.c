@@ -33,12 +33,22 @@ static size_t kv_dim(const npl_hparams *hp)
     return (size_t)hp->n_head_kv * hp->head_dim;
 }
 
+/* The most query heads per KV head of any layer (gemma4 31B's layers
+ * have their own KV head counts): the attention scratch is sized for it. */
+static size_t max_group(const npl_model *m)
+{
+    uint32_t kv = m->hp.n_head_kv;
+    for (uint32_t l = 0; l < m->hp.n_layer; l++)
+        kv = m->layers[l].n_head_kv < kv ? m->layers[l].n_head_kv : kv;
+    return m->hp.n_head / kv;
+}
+
 /* Query positions per block of the tiled attention: about 256 query rows
  * (16 tiles) share each converted block of keys and values (a kernel
  * microbenchmark: 25 GMAC/s at one tile, 56 at 4, 87 at 16). */
-static size_t attn_block_positions(const npl_hparams *hp)
+static size_t attn_block_positions(const npl_model *m)
 {
-    size_t group = hp->n_head / hp->n_head_kv;
+    size_t group = max_group(m);
     return group >= 256 ? 1 : 256 / group;
 }
 
@@ -60,24 +70,23 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
     fw->up = malloc(rows * hp->n_ff * sizeof(float));
     fw->rope = malloc(rows * hp->n_rot * sizeof(float));
     fw->rope_swa = m->rope_inv_freq_swa ? malloc(rows * hp->n_rot * sizeof(float)) : NULL;
-    fw->attn_scratch_per_thread = npl_attention_scratch_floats(hp->n_head / hp->n_head_kv, hp->head_dim);
+    fw->attn_scratch_per_thread = npl_attention_scratch_floats(max_group(m), hp->head_dim);
     fw->attn_scratch = malloc((size_t)n_threads * fw->attn_scratch_per_thread * sizeof(float));
     bool tiled = true; /* for every layer's head size */
     for (uint32_t l = 0; l < hp->n_layer; l++)
         tiled &= npl_attention_tiled_available(m->simd, m->kv_format, m->layers[l].head_dim);
     if (tiled) {
-        size_t block = attn_block_positions(hp);
+        size_t block = attn_block_positions(m);
         fw->attn_tiled_scratch_per_thread =
-            (2 * block * sizeof(uint32_t) + npl_attention_tiled_scratch_bytes(block, hp->n_head / hp->n_head_kv,
-                                                                                hp->head_dim) + 63) & ~(size_t)63;
+            (2 * block * sizeof(uint32_t) + npl_attention_tiled_scratch_bytes(block, max_group(m), hp->head_dim) + 63) &
+            ~(size_t)63;
         fw->attn_tiled_scratch = malloc((size_t)n_threads * fw->attn_tiled_scratch_per_thread);
         fw->attn_block = malloc((rows + 1) * sizeof *fw->attn_block);
         if (!fw->attn_tiled_scratch || !fw->attn_block)
             return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the attention's scratch");
     } else if (rows > 1) {
-        size_t block = attn_block_positions(hp);
-        fw->attn_rows_scratch_per_thread =
-            block + npl_attention_rows_scratch_floats(block, hp->n_head / hp->n_head_kv, hp->head_dim);
+        size_t block = attn_block_positions(m);
+        fw->attn_rows_scratch_per_thread = block + npl_attention_rows_scratch_floats(block, max_group(m), hp->head_dim);
         fw->attn_rows_scratch = malloc((size_t)n_threads * fw->attn_rows_scratch_per_thread * sizeof(float));
         fw->attn_block = malloc((rows + 1) * sizeof *fw->attn_block);
         if (!fw->attn_rows_scratch || !fw->attn_block)
@@ -166,6 +175,7 @@ typedef struct step_ctx {
                                 * before the add (gemma3 post-norms), or NULL */
     bool bidirectional;   /* attention_task: each row sees every row of its sequence in the step */
     size_t hd;            /* the layer's head size */
+    uint32_t nkv;         /* the layer's KV heads */
     uint32_t kvl;         /* the layer whose cache it reads (its own unless it shares one) */
 } step_ctx;
 
@@ -314,7 +324,7 @@ static void rope_store_task(void *ctx, size_t begin, size_t end, int thread)
         if (L->v_norm && !L->wv.data) /* gemma4 without attn_v: V is K's projection */
             memcpy(v, k, kv_dim(hp) * sizeof *v);
         size_t row = npl_kv_row(s, c->layer, pos), mirror = npl_kv_mirror_row(s, c->layer, pos);
-        for (uint32_t g = 0; g < hp->n_head_kv; g++) {
+        for (uint32_t g = 0; g < c->nkv; g++) {
             norm_rope_head(m, L, k + g * hd, L->attn_k_norm, cs);
             if (L->v_norm)
                 head_norm(v + g * hd, NULL, hd, hp->rms_eps);
@@ -361,7 +371,7 @@ static void mark_sequence_ends(npl_forward_ws *fw, size_t n)
 static const float *group_sinks(const step_ctx *c, uint32_t g)
 {
     const float *z = c->m->layers[c->layer].attn_sinks;
-    return z ? z + (size_t)g * (c->m->hp.n_head / c->m->hp.n_head_kv) : NULL;
+    return z ? z + (size_t)g * (c->m->hp.n_head / c->nkv) : NULL;
 }
 
 /* Task = (row, kv head): the query heads of that group against the row's
@@ -374,11 +384,11 @@ static void attention_task(void *ctx, size_t begin, size_t end, int thread)
     const npl_hparams *hp = &m->hp;
     npl_forward_ws *fw = &m->fw;
     size_t hd = c->hd;
-    size_t group = hp->n_head / hp->n_head_kv;
+    size_t group = hp->n_head / c->nkv;
     float *scratch = fw->attn_scratch + (size_t)thread * fw->attn_scratch_per_thread;
     for (size_t t = begin; t < end; t++) {
-        size_t i = t / hp->n_head_kv;
-        uint32_t g = (uint32_t)(t % hp->n_head_kv);
+        size_t i = t / c->nkv;
+        uint32_t g = (uint32_t)(t % c->nkv);
         npl_seq *s = fw->row_seq[i];
         uint32_t first, last;
         attention_key_range(c, i, &first, &last);
@@ -395,7 +405,7 @@ static void attention_task(void *ctx, size_t begin, size_t end, int thread)
 static size_t attention_blocks(npl_model *m, size_t n)
 {
     npl_forward_ws *fw = &m->fw;
-    size_t cap = attn_block_positions(&m->hp), nb = 0;
+    size_t cap = attn_block_positions(m), nb = 0;
     for (size_t i = 0; i < n; i++)
         if (i == 0 || fw->row_seq[i] != fw->row_seq[i - 1] || fw->row_pos[i] != fw->row_pos[i - 1] + 1 ||
             i - fw->attn_block[nb - 1] == cap)
@@ -419,8 +429,8 @@ static attn_block_task attention_block_task(const step_ctx *c, size_t t, uint32_
     const npl_hparams *hp = &c->m->hp;
     const npl_forward_ws *fw = &c->m->fw;
     attn_block_task bt;
-    size_t b = t / hp->n_head_kv, group = hp->n_head / hp->n_head_kv;
-    uint32_t g = (uint32_t)(t % hp->n_head_kv);
+    size_t b = t / c->nkv, group = hp->n_head / c->nkv;
+    uint32_t g = (uint32_t)(t % c->nkv);
     bt.i0 = fw->attn_block[b];
     bt.np = fw->attn_block[b + 1] - bt.i0;
     bt.s = fw->row_seq[bt.i0];
@@ -442,7 +452,7 @@ static void attention_tiled_task(void *ctx, size_t begin, size_t end, int thread
     npl_model *m = c->m;
     const npl_hparams *hp = &m->hp;
     npl_forward_ws *fw = &m->fw;
-    size_t hd = c->hd, group = hp->n_head / hp->n_head_kv, cap = attn_block_positions(hp);
+    size_t hd = c->hd, group = hp->n_head / c->nkv, cap = attn_block_positions(m);
     uint8_t *scratch = fw->attn_tiled_scratch + (size_t)thread * fw->attn_tiled_scratch_per_thread;
     uint32_t *lo = (uint32_t *)(void *)scratch, *hi = lo + cap;
     for (size_t t = begin; t < end; t++) {
@@ -468,7 +478,7 @@ static void attention_rows_task(void *ctx, size_t begin, size_t end, int thread)
     npl_model *m = c->m;
     const npl_hparams *hp = &m->hp;
     npl_forward_ws *fw = &m->fw;
-    size_t hd = c->hd, group = hp->n_head / hp->n_head_kv, cap = attn_block_positions(hp);
+    size_t hd = c->hd, group = hp->n_head / c->nkv, cap = attn_block_positions(m);
     float *scratch = fw->attn_rows_scratch + (size_t)thread * fw->attn_rows_scratch_per_thread;
     uint32_t *hi = (uint32_t *)(void *)scratch;
     for (size_t t = begin; t < end; t++) {
@@ -592,11 +602,11 @@ static void attention_sublayer(npl_model *m, step_ctx *c, size_t n, bool bidirec
     /* a bidirectional image block keeps the per-query kernel's f32
      * arithmetic (tests/gemma3 reference.image-block's tolerance) */
     if (fw->attn_tiled_scratch && !(bidirectional && n > 1))
-        npl_threadpool_run(pool, attention_blocks(m, n) * hp->n_head_kv, attention_tiled_task, c);
+        npl_threadpool_run(pool, attention_blocks(m, n) * c->nkv, attention_tiled_task, c);
     else if (fw->attn_rows_scratch && n > 1 && !L->local)
-        npl_threadpool_run(pool, attention_blocks(m, n) * hp->n_head_kv, attention_rows_task, c);
+        npl_threadpool_run(pool, attention_blocks(m, n) * c->nkv, attention_rows_task, c);
     else
-        npl_threadpool_run(pool, n * hp->n_head_kv, attention_task, c);
+        npl_threadpool_run(pool, n * c->nkv, attention_task, c);
     if (L->attn_gate)
         npl_threadpool_run(pool, n, apply_gate_task, c);
     npl_matmul_contig(pool, m->mm_ws, &L->wo, fw->attn, q_dim(hp), n, fw->xn, hp->n_embd);
@@ -634,6 +644,7 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
         const npl_layer *L = &m->layers[l];
         c.layer = l;
         c.hd = L->head_dim;
+        c.nkv = L->n_head_kv;
         c.kvl = L->kv_shared ? L->kv_src : l;
 
         /* The previous layer's FFN output is still in xn: fold it into
@@ -655,7 +666,7 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
         c.delta = fw->xn;
         c.delta_norm_w = L->post_attn_norm;
         npl_threadpool_run(pool, n, add_norm_task, &c);
-        if (L->moe) {
+        if (L->moe && !L->moe->post_norm) {
             npl_moe_ffn(m, l, n);
             continue;
         }
@@ -667,6 +678,8 @@ static void forward_step(npl_model *m, const int32_t *tokens, const float *embd,
         }
         npl_threadpool_run(pool, n, gated_ffn_task, &c);
         npl_matmul_contig(pool, ws, &L->w_down, fw->gate, hp->n_ff, n, fw->xn, e);
+        if (L->moe) /* gemma4's experts beside the dense FFN */
+            npl_moe_beside_dense(m, l, n);
         if (m->fold_layer_end)
             npl_ple_layer_end(m, l, n);
     }

@@ -39,8 +39,7 @@ npl_status npl_ple_ws_init(npl_model *m, size_t rows, npl_error *err)
     return NPL_OK;
 }
 
-/* 1 / RMS(x), the sum of squares in double like the rest of the pass. */
-static float inv_rms(const float *x, size_t n, float eps)
+float npl_inv_rms(const float *x, size_t n, float eps)
 {
     double ss = 0.0;
     for (size_t j = 0; j < n; j++)
@@ -72,7 +71,7 @@ static void inputs_task(void *ctx, size_t begin, size_t end, int thread)
             float *p = proj + i * all + l * pl;
             for (size_t j = 0; j < pl; j++)
                 p[j] *= proj_scale;
-            float s = inv_rms(p, pl, hp->rms_eps);
+            float s = npl_inv_rms(p, pl, hp->rms_eps);
             float *out = m->fw.ple + ((size_t)l * m->fw.rows + i) * pl;
             for (size_t j = 0; j < pl; j++)
                 out[j] = ((p[j] * s) * m->ple_proj_norm[j] + tok[l * pl + j] * tok_scale) * in_scale;
@@ -102,7 +101,7 @@ static void add_normed_task(void *ctx, size_t begin, size_t end, int thread)
     for (size_t i = begin; i < end; i++) {
         float *x = c->m->fw.x + i * e;
         const float *d = c->delta + i * e;
-        float s = inv_rms(d, e, c->m->hp.rms_eps);
+        float s = npl_inv_rms(d, e, c->m->hp.rms_eps);
         for (size_t j = 0; j < e; j++)
             x[j] += (d[j] * s) * c->norm_w[j];
     }

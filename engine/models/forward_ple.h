@@ -22,4 +22,7 @@ void npl_ple_inputs(npl_model *m, const int32_t *tokens, size_t n);
  * layer's per-layer input (when the model has them) and output scale. */
 void npl_ple_layer_end(npl_model *m, uint32_t l, size_t n);
 
+/* 1 / RMS(x), the sum of squares in double like the rest of the pass. */
+float npl_inv_rms(const float *x, size_t n, float eps);
+
 #endif

@@ -90,7 +90,7 @@ npl_seq *npl_seq_create_on(npl_model *m, uint32_t n_ctx, const npl_backend *on, 
             return NULL;
         }
         s->kv_layer_off[l] = rows_total * hp->head_dim;
-        rows_total += rows * hp->n_head_kv;
+        rows_total += rows * m->layers[l].n_head_kv; /* gemma4 31B: per layer */
     }
 
     size_t bytes = rows_total * m->kv_row_bytes;
@@ -145,7 +145,7 @@ size_t npl_seq_bytes(const npl_seq *s)
         kv = s->backend->seq_kv_bytes(s); /* the host arrays are never touched */
     } else {
         for (uint32_t l = 0; l < m->hp.n_layer; l++)
-            kv += (size_t)npl_kv_rows(s, l) * m->hp.n_head_kv;
+            kv += (size_t)npl_kv_rows(s, l) * m->layers[l].n_head_kv;
         kv *= 2 * m->kv_row_bytes;
     }
     return kv + (s->logits ? (size_t)m->hp.n_vocab * sizeof *s->logits : 0) +

@@ -106,7 +106,7 @@ static void copy_layer_rows(npl_seq *dst, const npl_seq *src, uint32_t layer, ui
     const npl_model *m = src->model;
     size_t rb = m->kv_row_bytes;
     bool contiguous = !m->layers[layer].local || (!src->kv_ring && !dst->kv_ring);
-    for (uint32_t g = 0; g < m->hp.n_head_kv; g++) {
+    for (uint32_t g = 0; g < m->layers[layer].n_head_kv; g++) {
         size_t so = npl_kv_head_offset(src, layer, g), d_o = npl_kv_head_offset(dst, layer, g);
         if (contiguous) {
             memcpy(dst->k_cache + d_o + (size_t)lo * rb, src->k_cache + so + (size_t)lo * rb, (size_t)(n - lo) * rb);

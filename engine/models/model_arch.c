@@ -46,8 +46,6 @@ static const npl_arch_tensor gemma4_tensors[] = {
     {"ffn_norm.weight", NPL_SHAPE_EMBD, LAYER(ffn_norm), false},
     {"post_ffw_norm.weight", NPL_SHAPE_EMBD, LAYER(post_ffn_norm), false},
 };
-/* The 26B-A4B's expert layers. */
-static const char *const refused_gemma4[] = {"ffn_gate_inp.weight"};
 
 /* Qwen 2 / 2.5: biases on the Q, K and V projections. */
 static const npl_arch_tensor qwen2_tensors[] = {
@@ -212,7 +210,6 @@ static const npl_arch arches[] = {
         .name = "gemma4", .default_rope_base = 10000.0f,
         .prepare = npl_gemma4_prepare, .read_extra = npl_gemma4_read_extra, .finish = npl_gemma4_finish,
         .tensors = gemma4_tensors, .n_tensors = COUNT(gemma4_tensors),
-        .refused = refused_gemma4, .n_refused = COUNT(refused_gemma4),
         .rope_freqs = true, .rope = NPL_ROPE_NEOX, .ffn = NPL_FFN_GELU, .embd_scale_sqrt = true,
     },
     {
@@ -382,7 +379,8 @@ static npl_status read_common(const npl_arch *a, const npl_binder *b)
                                                  NPL_MAX_FF, &hp->n_ff))) ||
         (st = npl_bind_u32(b, "attention.head_count", true, 0, 1, NPL_MAX_HEADS, &hp->n_head)) ||
         (st = b->kv_heads_per_layer ? npl_lfm2_kv_heads(b) :
-                                      npl_bind_u32(b, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head,
+              b->kv_arr             ? NPL_OK /* gemma4's prepare read it */
+                                    : npl_bind_u32(b, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head,
                                                    &hp->n_head_kv)) ||
         (st = npl_bind_f32(b, "attention.layer_norm_rms_epsilon", !b->rms_eps_optional, b->rms_eps_default,
                            &hp->rms_eps)))
@@ -559,6 +557,7 @@ npl_status npl_arch_load(const npl_arch *a, npl_model *m, npl_error *err)
         L->head_dim = hp->head_dim;
         L->n_rot = hp->n_rot;
         L->n_ff = hp->n_ff;
+        L->n_head_kv = hp->n_head_kv;
         L->out_scale = 1.0f;
         for (size_t i = 0; i < a->n_tensors; i++)
             if ((st = bind_tensor(&b, &a->tensors[i], l, L)))

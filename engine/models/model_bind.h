@@ -35,6 +35,7 @@ typedef struct npl_binder {
      * files have no dense FFN and no such key). */
     uint32_t ff_default;
     const npl_gguf_value *ff_arr, *swa_arr;
+    const npl_gguf_value *kv_arr; /* gemma4 (31B): attention.head_count_kv per layer, or NULL */
     uint32_t head_dim_full, head_dim_swa, n_kv_shared;
 } npl_binder;
 

@@ -1,5 +1,5 @@
 /* The gemma4 family's hooks of the architecture table (engine/models/model_arch.c):
- * Gemma 4's dense text models (E2B, E4B and the like), as llama.cpp's gemma4
+ * Gemma 4's text models (E2B, E4B, 26B-A4B, 31B), as llama.cpp's gemma4
  * graph computes them. What differs from gemma3:
  *  - attention.sliding_window_pattern is an array: which layers are local;
  *    local layers have their own head size (attention.key_length_swa), rope
@@ -14,13 +14,17 @@
  *  - per-layer token inputs (embedding_length_per_layer_input): each layer
  *    ends by adding a gated projection of its own input (forward_ple.c),
  *    and every layer may scale its output (layer_output_scale);
- *  - logits are soft-capped: cap * tanh(logits / cap), cap 30 by default.
- * The MoE layers (26B-A4B) and per-layer KV head counts (31B) are refused. */
+ *  - logits are soft-capped: cap * tanh(logits / cap), cap 30 by default;
+ *  - a layer with ffn_gate_inp (26B-A4B) runs experts beside its dense
+ *    FFN (moe_dense.c);
+ *  - attention.head_count_kv may be per layer (31B, 26B-A4B: fewer KV
+ *    heads in the global layers); step buffers are sized for the most. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "model_arch.h"
+#include "moe.h"
 
 #define DEFAULT_ROPE_BASE 10000.0f
 #define DEFAULT_SOFTCAP 30.0f /* llama.cpp's when the key is absent */
@@ -43,35 +47,50 @@ static const npl_gguf_value *layer_array(const npl_binder *b, const char *key)
     return v;
 }
 
+/* <arch>.<key> as one integer in [1, max] per layer: the array into *arr,
+ * its largest value into *out. */
+static npl_status read_per_layer(npl_binder *b, const char *key, uint32_t max, const npl_gguf_value **arr,
+                                 uint32_t *out)
+{
+    uint32_t n_layer = b->m->hp.n_layer;
+    *arr = layer_array(b, key);
+    if (!*arr || (*arr)->arr.count != n_layer)
+        return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: %s.%s has not one integer per layer (%u)", b->path, b->arch,
+                             key, n_layer);
+    *out = 0;
+    for (uint32_t l = 0; l < n_layer; l++) {
+        int64_t v = npl_gguf_array_i64(*arr, l);
+        if (v < 1 || v > max)
+            return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: %s.%s[%u] = %lld is out of range", b->path, b->arch,
+                                 key, l, (long long)v);
+        if ((uint32_t)v > *out)
+            *out = (uint32_t)v;
+    }
+    return NPL_OK;
+}
+
+static bool is_array(const npl_binder *b, const char *key)
+{
+    const npl_gguf_value *v = arch_value(b, key);
+    return v && v->type == NPL_GGUF_ARRAY;
+}
+
+/* Per-layer feed_forward_length and attention.head_count_kv (31B, whose
+ * layers each check theirs against head_count in finish): the largest
+ * into the hparams, which size the buffers. */
 npl_status npl_gemma4_prepare(npl_binder *b)
 {
     npl_hparams *hp = &b->m->hp;
     npl_status st;
     b->own_rope_base = true;
-    const npl_gguf_value *kv = arch_value(b, "attention.head_count_kv");
-    if (kv && kv->type == NPL_GGUF_ARRAY)
-        return npl_error_set(b->err, NPL_ERR_UNSUPPORTED,
-                             "%s: per-layer KV head counts (%s.attention.head_count_kv is an array, as in Gemma 4 "
-                             "31B) are not supported", b->path, b->arch);
-    const npl_gguf_value *ff = arch_value(b, "feed_forward_length");
-    if (!ff || ff->type != NPL_GGUF_ARRAY)
-        return NPL_OK; /* one size: read_common's */
-    if ((st = npl_bind_u32(b, "block_count", true, 0, 1, NPL_MAX_LAYERS, &hp->n_layer)))
+    bool ff = is_array(b, "feed_forward_length"), kv = is_array(b, "attention.head_count_kv");
+    if (!ff && !kv)
+        return NPL_OK; /* one size each: read_common's */
+    if ((st = npl_bind_u32(b, "block_count", true, 0, 1, NPL_MAX_LAYERS, &hp->n_layer)) ||
+        (kv && (st = read_per_layer(b, "attention.head_count_kv", NPL_MAX_HEADS, &b->kv_arr, &hp->n_head_kv))) ||
+        (ff && (st = read_per_layer(b, "feed_forward_length", NPL_MAX_FF, &b->ff_arr, &hp->n_ff))))
         return st;
-    b->ff_arr = layer_array(b, "feed_forward_length");
-    if (!b->ff_arr || b->ff_arr->arr.count != hp->n_layer)
-        return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: %s.feed_forward_length has not one integer per layer (%u)",
-                             b->path, b->arch, hp->n_layer);
-    b->ff_per_layer = true;
-    hp->n_ff = 0;
-    for (uint32_t l = 0; l < hp->n_layer; l++) {
-        int64_t v = npl_gguf_array_i64(b->ff_arr, l);
-        if (v < 1 || v > NPL_MAX_FF)
-            return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: %s.feed_forward_length[%u] = %lld is out of range",
-                                 b->path, b->arch, l, (long long)v);
-        if ((uint32_t)v > hp->n_ff)
-            hp->n_ff = (uint32_t)v;
-    }
+    b->ff_per_layer = ff;
     return NPL_OK;
 }
 
@@ -128,7 +147,25 @@ npl_status npl_gemma4_read_extra(npl_binder *b)
         return npl_error_set(b->err, NPL_ERR_FORMAT,
                              "%s: %s.attention.sliding_window_pattern is not an array of one flag per layer (%u)",
                              b->path, b->arch, hp->n_layer);
-    return NPL_OK;
+    /* 26B-A4B: softmax over all experts, top-k, weights divided by their
+     * sum, GeGLU experts (llama.cpp's gemma4 graph) */
+    static const npl_moe_cfg moe = {
+        .gating = NPL_MOE_SOFTMAX, .act = NPL_MOE_GEGLU, .norm_w = true, .w_scale = 1.0f, .gemma4 = true};
+    return arch_value(b, "expert_count") ? npl_moe_read(b, &moe) : NPL_OK;
+}
+
+/* Layer l's experts, when it has a router (ffn_gate_inp). */
+static npl_status bind_experts(const npl_binder *b, uint32_t l, npl_layer *L)
+{
+    char n[96];
+    snprintf(n, sizeof n, "blk.%u.ffn_gate_inp.weight", l);
+    if (!npl_gguf_find_tensor(b->m->gguf, n))
+        return NPL_OK;
+    if (!b->m->moe)
+        return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: layer %u has experts (%s) but %s.expert_count is missing",
+                             b->path, l, n, b->arch);
+    npl_status st = npl_moe_bind_layer(b, l, L, false);
+    return st ? st : npl_moe_bind_beside_dense(b, l);
 }
 
 /* Layer l's attention: Q always; K, V and K's norm only when it keeps
@@ -136,7 +173,7 @@ npl_status npl_gemma4_read_extra(npl_binder *b)
 static npl_status bind_attention(const npl_binder *b, uint32_t l, npl_layer *L)
 {
     const npl_hparams *hp = &b->m->hp;
-    uint64_t e = hp->n_embd, q = (uint64_t)hp->n_head * L->head_dim, kv = (uint64_t)hp->n_head_kv * L->head_dim;
+    uint64_t e = hp->n_embd, q = (uint64_t)hp->n_head * L->head_dim, kv = (uint64_t)L->n_head_kv * L->head_dim;
     char n[96];
     npl_status st;
 #define NAME(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
@@ -219,6 +256,9 @@ static npl_status share_kv(const npl_binder *b, uint32_t l, uint32_t first_share
                              (int)first_shared - (int)back, b->n_kv_shared);
     L->kv_shared = true;
     L->kv_src = first_shared - back;
+    if (m->layers[L->kv_src].n_head_kv != L->n_head_kv)
+        return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: shared-KV layer %u has %u KV heads, the layer it reads (%u) %u",
+                             b->path, l, L->n_head_kv, L->kv_src, m->layers[L->kv_src].n_head_kv);
     return NPL_OK;
 }
 
@@ -238,12 +278,18 @@ npl_status npl_gemma4_finish(npl_binder *b)
                                  L->n_rot, L->head_dim);
         if (b->ff_arr)
             L->n_ff = (uint32_t)npl_gguf_array_i64(b->ff_arr, l);
+        if (b->kv_arr)
+            L->n_head_kv = (uint32_t)npl_gguf_array_i64(b->kv_arr, l);
+        if (hp->n_head % L->n_head_kv)
+            return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: layer %u: head_count %u is not a multiple of its %u KV heads",
+                                 b->path, l, hp->n_head, L->n_head_kv);
     }
     for (uint32_t l = first_shared; l < hp->n_layer; l++)
         if ((st = share_kv(b, l, first_shared)))
             return st;
     for (uint32_t l = 0; l < hp->n_layer; l++)
-        if ((st = bind_attention(b, l, &m->layers[l])) || (st = bind_ffn_and_input(b, l, &m->layers[l])))
+        if ((st = bind_attention(b, l, &m->layers[l])) || (st = bind_ffn_and_input(b, l, &m->layers[l])) ||
+            (st = bind_experts(b, l, &m->layers[l])))
             return st;
     if ((st = bind_per_layer_inputs(b)))
         return st;

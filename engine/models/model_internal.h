@@ -91,9 +91,10 @@ typedef struct npl_layer {
     /* A mixture-of-experts feed-forward (engine/models/moe.h) in place of
      * w_gate / w_up / w_down; NULL for a dense one. */
     const struct npl_moe_layer *moe;
-    /* Sizes of this layer; the hparams' head_dim, n_rot and n_ff are the
-     * largest (buffers, cache rows). gemma4's local and global layers differ. */
-    uint32_t head_dim, n_rot, n_ff;
+    /* Sizes of this layer; the hparams' head_dim, n_rot, n_ff and n_head_kv
+     * are the largest (buffers, cache rows). gemma4's local and global
+     * layers differ (31B: in KV heads too). */
+    uint32_t head_dim, n_rot, n_ff, n_head_kv;
     /* gemma4 (engine/models/model_gemma4.c, forward_ple.c): */
     bool kv_shared;    /* no K and V of its own: attends over layer kv_src's cache */
     uint32_t kv_src;

@@ -1,7 +1,8 @@
 /* The mixture-of-experts feed-forward (moe.h), as llama.cpp's
  * build_moe_ffn computes it: router logits (plus bias), the family's
  * gating, then per selected expert gate and up (plus biases), the gated
- * activation, down (plus bias), times the expert's weight, summed over
+ * activation, down (plus bias, or times the expert's scale, gemma4),
+ * times the expert's weight, summed over
  * the k slots in slot order; then the shared expert's output (times
  * sigmoid of its gate logit) added, as the qwen2moe and qwen35moe graphs
  * add it. */
@@ -66,32 +67,51 @@ static const npl_gguf_tensor *layer_tensor(const npl_binder *b, uint32_t l, cons
     return t;
 }
 
-/* blk.<l>.<suffix>: n_expert stacked matrices [ne0, ne1], one slice each. */
+/* blk.<l>.<suffix>: n_expert stacked matrices [ne0, parts * ne1], each
+ * cut into parts slices of ne1 rows: out[p][i] is expert i's part p. */
 static npl_status bind_stack(const npl_binder *b, uint32_t l, const char *suffix, uint64_t ne0, uint64_t ne1,
-                             npl_matrix *out)
+                             uint32_t parts, npl_matrix *const *out)
 {
     uint32_t n_expert = b->m->moe->cfg.n_expert;
     char name[96];
     const npl_gguf_tensor *t = layer_tensor(b, l, suffix, name);
     if (!t)
         return NPL_ERR_FORMAT;
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != n_expert || t->ne[3] != 1)
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 * parts || t->ne[2] != n_expert || t->ne[3] != 1)
         return npl_error_set(b->err, NPL_ERR_FORMAT,
                              "%s: tensor '%s' has shape [%llu, %llu, %llu], expected [%llu, %llu, %u]", b->path, name,
                              (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
-                             (unsigned long long)t->ne[2], (unsigned long long)ne0, (unsigned long long)ne1,
-                             n_expert);
+                             (unsigned long long)t->ne[2], (unsigned long long)ne0,
+                             (unsigned long long)(ne1 * parts), n_expert);
     npl_matrix all;
     if (!npl_matmul_type_supported(t->type) ||
-        !npl_matrix_init(&all, t->type, t->data, (int64_t)ne0, (int64_t)(ne1 * n_expert)))
+        !npl_matrix_init(&all, t->type, t->data, (int64_t)ne0, (int64_t)(ne1 * parts * n_expert)))
         return npl_error_set(b->err, NPL_ERR_UNSUPPORTED,
                              "%s: tensor '%s' (type %u) cannot be multiplied by the CPU kernels", b->path, name,
                              t->type);
     for (uint32_t i = 0; i < n_expert; i++)
-        if (!npl_matrix_init(&out[i], t->type, (const uint8_t *)t->data + (size_t)i * ne1 * all.row_bytes,
-                             (int64_t)ne0, (int64_t)ne1))
-            return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: tensor '%s': expert %u cannot be read", b->path, name, i);
+        for (uint32_t p = 0; p < parts; p++)
+            if (!npl_matrix_init(&out[p][i], t->type,
+                                 (const uint8_t *)t->data + ((size_t)i * parts + p) * ne1 * all.row_bytes,
+                                 (int64_t)ne0, (int64_t)ne1))
+                return npl_error_set(b->err, NPL_ERR_FORMAT, "%s: tensor '%s': expert %u cannot be read", b->path,
+                                     name, i);
     return NPL_OK;
+}
+
+/* Layer l's gate and up stacks: ffn_gate_exps and ffn_up_exps, or where
+ * the family allows it and the file has it ffn_gate_up_exps. */
+static npl_status bind_gate_up(const npl_binder *b, uint32_t l, npl_moe_layer *ML)
+{
+    const npl_moe_cfg *c = &b->m->moe->cfg;
+    uint64_t e = b->m->hp.n_embd;
+    char name[96];
+    snprintf(name, sizeof name, "blk.%u.ffn_gate_up_exps.weight", l);
+    npl_matrix *gate_up[2] = {ML->gate, ML->up};
+    if (c->gemma4 && npl_gguf_find_tensor(b->m->gguf, name))
+        return bind_stack(b, l, "ffn_gate_up_exps.weight", e, c->n_ff, 2, gate_up);
+    npl_status st = bind_stack(b, l, "ffn_gate_exps.weight", e, c->n_ff, 1, &gate_up[0]);
+    return st ? st : bind_stack(b, l, "ffn_up_exps.weight", e, c->n_ff, 1, &gate_up[1]);
 }
 
 /* blk.<l>.<suffix>: an f32 [n, n_expert] bias, one row per expert. */
@@ -125,9 +145,7 @@ npl_status npl_moe_bind_layer(const npl_binder *b, uint32_t l, npl_layer *L, boo
     snprintf(name, sizeof name, "blk.%u.ffn_gate_inp.weight", l);
     npl_status st;
     if ((st = npl_bind_matrix(b, name, e, c->n_expert, "n_embd, expert_count", &ML->router)) ||
-        (st = bind_stack(b, l, "ffn_gate_exps.weight", e, c->n_ff, ML->gate)) ||
-        (st = bind_stack(b, l, "ffn_up_exps.weight", e, c->n_ff, ML->up)) ||
-        (st = bind_stack(b, l, "ffn_down_exps.weight", c->n_ff, e, ML->down)))
+        (st = bind_gate_up(b, l, ML)) || (st = bind_stack(b, l, "ffn_down_exps.weight", c->n_ff, e, 1, &ML->down)))
         return st;
     if (biases) {
         snprintf(name, sizeof name, "blk.%u.ffn_gate_inp.bias", l);
@@ -191,8 +209,12 @@ npl_status npl_moe_ws_init(npl_model *m, size_t rows, npl_error *err)
         mo->sh_y = malloc(rows * e * sizeof(float));
         mo->sh_w = malloc(rows * sizeof(float));
     }
+    if (c->gemma4) {
+        mo->xr = malloc(rows * e * sizeof(float));
+        mo->xe = malloc(rows * e * sizeof(float));
+    }
     if (!mo->logits || !mo->sel || !mo->w || !mo->order || !mo->where || !mo->start || !mo->xg || !mo->g || !mo->u ||
-        !mo->y || (c->shared && (!mo->sh_y || !mo->sh_w)))
+        !mo->y || (c->shared && (!mo->sh_y || !mo->sh_w)) || (c->gemma4 && (!mo->xr || !mo->xe)))
         return npl_error_set(err, NPL_ERR_NOMEM, "out of memory for the experts' step buffers (%zu rows)", rows);
     return NPL_OK;
 }
@@ -216,6 +238,8 @@ void npl_moe_free(npl_model *m)
     free(mo->y);
     free(mo->sh_y);
     free(mo->sh_w);
+    free(mo->xr);
+    free(mo->xe);
     free(mo);
     m->moe = NULL;
 }
@@ -229,6 +253,7 @@ typedef struct moe_ctx {
     const float *gb, *ub;
     npl_moe_act act;
     bool shared; /* combine_task: add the shared expert */
+    float *out;  /* combine_task: the rows' sums */
 } moe_ctx;
 
 /* The index of the largest of v[0..n) not yet taken (lowest index on ties). */
@@ -329,8 +354,8 @@ static void act_task(void *ctx, size_t begin, size_t end, int thread)
             g[j] += gb[j];
         for (size_t j = 0; ub && j < f; j++)
             u[j] += ub[j];
-        if (x->act == NPL_MOE_SILU) {
-            npl_act_gated_f32(x->m->simd, NPL_ACT_SILU, g, u, f);
+        if (x->act != NPL_MOE_SWIGLU_OAI) {
+            npl_act_gated_f32(x->m->simd, x->act == NPL_MOE_SILU ? NPL_ACT_SILU : NPL_ACT_GELU_TANH, g, u, f);
             continue;
         }
         for (size_t j = 0; j < f; j++) {
@@ -342,7 +367,8 @@ static void act_task(void *ctx, size_t begin, size_t end, int thread)
 }
 
 /* Per row: sum over its slots, in slot order, of (expert output + down
- * bias) times the slot's weight, into fw.xn; then plus the shared
+ * bias, or times the expert's scale) times the slot's weight, into out;
+ * then plus the shared
  * expert's output times sigmoid of its gate logit (1 when ungated). */
 static void combine_task(void *ctx, size_t begin, size_t end, int thread)
 {
@@ -351,13 +377,14 @@ static void combine_task(void *ctx, size_t begin, size_t end, int thread)
     npl_moe *mo = x->m->moe;
     size_t e = x->m->hp.n_embd, k = mo->cfg.n_used;
     for (size_t i = begin; i < end; i++) {
-        float *out = x->m->fw.xn + i * e;
+        float *out = x->out + i * e;
         for (size_t s = 0; s < k; s++) {
             const float *y = mo->y + (size_t)mo->where[i * k + s] * e;
-            const float *db = x->L->down_b ? x->L->down_b + (size_t)mo->sel[i * k + s] * e : NULL;
-            float w = mo->w[i * k + s];
+            int32_t ex = mo->sel[i * k + s];
+            const float *db = x->L->down_b ? x->L->down_b + (size_t)ex * e : NULL;
+            float w = mo->w[i * k + s], ds = x->L->down_s ? x->L->down_s[ex] : 1.0f;
             for (size_t j = 0; j < e; j++) {
-                float v = (db ? y[j] + db[j] : y[j]) * w;
+                float v = (db ? y[j] + db[j] : x->L->down_s ? y[j] * ds : y[j]) * w;
                 out[j] = s ? out[j] + v : v;
             }
         }
@@ -370,9 +397,9 @@ static void combine_task(void *ctx, size_t begin, size_t end, int thread)
     }
 }
 
-/* The shared expert over the step's n rows (fw.xn), before the routed
+/* The shared expert over the step's n rows of in, before the routed
  * experts reuse g and u: its output into sh_y, its gate logit into sh_w. */
-static void shared_expert(npl_model *m, moe_ctx *x, size_t n)
+static void shared_expert(npl_model *m, moe_ctx *x, const float *in, size_t n)
 {
     npl_moe *mo = m->moe;
     const npl_moe_layer *L = x->L;
@@ -380,12 +407,12 @@ static void shared_expert(npl_model *m, moe_ctx *x, size_t n)
     const npl_matrix *gate_up[2] = {&L->sh_gate, &L->sh_up};
     float *out[2] = {mo->g, mo->u};
     size_t stride[2] = {f, f};
-    npl_matmul_multi(m->pool, m->mm_ws, 2, gate_up, m->fw.xn, e, n, out, stride);
-    *x = (moe_ctx){.m = m, .L = L, .f = f, .act = NPL_MOE_SILU};
+    npl_matmul_multi(m->pool, m->mm_ws, 2, gate_up, in, e, n, out, stride);
+    *x = (moe_ctx){.m = m, .L = L, .f = f, .act = NPL_MOE_SILU, .out = x->out};
     npl_threadpool_run(m->pool, n, act_task, x);
     npl_matmul_contig(m->pool, m->mm_ws, &L->sh_down, mo->g, f, n, mo->sh_y, e);
     if (L->sh_gate_inp.n_rows)
-        npl_matmul_contig(m->pool, m->mm_ws, &L->sh_gate_inp, m->fw.xn, e, n, mo->sh_w, 1);
+        npl_matmul_contig(m->pool, m->mm_ws, &L->sh_gate_inp, in, e, n, mo->sh_w, 1);
     x->shared = true;
 }
 
@@ -401,14 +428,19 @@ static uint64_t expert_bytes(const npl_moe_layer *L, uint32_t j)
 
 void npl_moe_ffn(npl_model *m, uint32_t l, size_t n)
 {
+    npl_moe_ffn_rows(m, l, n, m->fw.xn, m->fw.xn, m->fw.xn);
+}
+
+void npl_moe_ffn_rows(npl_model *m, uint32_t l, size_t n, const float *in, const float *xr, float *out)
+{
     npl_moe *mo = m->moe;
     const npl_moe_cfg *c = &mo->cfg;
     const npl_moe_layer *L = m->layers[l].moe;
     size_t e = m->hp.n_embd, f = c->n_ff;
-    moe_ctx x = {.m = m, .L = L};
+    moe_ctx x = {.m = m, .L = L, .out = out};
     if (L->sh_down.n_rows)
-        shared_expert(m, &x, n);
-    npl_matmul_contig(m->pool, m->mm_ws, &L->router, m->fw.xn, e, n, mo->logits, c->n_expert);
+        shared_expert(m, &x, in, n);
+    npl_matmul_contig(m->pool, m->mm_ws, &L->router, xr, e, n, mo->logits, c->n_expert);
     npl_threadpool_run(m->pool, n, select_task, &x);
     group_by_expert(mo, n);
     /* Each expert that any row selected, once, over all of its rows. */
@@ -417,11 +449,11 @@ void npl_moe_ffn(npl_model *m, uint32_t l, size_t n)
         if (cnt == 0)
             continue;
         for (size_t r = 0; r < cnt; r++)
-            memcpy(mo->xg + r * e, m->fw.xn + (mo->order[first + r] / c->n_used) * e, e * sizeof(float));
+            memcpy(mo->xg + r * e, in + (mo->order[first + r] / c->n_used) * e, e * sizeof(float));
         const npl_matrix *gate_up[2] = {&L->gate[j], &L->up[j]};
-        float *out[2] = {mo->g, mo->u};
+        float *gu[2] = {mo->g, mo->u};
         size_t stride[2] = {f, f};
-        npl_matmul_multi(m->pool, m->mm_ws, 2, gate_up, mo->xg, e, cnt, out, stride);
+        npl_matmul_multi(m->pool, m->mm_ws, 2, gate_up, mo->xg, e, cnt, gu, stride);
         moe_ctx a = {.m = m, .L = L, .f = f, .act = c->act, .gb = L->gate_b ? L->gate_b + (size_t)j * f : NULL,
                      .ub = L->up_b ? L->up_b + (size_t)j * f : NULL};
         npl_threadpool_run(m->pool, cnt, act_task, &a);

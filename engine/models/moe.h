@@ -7,7 +7,8 @@
  * and a decode reads only the experts its rows selected. A family may add a
  * shared expert (ffn_{gate,up,down}_shexp) that every token goes through,
  * its output scaled by sigmoid(ffn_gate_inp_shexp . x) where the file has
- * that gate (Qwen's families). */
+ * that gate (Qwen's families). Gemma 4's expert layers run the experts
+ * beside a dense FFN, with their own router input (moe_dense.c). */
 #ifndef NPL_MOE_H
 #define NPL_MOE_H
 
@@ -23,6 +24,7 @@ typedef enum npl_moe_gating {
 typedef enum npl_moe_act {
     NPL_MOE_SILU,       /* silu(gate) * up */
     NPL_MOE_SWIGLU_OAI, /* gpt-oss: g = min(gate, 7), u = clamp(up, -7, 7), g * sigmoid(1.702 g) * (u + 1) */
+    NPL_MOE_GEGLU,      /* gelu(gate) * up, GELU in its tanh form (gemma4) */
 } npl_moe_act;
 
 /* The family's settings, the same for every layer. */
@@ -37,6 +39,11 @@ typedef struct npl_moe_cfg {
      * rows (<arch>.expert_shared_feed_forward_length, default n_ff). */
     bool shared;
     uint32_t n_ff_shexp;
+    /* gemma4: a layer's ffn_gate_up_exps (per expert its gate rows, then
+     * its up rows) may stand for ffn_gate_exps and ffn_up_exps; each
+     * expert's output is times ffn_down_exps.scale[expert] where the file
+     * has it; the experts run beside the dense FFN (moe_dense.c). */
+    bool gemma4;
 } npl_moe_cfg;
 
 /* One layer's experts: n_expert matrices each, and optional biases. */
@@ -49,6 +56,11 @@ typedef struct npl_moe_layer {
      * (sh_gate_inp.rows == 0: ungated). */
     npl_matrix sh_gate, sh_up, sh_down; /* ffn_{gate,up,down}_shexp */
     npl_matrix sh_gate_inp;             /* ffn_gate_inp_shexp: n_embd -> 1 */
+    const float *down_s;                /* ffn_down_exps.scale [n_expert] or NULL */
+    /* gemma4 (moe_dense.c): the router's input scale (ffn_gate_inp.scale),
+     * the experts' input norm (pre_ffw_norm_2) and the output norms of the
+     * dense FFN (post_ffw_norm_1) and of the experts (post_ffw_norm_2). */
+    const float *router_in_scale, *pre_norm, *dense_post_norm, *post_norm;
 } npl_moe_layer;
 
 /* A model's experts: the settings, every layer's (indexed by layer, set
@@ -72,6 +84,7 @@ typedef struct npl_moe {
     /* npl_model_moe_stats: rows through the MoE layers and the bytes of
      * the experts' matrices read for them (an expert once per step) */
     uint64_t rows_done, expert_bytes_read;
+    float *xr, *xe;       /* gemma4: rows * n_embd each, the router's and the experts' inputs */
 } npl_moe;
 
 /* Reads <arch>.expert_count, expert_used_count and
@@ -99,5 +112,19 @@ void npl_moe_free(npl_model *m);
 
 /* Layer l's feed-forward over the step's n rows: fw.xn in, out in fw.xn. */
 void npl_moe_ffn(npl_model *m, uint32_t l, size_t n);
+
+/* Layer l's experts over n rows of in, routed by the rows of xr (the
+ * router's input), their weighted sum into out (which may be in or xr). */
+void npl_moe_ffn_rows(npl_model *m, uint32_t l, size_t n, const float *in, const float *xr, float *out);
+
+/* gemma4 (moe_dense.c): binds layer l's router input scale, the norms
+ * around its experts and the per-expert output scale (after
+ * npl_moe_bind_layer). */
+npl_status npl_moe_bind_beside_dense(const npl_binder *b, uint32_t l);
+
+/* gemma4 (moe_dense.c): with fw.xn holding layer l's dense FFN output and
+ * fw.x the residual stream (the FFN's input before its norm), fw.xn =
+ * RMSNorm(xn) * post_ffw_norm_1 + RMSNorm(experts) * post_ffw_norm_2. */
+void npl_moe_beside_dense(npl_model *m, uint32_t l, size_t n);
 
 #endif
