@@ -59,6 +59,13 @@ typedef struct npl_model_params {
      * read or written never fails the load (npl_model_weight_cache_stats
      * says why). */
     const char *weight_cache_dir;
+    /* The largest block of embedding rows that attend to each other
+     * (npl_prefill_embeddings, bidirectional) the model must take: a
+     * paired vision projector's npl_vision_info.max_tokens. They go
+     * through one forward step, so the CPU's working rows become at least
+     * this many (memory grows with them); text still prefills in chunks
+     * of prefill_chunk. 0 = none beyond prefill_chunk. At most 65536. */
+    uint32_t block_rows;
 } npl_model_params;
 
 void npl_model_params_default(npl_model_params *p);
@@ -131,8 +138,10 @@ const float *npl_seq_logits(const npl_seq *s);
  * layer's input, as is: unlike token embeddings they are not scaled
  * (Gemma's sqrt(n_embd)), as llama.cpp does for image embeddings.
  * bidirectional: the rows attend to each other in both directions (the
- * image tokens of Gemma 3), which needs them in one forward step: n must
- * not exceed the model's prefill chunk (NPL_ERR_INVALID_ARG). Otherwise
+ * image tokens of Gemma 3 and 4), which needs them in one forward step: n
+ * must not exceed the larger of the model's prefill chunk and its
+ * npl_model_params.block_rows (NPL_ERR_INVALID_ARG; an NPU whose kernels
+ * are built for a fixed chunk refuses blocks over it). Otherwise
  * causal, in prefill chunks. Positions before the rows stay causal, and
  * sliding-window layers still see only their window behind each row.
  * Logits of the last row are computed. NPL_ERR_CONTEXT_OVERFLOW when the

@@ -37,7 +37,7 @@ int bench_embed(const char *model, int n_threads, long reps, bool json)
     npl_error err;
     npl_error_clear(&err);
     double t0 = bench_now_s();
-    npl_model *m = bench_load_model(model, n_threads, &err);
+    npl_model *m = bench_load_model(model, n_threads, 0, &err);
     if (!m) {
         fprintf(stderr, "npullm-bench: %s\n", err.message);
         return 1;

@@ -196,7 +196,7 @@ int bench_grammar(const bench_grammar_opts *o)
     }
     npl_model *m = NULL;
     if (o->model) {
-        m = bench_load_model(o->model, o->n_threads, &err);
+        m = bench_load_model(o->model, o->n_threads, 0, &err);
         if (!m) {
             fprintf(stderr, "npullm-bench: cannot load the model: %s\n", err.message);
             npl_grammar_free(g);

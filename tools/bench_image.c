@@ -107,7 +107,7 @@ static int one_run(const bench_image_opts *o, npl_vision *v, npl_model *m, const
         }
         npl_seq *s = npl_seq_create(m, 0, &err);
         npl_status st = s ? npl_vision_prefill(m, s, &p, npl_vision_encoding_output(e),
-                                                npl_vision_get_info(v)->n_tokens, &err)
+                                                npl_vision_encoding_n_tokens(e), &err)
                           : err.code;
         npl_seq_free(s);
         npl_image_prompt_free(&p);
@@ -173,7 +173,8 @@ int bench_image(const bench_image_opts *o)
     }
     npl_model *m = NULL;
     if (o->model) {
-        m = bench_load_model(o->model, o->n_threads, &err);
+        /* the image's rows go through the model in one step */
+        m = bench_load_model(o->model, o->n_threads, npl_vision_get_info(v)->max_tokens, &err);
         if (!m || npl_vision_check_model(v, m, &err) != NPL_OK) {
             npl_model_free(m);
             npl_vision_free(v);

@@ -56,7 +56,9 @@ npl_status npl_forward_ws_init(npl_model *m, npl_error *err)
 {
     const npl_hparams *hp = &m->hp;
     npl_forward_ws *fw = &m->fw;
-    size_t rows = m->prefill_chunk;
+    /* A bidirectional block (an image) goes in one step: the working rows
+     * hold the largest one the model was loaded for. */
+    size_t rows = m->block_rows > m->prefill_chunk ? m->block_rows : m->prefill_chunk;
     int n_threads = npl_threadpool_size(m->pool);
     fw->rows = rows;
 
@@ -746,7 +748,7 @@ npl_status npl_cpu_prefill(npl_model *m, npl_seq *s, const int32_t *tokens, size
     size_t done = 0;
     s->has_logits = false;
     while (done < todo) {
-        size_t c = todo - done < m->fw.rows ? todo - done : m->fw.rows;
+        size_t c = todo - done < m->prefill_chunk ? todo - done : m->prefill_chunk;
         for (size_t i = 0; i < c; i++) {
             m->fw.row_seq[i] = s;
             m->fw.row_pos[i] = s->pos + (uint32_t)i;
@@ -846,13 +848,15 @@ npl_status npl_cpu_prefill_embeddings(npl_model *m, npl_seq *s, const float *emb
     /* Every row must see the others' keys in every layer: one step. */
     if (bidirectional && n > m->fw.rows)
         return npl_error_set(err, NPL_ERR_INVALID_ARG,
-                             "npl_prefill_embeddings: a bidirectional block of %zu rows exceeds the prefill chunk of %zu",
+                             "npl_prefill_embeddings: a bidirectional block of %zu rows exceeds the model's %zu working "
+                             "rows (load it with npl_model_params.block_rows of its projector's max_tokens)",
                              n, m->fw.rows);
 
     size_t e = m->hp.n_embd;
+    size_t chunk = bidirectional ? n : m->prefill_chunk;
     s->has_logits = false;
     for (size_t done = 0; done < n;) {
-        size_t c = n - done < m->fw.rows ? n - done : m->fw.rows;
+        size_t c = n - done < chunk ? n - done : chunk;
         for (size_t i = 0; i < c; i++) {
             m->fw.row_seq[i] = s;
             m->fw.row_pos[i] = s->pos + (uint32_t)i;

@@ -25,6 +25,7 @@ void npl_model_params_default(npl_model_params *p)
     p->kv_type = NULL; /* f16 */
     p->npu_cache_dir = NULL; /* the NPU weight cache next to the model */
     p->weight_cache_dir = NULL; /* no packed-weight cache */
+    p->block_rows = 0;
 }
 
 /* npl_model_params.kv_type: NULL or a name the cache formats know. */
@@ -171,6 +172,10 @@ npl_model *npl_model_load(const char *path, const npl_model_params *params, npl_
         npl_error_set(err, NPL_ERR_INVALID_ARG, "prefill_chunk = %u is out of range [1, 65536]", params->prefill_chunk);
         return NULL;
     }
+    if (params->block_rows > 65536) {
+        npl_error_set(err, NPL_ERR_INVALID_ARG, "block_rows = %u is out of range [0, 65536]", params->block_rows);
+        return NULL;
+    }
     npl_kv_format kv_format = NPL_KV_F16;
     if (parse_kv_type(params->kv_type, &kv_format, err))
         return NULL;
@@ -181,6 +186,7 @@ npl_model *npl_model_load(const char *path, const npl_model_params *params, npl_
         return NULL;
     }
     m->prefill_chunk = params->prefill_chunk ? params->prefill_chunk : NPL_DEFAULT_PREFILL_CHUNK;
+    m->block_rows = params->block_rows;
     m->simd = npl_simd_detect();
 
     m->gguf = npl_gguf_open(path, err);

@@ -213,6 +213,7 @@ struct npl_model {
     npl_encoder enc; /* encoders only (arch->encoder) */
 
     uint32_t prefill_chunk;
+    uint32_t block_rows; /* npl_model_params.block_rows: fw.rows is at least this */
     npl_simd_level simd;
     npl_threadpool *pool;
     npl_matmul_ws *mm_ws;

@@ -256,7 +256,8 @@ static npl_status load_groups(npl_backend_npu *b, npl_error *err)
         return st;
 
     /* The prefill chunk is the binaries' fixed row count when they have
-     * one (all three must agree), else the model's prefill chunk. */
+     * one (all three must agree), else the model's working rows (its
+     * prefill chunk, or its largest image block when that is larger). */
     uint32_t chunk = 0;
     const npl_npu_group *prefill[] = {g->qkv, g->attention, g->o_ffn};
     for (size_t i = 0; i < 3; i++) {
@@ -268,7 +269,7 @@ static npl_status load_groups(npl_backend_npu *b, npl_error *err)
         if (c)
             chunk = c;
     }
-    b->chunk = chunk ? chunk : b->m->prefill_chunk;
+    b->chunk = chunk ? chunk : (uint32_t)b->m->fw.rows;
     return NPL_OK;
 }
 
@@ -1114,8 +1115,9 @@ npl_status npl_backend_npu_prefill_embeddings(npl_model *m, npl_seq *s, const fl
     /* Every row must see the others' keys in every layer: one chunk. */
     if (bidirectional && n > b->chunk)
         return npl_error_set(err, NPL_ERR_INVALID_ARG,
-                             "npl_prefill_embeddings: a bidirectional block of %zu rows exceeds "
-                             "the prefill chunk of %u", n, b->chunk);
+                             "npl_prefill_embeddings: a bidirectional block of %zu rows (an image) exceeds the "
+                             "%u rows the NPU's kernels take in one step: run this model on the CPU (device cpu)",
+                             n, b->chunk);
     size_t done = 0;
     return prefill_rows(b, s, NULL, embd, n, n, !bidirectional, &done, err);
 }

@@ -134,6 +134,10 @@ typedef struct npl_vision_info {
     uint32_t n_tokens;      /* image embeddings produced (256); gemma4v: the most an image of ordinary
                              * proportions gives (its max_tokens), each image's own count is
                              * npl_vision_image_n_tokens */
+    uint32_t max_tokens;    /* the most any image it accepts gives (gemma3: n_tokens; gemma4v: a very
+                             * elongated one, NPL_VISION_MAX_DYN_TOKENS): a paired model is loaded
+                             * with npl_model_params.block_rows of at least this, since an image's
+                             * rows go through the model in one step */
     uint32_t n_embd_out;    /* their width: the text model's n_embd */
     float image_mean[3];
     float image_std[3];

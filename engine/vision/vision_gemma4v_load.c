@@ -56,6 +56,7 @@ npl_status npl_gemma4v_hparams(npl_vision_loader *L)
     v->n_patches = 0;
     v->rope_theta = GEMMA4V_ROPE_THETA;
     v->info.n_tokens = GEMMA4V_MAX_TOKENS;
+    v->info.max_tokens = NPL_VISION_MAX_DYN_TOKENS; /* elongated images come out larger */
     return NPL_OK;
 }
 

@@ -194,6 +194,7 @@ static npl_status read_hparams(npl_vision_loader *L)
                              v->n_side, in->pool);
     uint32_t per_side = v->n_side / in->pool;
     in->n_tokens = per_side * per_side;
+    in->max_tokens = in->n_tokens;
     return NPL_OK;
 }
 

@@ -70,9 +70,9 @@ LoadedModel *npd_worker_model_ensure(NpdWorker *w, const char *name, const char 
     g_autofree gchar *vision_error = NULL;
     npl_vision *vision = load_vision(w, name, projector, &vision_error);
     /* An image's rows attend to each other, so they go through the model
-     * in one forward step: its chunk must hold them all. */
+     * in one forward step: its working rows must hold the largest image. */
     if (vision != NULL)
-        params.prefill_chunk = MAX(params.prefill_chunk, npl_vision_get_info(vision)->n_tokens);
+        params.block_rows = npl_vision_get_info(vision)->max_tokens;
     npl_model *model = npl_model_load(path, &params, &err);
     if (model == NULL) {
         g_set_error(error, NPD_ERROR, NPD_ERROR_MODEL_LOAD_FAILED, "loading model '%s' failed: %s", name,

@@ -187,6 +187,47 @@ static void test_embd_equals_tokens(void)
     npl_model_free(m);
 }
 
+/* npl_model_params.block_rows: a bidirectional block over the prefill
+ * chunk runs in one step (the sliding-window ring holds it) and gives the
+ * logits of a model whose chunk holds it; one row more is refused. */
+static void test_embd_block_rows(void)
+{
+    npl_model_params p;
+    npl_model_params_default(&p);
+    p.n_threads = 1;
+    p.prefill_chunk = 16;
+    p.block_rows = 24;
+    npl_error err;
+    npl_model *m = npl_model_load(nt_arg(0), &p, &err), *wide = load(1, 24);
+    REQUIRE(m && wide);
+    uint32_t e = m->hp.n_embd, n_vocab = m->hp.n_vocab;
+    float *rows = malloc(25 * (size_t)e * sizeof *rows);
+    int32_t ids[20];
+    REQUIRE(rows);
+    for (size_t i = 0; i < 25 * (size_t)e; i++)
+        rows[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
+    make_prompt(ids, 20, 5, n_vocab);
+    npl_seq *a = npl_seq_create(m, 64, &err), *b = npl_seq_create(wide, 64, &err);
+    REQUIRE(a && b);
+    CHECK(npl_prefill(m, a, ids, 3, 0, NULL, &err) == NPL_OK && npl_prefill(wide, b, ids, 3, 0, NULL, &err) == NPL_OK);
+    CHECK(npl_prefill_embeddings(m, a, rows, 24, true, &err) == NPL_OK);
+    CHECK(npl_prefill_embeddings(wide, b, rows, 24, true, &err) == NPL_OK);
+    CHECK(npl_prefill(m, a, ids + 3, 17, 0, NULL, &err) == NPL_OK && npl_prefill(wide, b, ids + 3, 17, 0, NULL, &err) == NPL_OK);
+    CHECK(npl_seq_pos(a) == 44 && memcmp(npl_seq_logits(a), npl_seq_logits(b), n_vocab * sizeof(float)) == 0);
+    npl_seq *c = npl_seq_create(m, 64, &err);
+    REQUIRE(c);
+    CHECK(npl_prefill_embeddings(m, c, rows, 25, true, &err) == NPL_ERR_INVALID_ARG);
+    CHECK(strstr(err.message, "block_rows") != NULL);
+    p.block_rows = 65537;
+    CHECK(npl_model_load(nt_arg(0), &p, &err) == NULL && err.code == NPL_ERR_INVALID_ARG);
+    npl_seq_free(a);
+    npl_seq_free(b);
+    npl_seq_free(c);
+    free(rows);
+    npl_model_free(m);
+    npl_model_free(wide);
+}
+
 static void test_embd_errors(void)
 {
     npl_model *m = load(1, 16), *other = load(1, 16);
@@ -197,7 +238,7 @@ static void test_embd_errors(void)
     npl_seq *s = npl_seq_create(m, 32, &err), *o = npl_seq_create(other, 32, &err);
     REQUIRE(rows && s && o);
     CHECK(npl_prefill_embeddings(m, s, rows, 17, true, &err) == NPL_ERR_INVALID_ARG);
-    CHECK(strstr(err.message, "exceeds the prefill chunk of 16") != NULL);
+    CHECK(strstr(err.message, "exceeds the model's 16 working rows") != NULL);
     CHECK(npl_prefill_embeddings(m, s, rows, 33, false, &err) == NPL_ERR_CONTEXT_OVERFLOW);
     CHECK(npl_prefill_embeddings(m, s, NULL, 3, false, &err) == NPL_ERR_INVALID_ARG);
     CHECK(npl_prefill_embeddings(NULL, s, rows, 3, false, &err) == NPL_ERR_INVALID_ARG);
@@ -255,4 +296,4 @@ static void test_end_of_turn(void)
 
 NT_MAIN({"layout", test_layout}, {"ring_equals_full", test_ring_equals_full},
         {"ring_long_context", test_ring_long_context}, {"embd_equals_tokens", test_embd_equals_tokens},
-        {"embd_errors", test_embd_errors}, {"end_of_turn", test_end_of_turn})
+        {"embd_errors", test_embd_errors}, {"embd_block_rows", test_embd_block_rows}, {"end_of_turn", test_end_of_turn})

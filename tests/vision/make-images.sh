@@ -25,6 +25,8 @@
 #   logo.png                 landscape drawing (120x90)
 #   checker-224.png          224x224: the tiny projector's own input size
 #   tall.png                 30x300 gradient: an extreme aspect ratio
+#   rose-204x192.png         rose stretched to 204x192: 272 gemma4v tokens at 12 pixels a token,
+#                            more than the default prefill chunk of 256
 set -eu
 IM=${IM:-convert-im6.q16}
 command -v "$IM" >/dev/null 2>&1 || IM=convert
@@ -51,3 +53,4 @@ cd "$(dirname "$0")/images"
 "$IM" logo: -strip -resize 120x90 PNG24:logo.png
 "$IM" -size 224x224 pattern:checkerboard -strip PNG24:checker-224.png
 "$IM" -size 30x300 gradient:yellow-navy -strip PNG24:tall.png
+"$IM" rose: -strip -resize '204x192!' PNG24:rose-204x192.png

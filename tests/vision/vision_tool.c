@@ -21,6 +21,8 @@
  * npl_vision_params.exact (the exact path instead of the fast one),
  * NPULLM_VISION_BF16=1 with npl_vision_params.bf16_weights,
  * NPULLM_VISION_Q8=1 with npl_vision_params.q8_weights.
+ * NPULLM_TEST_PREFILL_CHUNK=N: generate and chat load the model with that
+ * prefill chunk (an image of more rows still goes in one step).
  *
  * Errors: message on stderr, exit status 2 for bad usage, 1 otherwise,
  * 3 when the image was refused (with the status name on stderr). */
@@ -139,6 +141,23 @@ static npl_vision *load_vision(const char *path)
     if (!v)
         fail("loading the projector", &err);
     return v;
+}
+
+/* The text model paired with v: its working rows hold v's largest image;
+ * NPULLM_TEST_PREFILL_CHUNK=N prefills text in chunks of N (default 256). */
+static npl_model *load_model_for(const char *path, const npl_vision *v)
+{
+    npl_model_params mp;
+    npl_model_params_default(&mp);
+    mp.block_rows = npl_vision_get_info(v)->max_tokens;
+    const char *chunk = getenv("NPULLM_TEST_PREFILL_CHUNK");
+    if (chunk)
+        mp.prefill_chunk = (uint32_t)strtoul(chunk, NULL, 10);
+    npl_error err;
+    npl_model *m = npl_model_load(path, &mp, &err);
+    if (!m)
+        fail("loading the model", &err);
+    return m;
 }
 
 static int cmd_info(int argc, char **argv)
@@ -280,15 +299,16 @@ static int cmd_generate(int argc, char **argv, bool chat)
         npl_image_prompt_free(&p);
         return usage();
     }
-    npl_error err;
-    npl_model *m = npl_model_load(argv[0], NULL, &err);
-    if (!m) {
-        npl_image_prompt_free(&p);
-        return fail("loading the model", &err);
-    }
     npl_vision *v = load_vision(argv[1]);
+    npl_model *m = v ? load_model_for(argv[0], v) : NULL;
+    if (!m) {
+        npl_vision_free(v);
+        npl_image_prompt_free(&p);
+        return 1;
+    }
+    npl_error err;
     npl_image img = {0};
-    int rc = v ? load_image(argv[2], &img) : 1;
+    int rc = load_image(argv[2], &img);
     if (!rc && chat && npl_vision_chat_prompt(m, NULL, argv[3], &p, &err))
         rc = fail("building the prompt", &err);
     if (!rc)
