@@ -3,17 +3,14 @@
 
 struct NpdAdmission {
     const NpdConfig *cfg;
-    NpdClients *clients;
     const NpdRequestCounts *requests; /* the registry's, read live */
     NpdImageBudget *image_budget;
 };
 
-NpdAdmission *npd_admission_new(const NpdConfig *cfg, NpdClients *clients, NpdRequests *requests,
-                                NpdImageBudget *image_budget)
+NpdAdmission *npd_admission_new(const NpdConfig *cfg, NpdRequests *requests, NpdImageBudget *image_budget)
 {
     NpdAdmission *a = g_new0(NpdAdmission, 1);
     a->cfg = cfg;
-    a->clients = clients;
     a->requests = npd_requests_counts(requests);
     a->image_budget = image_budget;
     return a;
@@ -31,7 +28,6 @@ static gboolean user_busy(GError **error, const char *what, guint used, guint li
     return FALSE;
 }
 
-/* u: the user's usage, taken once per question */
 static gboolean admit_user_requests(NpdAdmission *a, const NpdUserUsage *u, GError **error)
 {
     if (u->requests >= a->cfg->max_per_user)
@@ -48,13 +44,12 @@ gboolean npd_admission_admit_call(NpdAdmission *a, NpdClient *c, gboolean makes_
                             "too many calls from this client waiting for authorization");
         return FALSE;
     }
-    NpdUserUsage u;
-    npd_clients_user_usage(a->clients, c->uid, &u);
-    guint calls = u.calls - 1;
+    const NpdUserUsage *u = c->user;
+    guint calls = u->calls - 1;
     if (calls >= a->cfg->max_calls_per_user)
-        return user_busy(error, "calls waiting for authorization", calls, a->cfg->max_calls_per_user, u.connections);
+        return user_busy(error, "calls waiting for authorization", calls, a->cfg->max_calls_per_user, u->connections);
     /* checked again when the request is made */
-    return !makes_request || admit_user_requests(a, &u, error);
+    return !makes_request || admit_user_requests(a, u, error);
 }
 
 gboolean npd_admission_admit_request(NpdAdmission *a, NpdClient *c, GError **error)
@@ -70,20 +65,18 @@ gboolean npd_admission_admit_request(NpdAdmission *a, NpdClient *c, GError **err
                     a->cfg->max_per_client);
         return FALSE;
     }
-    NpdUserUsage u;
-    npd_clients_user_usage(a->clients, c->uid, &u);
-    return admit_user_requests(a, &u, error);
+    return admit_user_requests(a, c->user, error);
 }
 
 gboolean npd_admission_take_image(NpdAdmission *a, NpdClient *c, GError **error)
 {
-    NpdUserUsage u;
-    npd_clients_user_usage(a->clients, c->uid, &u);
-    if (u.images >= a->cfg->max_images_per_user)
-        return user_busy(error, "images being read", u.images, a->cfg->max_images_per_user, u.connections);
+    const NpdUserUsage *u = c->user;
+    if (u->images >= a->cfg->max_images_per_user)
+        return user_busy(error, "images being read", u->images, a->cfg->max_images_per_user, u->connections);
     if (!npd_image_budget_take_slot(a->image_budget, error))
         return FALSE;
     c->images++;
+    c->user->images++;
     return TRUE;
 }
 
@@ -91,5 +84,6 @@ void npd_admission_release_image(NpdAdmission *a, NpdClient *c)
 {
     g_return_if_fail(c->images > 0);
     c->images--;
+    c->user->images--;
     npd_image_budget_give_slot(a->image_budget);
 }

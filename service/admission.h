@@ -2,7 +2,8 @@
  * request, under every limit of [Limits]: the queue (running + waiting),
  * each client's calls and unfinished requests, each Unix user's calls,
  * requests and images (counted over all of its connections, so that more
- * connections buy no bigger share), and the global image budget. Each
+ * connections buy no bigger share: the client tracker keeps each user's
+ * counts), and the global image budget. Each
  * refusal is an NPD_ERROR_BUSY naming the limit. Main context only. */
 #ifndef NPD_ADMISSION_H
 #define NPD_ADMISSION_H
@@ -16,8 +17,7 @@
 
 typedef struct NpdAdmission NpdAdmission;
 
-NpdAdmission *npd_admission_new(const NpdConfig *cfg, NpdClients *clients, NpdRequests *requests,
-                                NpdImageBudget *image_budget);
+NpdAdmission *npd_admission_new(const NpdConfig *cfg, NpdRequests *requests, NpdImageBudget *image_budget);
 void npd_admission_free(NpdAdmission *a);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdAdmission, npd_admission_free)
 

@@ -14,8 +14,27 @@
 struct NpdClients {
     GDBusConnection *bus;
     GHashTable *by_name; /* unique name -> NpdClient* (ref) */
+    GHashTable *by_uid;  /* uid -> NpdUserUsage*, freed with its last client */
     guint name_owner_sub_id;
 };
+
+static NpdUserUsage *user_get(NpdClients *clients, guint32 uid)
+{
+    NpdUserUsage *u = g_hash_table_lookup(clients->by_uid, GUINT_TO_POINTER(uid));
+    if (u == NULL) {
+        u = g_new0(NpdUserUsage, 1);
+        u->uid = uid;
+        g_hash_table_insert(clients->by_uid, GUINT_TO_POINTER(uid), u);
+    }
+    u->clients++;
+    return u;
+}
+
+static void user_release(NpdClients *clients, NpdUserUsage *u)
+{
+    if (--u->clients == 0)
+        g_hash_table_remove(clients->by_uid, GUINT_TO_POINTER(u->uid)); /* frees u */
+}
 
 NpdClient *npd_client_ref(NpdClient *c)
 {
@@ -28,6 +47,7 @@ void npd_client_unref(NpdClient *c)
     if (c == NULL || !g_atomic_int_dec_and_test(&c->refs))
         return;
     g_list_free(c->requests);
+    user_release(c->owner, c->user);
     g_clear_object(&c->cancellable);
     npd_app_identity_free(c->app);
     g_free(c->name);
@@ -62,6 +82,8 @@ NpdClient *npd_clients_get(NpdClients *clients, const char *name)
     c->owner = clients;
     c->name = g_strdup(name);
     c->uid = lookup_uid(clients, name);
+    c->user = user_get(clients, c->uid);
+    c->user->connections++;
     c->app = npd_app_identity_lookup(clients->bus, name, c->uid);
     c->cancellable = g_cancellable_new();
     g_hash_table_insert(clients->by_name, c->name, c);
@@ -73,29 +95,14 @@ NpdClient *npd_clients_lookup(NpdClients *clients, const char *name)
     return g_hash_table_lookup(clients->by_name, name);
 }
 
-void npd_clients_user_usage(NpdClients *clients, guint32 uid, NpdUserUsage *u)
-{
-    memset(u, 0, sizeof *u);
-    GHashTableIter it;
-    gpointer value;
-    g_hash_table_iter_init(&it, clients->by_name);
-    while (g_hash_table_iter_next(&it, NULL, &value)) {
-        const NpdClient *c = value;
-        if (c->uid != uid)
-            continue;
-        u->requests += c->outstanding;
-        u->calls += c->pending_calls;
-        u->images += c->images;
-        u->connections++;
-    }
-}
-
 void npd_client_release_if_idle(NpdClient *c)
 {
     if (c->gone || c->outstanding > 0 || c->pending_calls > 0 || c->images > 0 || c->requests != NULL)
         return;
-    if (g_hash_table_lookup(c->owner->by_name, c->name) == c)
+    if (g_hash_table_lookup(c->owner->by_name, c->name) == c) {
+        c->user->connections--;
         g_hash_table_remove(c->owner->by_name, c->name);
+    }
 }
 
 static void client_vanished(NpdClients *clients, NpdClient *c)
@@ -103,6 +110,7 @@ static void client_vanished(NpdClients *clients, NpdClient *c)
     npd_client_ref(c);
     c->gone = TRUE;
     g_cancellable_cancel(c->cancellable);
+    c->user->connections--;
     g_hash_table_remove(clients->by_name, c->name);
     guint n = g_list_length(c->requests);
     /* one line per disconnect would let a user flood the journal */
@@ -140,6 +148,7 @@ NpdClients *npd_clients_new(GDBusConnection *bus)
     NpdClients *clients = g_new0(NpdClients, 1);
     clients->bus = g_object_ref(bus);
     clients->by_name = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)npd_client_unref);
+    clients->by_uid = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
     clients->name_owner_sub_id = g_dbus_connection_signal_subscribe(
         bus, "org.freedesktop.DBus", "org.freedesktop.DBus", "NameOwnerChanged", "/org/freedesktop/DBus", NULL,
         G_DBUS_SIGNAL_FLAGS_NONE, name_owner_changed_cb, clients, NULL);
@@ -151,7 +160,8 @@ void npd_clients_free(NpdClients *clients)
     if (clients == NULL)
         return;
     g_dbus_connection_signal_unsubscribe(clients->bus, clients->name_owner_sub_id);
-    g_hash_table_destroy(clients->by_name);
+    g_hash_table_destroy(clients->by_name); /* its clients give their users back */
+    g_hash_table_destroy(clients->by_uid);
     g_object_unref(clients->bus);
     g_free(clients);
 }

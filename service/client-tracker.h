@@ -10,6 +10,19 @@
 typedef struct NpdClients NpdClients;
 typedef struct NpdAppIdentity NpdAppIdentity;
 
+/* What one Unix user has in flight, over all of its connections: kept as
+ * its clients' counts change (each change is made on the client and on
+ * its user together), so that admission reads it without a walk. Shared
+ * by the user's clients; lives while one of them does. */
+typedef struct NpdUserUsage {
+    guint32 uid;
+    guint clients;     /* NpdClient records pointing here */
+    guint requests;    /* unfinished requests */
+    guint calls;       /* calls waiting for polkit or their image */
+    guint images;      /* images being read and decoded */
+    guint connections; /* clients known to the daemon (not gone) */
+} NpdUserUsage;
+
 /* A bus peer that has called us; lives while it has requests or calls in
  * progress, or until its name vanishes. */
 typedef struct NpdClient {
@@ -17,6 +30,7 @@ typedef struct NpdClient {
     NpdClients *owner;
     gchar *name;
     guint32 uid;         /* its Unix user (NPD_UID_UNKNOWN when the bus would not say) */
+    NpdUserUsage *user;  /* its user's counts: each count below changes there too */
     NpdAppIdentity *app; /* the application it is (app-identity.h) */
     gboolean gone;       /* its unique name vanished from the bus */
     guint outstanding;   /* requests not finished yet */
@@ -25,14 +39,6 @@ typedef struct NpdClient {
     GCancellable *cancellable; /* cancelled when it leaves: its image reads stop */
     GList *requests;     /* NpdRequest*, including finished ones kept for reading */
 } NpdClient;
-
-/* What one Unix user has in flight, over all of its connections. */
-typedef struct {
-    guint requests;    /* unfinished requests */
-    guint calls;       /* calls waiting for polkit or their image */
-    guint images;      /* images being read and decoded */
-    guint connections; /* clients known to the daemon */
-} NpdUserUsage;
 
 /* Watches bus (one subscription for all names, made before any client
  * can call: a per-client match added later could miss a disconnect that
@@ -46,7 +52,6 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdClients, npd_clients_free)
 NpdClient *npd_clients_get(NpdClients *clients, const char *name);
 /* Borrowed, NULL when name has not called (or has nothing left). */
 NpdClient *npd_clients_lookup(NpdClients *clients, const char *name);
-void npd_clients_user_usage(NpdClients *clients, guint32 uid, NpdUserUsage *usage);
 
 NpdClient *npd_client_ref(NpdClient *c);
 void npd_client_unref(NpdClient *c);

@@ -31,6 +31,7 @@ static PendingCall *pending_new(NpdDaemon *d, GDBusMethodInvocation *inv, const 
     p->method = method;
     p->client = npd_clients_get(d->clients, g_dbus_method_invocation_get_sender(inv));
     p->client->pending_calls++;
+    p->client->user->calls++;
     p->idle_token = npd_idle_inhibit(d->idle, method->name);
     return p;
 }
@@ -55,6 +56,7 @@ void npd_pending_call_free(NpdPendingCall *p)
         p->op_free(p->op);
     if (p->client != NULL) { /* not handed to a request */
         p->client->pending_calls--;
+        p->client->user->calls--;
         npd_client_release_if_idle(p->client);
         npd_client_unref(p->client);
     }
@@ -88,6 +90,7 @@ NpdRequest *npd_pending_call_submit(NpdPendingCall *p, const char *node, GDBusMe
     if (p->image_slot)
         pending_free_image(p);
     p->client->pending_calls--;
+    p->client->user->calls--;
     guint idle_token = p->idle_token;
     p->idle_token = 0;
     NpdRequest *r = npd_requests_submit(d->requests, g_steal_pointer(&p->client), idle_token, node, complete, job);
@@ -97,7 +100,7 @@ NpdRequest *npd_pending_call_submit(NpdPendingCall *p, const char *node, GDBusMe
 
 static void authorized_cb(GError *error, gpointer data)
 {
-    PendingCall *p = data;
+    g_autoptr(NpdPendingCall) p = data;
     if (error != NULL) {
         g_dbus_method_invocation_return_gerror(p->invocation, error);
     } else if (p->client->gone) {
@@ -105,9 +108,8 @@ static void authorized_cb(GError *error, gpointer data)
         g_dbus_method_invocation_return_error_literal(p->invocation, NPD_ERROR, NPD_ERROR_CANCELLED,
                                                       "caller disconnected");
     } else if (p->method->run(p)) {
-        return; /* kept */
+        p = NULL; /* run kept it */
     }
-    npd_pending_call_free(p);
 }
 
 static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data);
@@ -116,26 +118,28 @@ static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data);
  * descriptors it took, checked off the main thread (coming back here once
  * fds_checked took them), then admission, then polkit. Takes p on every
  * path. */
-static void call_continue(PendingCall *p)
+static void call_continue(PendingCall *p_in)
 {
+    g_autoptr(NpdPendingCall) p = p_in;
     if (p->fds_checked != NULL) {
-        npd_fd_filesystem_check_async((int *)(gpointer)p->unchecked_fds->data, p->unchecked_fds->len,
-                                      p->client->uid, fds_checked_cb, p);
+        PendingCall *checking = g_steal_pointer(&p);
+        npd_fd_filesystem_check_async((int *)(gpointer)checking->unchecked_fds->data, checking->unchecked_fds->len,
+                                      checking->client->uid, fds_checked_cb, checking);
         return;
     }
     g_autoptr(GError) error = NULL;
     if (!npd_admission_admit_call(p->daemon->admission, p->client, p->method->makes_request, &error)) {
         g_dbus_method_invocation_return_gerror(p->invocation, error);
-        npd_pending_call_free(p);
         return;
     }
-    npd_authorizer_check_app(p->daemon->authorizer, p->invocation, p->method->action, p->client->app->id,
-                             authorized_cb, p);
+    PendingCall *asking = g_steal_pointer(&p);
+    npd_authorizer_check_app(asking->daemon->authorizer, asking->invocation, asking->method->action,
+                             asking->client->app->id, authorized_cb, asking);
 }
 
 static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data)
 {
-    PendingCall *p = data;
+    g_autoptr(NpdPendingCall) p = data;
     g_autoptr(GError) error = NULL;
     g_autofree int *fds = npd_fd_filesystem_check_finish(res, &error);
     if (fds != NULL)
@@ -143,23 +147,21 @@ static void fds_checked_cb(GObject *source, GAsyncResult *res, gpointer data)
     NpdMethodFdsChecked fds_checked = g_steal_pointer(&p->fds_checked);
     if (fds == NULL || !fds_checked(p, &error)) {
         g_dbus_method_invocation_return_gerror(p->invocation, error);
-        npd_pending_call_free(p);
         return;
     }
-    call_continue(p);
+    call_continue(g_steal_pointer(&p));
 }
 
 static void schemas_compiled_cb(GObject *source, GAsyncResult *res, gpointer data)
 {
     (void)source;
-    PendingCall *p = data;
+    g_autoptr(NpdPendingCall) p = data;
     g_autoptr(GError) error = NULL;
     if (!npd_schemas_compile_finish(&p->opts, res, &error)) {
         g_dbus_method_invocation_return_gerror(p->invocation, error);
-        npd_pending_call_free(p);
         return;
     }
-    call_continue(p);
+    call_continue(g_steal_pointer(&p));
 }
 
 /* Validates (prepare), compiles the options' schemas on a thread and
@@ -174,14 +176,15 @@ void npd_manager_call_dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const N
         g_dbus_method_invocation_return_value(inv, m->reply(d));
         return;
     }
-    PendingCall *p = pending_new(d, inv, m);
+    g_autoptr(NpdPendingCall) p = pending_new(d, inv, m);
     if (!m->prepare(d, inv, p, params, &error)) {
         g_dbus_method_invocation_return_gerror(inv, error);
-        npd_pending_call_free(p);
         return;
     }
-    if (npd_schemas_pending(&p->opts))
-        npd_schemas_compile_async(&p->opts, schemas_compiled_cb, p);
-    else
-        call_continue(p);
+    if (npd_schemas_pending(&p->opts)) {
+        PendingCall *compiling = g_steal_pointer(&p);
+        npd_schemas_compile_async(&compiling->opts, schemas_compiled_cb, compiling);
+    } else {
+        call_continue(g_steal_pointer(&p));
+    }
 }

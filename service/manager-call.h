@@ -68,6 +68,7 @@ void npd_manager_call_dispatch(NpdDaemon *d, GDBusMethodInvocation *inv, const N
                                GVariant *params);
 
 void npd_pending_call_free(NpdPendingCall *p);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdPendingCall, npd_pending_call_free)
 
 /* Once authorized (and its images read): admission of the request (the
  * queue, the client's and its user's requests), then the call becomes the

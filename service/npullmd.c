@@ -153,7 +153,7 @@ static int run(NpdMain *m)
     /* before any client can call */
     d->clients = npd_clients_new(d->bus);
     d->requests = npd_requests_new(d, d->worker, d->idle);
-    d->admission = npd_admission_new(d->cfg, d->clients, d->requests, d->image_budget);
+    d->admission = npd_admission_new(d->cfg, d->requests, d->image_budget);
 
     d->power = npd_power_policy_new(d);
     d->sleep = npd_sleep_new(d);

@@ -104,6 +104,7 @@ NpdRequest *npd_requests_submit(NpdRequests *reqs, NpdClient *client, guint idle
     }
     g_hash_table_insert(reqs->by_id, &r->id, r);
     client->outstanding++;
+    client->user->requests++;
     client->requests = g_list_prepend(client->requests, r);
     job->id = r->id;
     g_debug("request %" G_GUINT64_FORMAT " from %s: model %s, %s", r->id, client->name, r->model,
@@ -183,6 +184,7 @@ void npd_request_mark_finished(NpdRequest *r)
         return;
     npd_request_set_state(r, NPD_JOB_FINISHED, 0);
     r->client->outstanding--;
+    r->client->user->requests--;
     npd_idle_uninhibit(r->owner->idle, r->idle_token);
     r->idle_token = 0;
 }
