@@ -64,7 +64,8 @@ const cases = {
     assert.ok(none.choices[0].message.content.length > 0);
     assert.ok(!none.choices[0].message.reasoning_content);
     await assert.rejects(openai.chat.completions.create({ model, messages, reasoning_effort: 'max' }),
-      (e) => e.status === 400 && /"reasoning_effort" must be "none", "minimal", "low", "medium" or "high"/.test(e.message));
+      (e) => e.status === 400 &&
+        /"reasoning_effort" must be "none", "minimal", "low", "medium" or "high"/.test(e.message));
   },
 };
 
