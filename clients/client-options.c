@@ -3,6 +3,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "npullm-protocol.h"
+
 static const char summary[] =
     "Commands:\n"
     "  generate PROMPT...        stream the answer to one prompt ('-' reads stdin)\n"
@@ -58,6 +60,8 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
         {"priority", 0, 0, G_OPTION_ARG_STRING, &opts->priority, "interactive (default) or background", "P"},
         {"think", 0, 0, G_OPTION_ARG_NONE, &think, "Reasoning models: think before answering", NULL},
         {"no-think", 0, 0, G_OPTION_ARG_NONE, &no_think, "Reasoning models: answer without thinking", NULL},
+        {"reasoning-effort", 0, 0, G_OPTION_ARG_STRING, &opts->reasoning_effort,
+         "gpt-oss: reason for low, medium or high effort (default: the template's)", "LEVEL"},
         {"format", 0, 0, G_OPTION_ARG_FILENAME, &format,
          "Constrained output: json (any JSON value) or a JSON Schema file", "json|FILE"},
         {"tools", 0, 0, G_OPTION_ARG_FILENAME, &tools, "chat: offer the tools of this JSON file (an array)", "FILE"},
@@ -108,6 +112,14 @@ gboolean npc_options_parse(NpcOptions *opts, int *argc, char ***argv, GError **e
         return FALSE;
     }
     opts->think = think ? 1 : no_think ? 0 : -1;
+    /* the protocol's levels, checked here so that a typo fails before any connection */
+    const NppOption *effort = &npp_options[NPP_OPT_REASONING_EFFORT];
+    if (opts->reasoning_effort != NULL && !g_strv_contains(effort->choices, opts->reasoning_effort)) {
+        g_autofree gchar *levels = npp_option_range_text(effort);
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--reasoning-effort '%s': expected %s",
+                    opts->reasoning_effort, levels);
+        return FALSE;
+    }
     if (parallel && no_parallel) {
         g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                             "--parallel-tool-calls and --no-parallel-tool-calls exclude each other");
@@ -149,6 +161,7 @@ void npc_options_clear(NpcOptions *opts)
     g_strfreev(opts->stop);
     g_strfreev(opts->images);
     g_free(opts->priority);
+    g_free(opts->reasoning_effort);
     g_free(opts->format);
     g_free(opts->tools);
     g_free(opts->tool_choice);
@@ -187,6 +200,8 @@ NpullmOptions *npc_options_to_npullm(const NpcOptions *opts)
         g_object_set(o, "priority", opts->priority, NULL);
     if (opts->think >= 0)
         g_object_set(o, "think", (gboolean)opts->think, NULL);
+    if (opts->reasoning_effort != NULL)
+        g_object_set(o, "reasoning-effort", opts->reasoning_effort, NULL);
     if (opts->format != NULL)
         g_object_set(o, "format", opts->format, NULL);
     if (opts->tools != NULL)

@@ -26,6 +26,7 @@ typedef struct {
     gboolean raw;
     gchar *priority;
     gint think;          /* -1: unset (the template's default), 0: --no-think, 1: --think */
+    gchar *reasoning_effort; /* --reasoning-effort: low, medium or high; NULL: unset */
     gchar *format;       /* --format: "json" or the JSON Schema file's text */
     gchar *tools;        /* --tools: the file's text (a JSON array) */
     gchar *tool_choice;  /* --tool-choice */

@@ -291,6 +291,18 @@ static void npullm_options_finalize(GObject *object)
  *
  * Since: 1.0
  */
+/**
+ * NpullmOptions:reasoning-effort:
+ *
+ * How long gpt-oss reasons: "low", "medium" or "high", passed to the chat
+ * template as reasoning_effort; %NULL (unset), the template's default
+ * (medium for gpt-oss). Templates that do not read it ignore it. Any other
+ * text fails the call with %NPULLM_ERROR_INVALID_ARGUMENT ("reasoning_effort:
+ * expected low or medium or high"). Ignored with #NpullmOptions:raw (no
+ * template is applied); not for DescribeImage.
+ *
+ * Since: 1.0
+ */
 
 static void npullm_options_class_init(NpullmOptionsClass *klass)
 {
@@ -318,8 +330,9 @@ static void npullm_options_init(NpullmOptions *self)
  * #NpullmOptions:temperature, #NpullmOptions:top-p, #NpullmOptions:top-k,
  * #NpullmOptions:min-p, #NpullmOptions:repeat-penalty,
  * #NpullmOptions:seed, #NpullmOptions:stop, #NpullmOptions:system,
- * #NpullmOptions:raw, #NpullmOptions:priority and #NpullmOptions:think. A property that was
- * set is sent, one that was not is not.
+ * #NpullmOptions:raw, #NpullmOptions:priority, #NpullmOptions:think and
+ * #NpullmOptions:reasoning-effort (among others). A property that was set
+ * is sent, one that was not is not.
  *
  * Returns: (transfer full): new options
  *

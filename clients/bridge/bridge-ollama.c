@@ -1,5 +1,6 @@
 /* Ollama's HTTP API: /api/version, tags, show, ps, generate, chat
  * (NDJSON streams), and its error shape for everything else. */
+#include "bridge-effort.h"
 #include "bridge-http.h"
 #include "bridge-job.h"
 #include "bridge-models.h"
@@ -332,19 +333,8 @@ static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObjec
     if (options != NULL &&
         !bridge_options_apply(options, ollama_options, G_N_ELEMENTS(ollama_options), job->options, error))
         return job;
-    JsonNode *think = json_object_get_member(body, "think");
-    if (think != NULL && !JSON_NODE_HOLDS_NULL(think)) {
-        if (json_node_get_value_type(think) != G_TYPE_BOOLEAN) {
-            /* "high"/"medium"/"low" (gpt-oss) is thinking on */
-            if (json_node_get_value_type(think) != G_TYPE_STRING) {
-                g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "\"think\" must be true, false or a level");
-                return job;
-            }
-            g_object_set(job->options, "think", TRUE, NULL);
-        } else {
-            g_object_set(job->options, "think", json_node_get_boolean(think), NULL);
-        }
-    }
+    if (!bridge_option_ollama_think(job->options, json_object_get_member(body, "think"), error))
+        return job;
     if (bridge_option_format(job->options, format_node, error) && chat)
         bridge_option_tools(job->options, body, error);
     return job;

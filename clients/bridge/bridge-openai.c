@@ -1,6 +1,7 @@
 /* OpenAI's HTTP API: /v1/models, /v1/chat/completions and
  * /v1/completions (SSE streams ending in "data: [DONE]"), and its error
  * shape for everything else. */
+#include "bridge-effort.h"
 #include "bridge-http.h"
 #include "bridge-job.h"
 #include "bridge-models.h"
@@ -294,6 +295,7 @@ static BridgeJob *parse_common(Bridge *bridge, SoupServerMessage *msg, JsonObjec
     job->data = o;
     job->data_free = openai_job_free;
     if (bridge_options_apply(body, openai_options, G_N_ELEMENTS(openai_options), job->options, error) &&
+        (!chat || bridge_option_openai_effort(job->options, body, error)) &&
         bridge_option_response_format(job->options, json_object_get_member(body, "response_format"), error))
         bridge_option_tools(job->options, body, error);
     if (chat && !parallel)

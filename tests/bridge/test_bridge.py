@@ -743,5 +743,22 @@ class BridgeTest(BridgeTestCase):
         self.wait_idle(c)
 
 
+    def test_npm_clients_reasoning_effort(self):
+        """Ollama's think level and OpenAI's reasoning_effort reach the
+        template (effort-clients.mjs); bad values are 400 in each API's shape."""
+        node = os.environ.get("NODE")
+        if not node:
+            self.skipTest("node is not installed")
+        p = subprocess.run([node, os.path.join(HERE, "effort-clients.mjs"), self.bridge.url],
+                           cwd=TESTS, capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        for case in ("ollama think levels", "openai reasoning_effort"):
+            self.assertIn("ok " + case + "\n", p.stdout)
+        doc = self.assertStatus(400, self.post("/api/generate", {"model": "think", "prompt": "x", "think": 3}))
+        self.assertIn('"think" must be true, false', doc["error"])
+        doc = self.assertStatus(400, self.post("/v1/chat/completions", {
+            "model": "think", "messages": [{"role": "user", "content": "x"}], "reasoning_effort": 1}), shape="openai")
+        self.assertIn('"reasoning_effort" must be a string', doc["error"]["message"])
+
 if __name__ == "__main__":
     sys.exit(run_tap("test_bridge"))

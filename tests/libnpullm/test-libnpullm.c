@@ -706,6 +706,34 @@ static void case_thinking(void)
     }
 }
 
+/* reasoning-effort reaches the template of "qwen", which names the level
+ * once (low), twice (medium) or three times (high): the prompt grows with
+ * each level. NULL is unset; another level is the service's named error. */
+static void case_reasoning_effort(void)
+{
+    const char *levels[] = {NULL, "low", "medium", "high"};
+    guint32 last = 0;
+    for (gsize i = 0; i < G_N_ELEMENTS(levels); i++) {
+        g_autoptr(NpullmOptions) opts = greedy(1);
+        g_object_set(opts, "model", "qwen", "reasoning-effort", levels[i], NULL);
+        ENSURE(npullm_options_is_set(opts, "reasoning-effort") == (levels[i] != NULL));
+        g_autofree gchar *back = NULL;
+        g_object_get(opts, "reasoning-effort", &back, NULL);
+        ENSURE(g_strcmp0(back, levels[i]) == 0);
+        Stream *s = run("What is 2 + 2?", opts);
+        guint32 prompt = 0;
+        ENSURE(g_variant_lookup(s->stats, "prompt_tokens", "u", &prompt) && prompt > last);
+        last = prompt;
+        stream_free(s);
+    }
+    g_autoptr(NpullmOptions) bad = greedy(1);
+    g_object_set(bad, "model", "qwen", "reasoning-effort", "extreme", NULL);
+    g_autoptr(GError) error = NULL;
+    ENSURE(generate("hi", bad, NULL, &error) == NULL);
+    ENSURE(g_error_matches(error, NPULLM_ERROR, NPULLM_ERROR_INVALID_ARGUMENT));
+    ENSURE(strstr(error->message, "reasoning_effort: expected low or medium or high") != NULL);
+}
+
 /* Embed: one unit vector per text, dimensions, the info; the errors of
  * a chat model and of text that is not UTF-8 (refused before sending). */
 static GVariant *embed(const char *const *texts, NpullmOptions *o, GVariant **info, GError **error)
@@ -803,6 +831,7 @@ static const nt_case cases[] = {
     {"embed", case_embed},
     {"rerank", case_rerank},
     {"thinking", case_thinking},
+    {"reasoning-effort", case_reasoning_effort},
     {"objects", case_objects},
     {"stream", case_stream},       {"cancel", case_cancel},         {"dispose", case_dispose},
     {"errors", case_errors},       {"image-pipe", case_image_pipe}, {"image-file", case_image_file},

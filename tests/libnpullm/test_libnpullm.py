@@ -77,6 +77,9 @@ class LibraryTest(ServiceTestCase):
     def test_c_thinking(self):
         self.c_case("thinking")
 
+    def test_c_reasoning_effort(self):
+        self.c_case("reasoning-effort")
+
     def test_c_embed(self):
         if not os.environ.get("NPULLM_TEST_EMBED_MODEL"):
             self.skipTest("no embedding model (tests/embed needs the bert-tokenizer package)")

@@ -93,6 +93,30 @@ class ThinkingTest(ServiceTestCase):
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("think: cannot be combined with raw", out.stderr.decode())
 
+    def test_client_reasoning_effort(self):
+        """--reasoning-effort reaches the template, which names the level
+        once, twice or three times (think-template.jinja): the prompt grows
+        level by level, in generate and in chat."""
+
+        def prompt_tokens(command, *flags):
+            args = ["--json", command, "--temperature", "0", "-n", "1", *flags]
+            out = self.run_client(*args, "What is 2 + 2?") if command == "generate" else \
+                self.run_client(*args, input=b"What is 2 + 2?\n")
+            self.assertEqual(out.returncode, 0, out.stderr)
+            events = [json.loads(ln) for ln in out.stdout.decode().splitlines()]
+            return [e["stats"]["prompt_tokens"] for e in events if e["event"] == "finished"][0]
+
+        for command in ("generate", "chat"):
+            counts = [prompt_tokens(command)]
+            counts += [prompt_tokens(command, "--reasoning-effort", lv) for lv in ("low", "medium", "high")]
+            self.assertEqual(counts, sorted(set(counts)), command)
+        out = self.run_client("generate", "--reasoning-effort", "extreme", "hi")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("--reasoning-effort 'extreme': expected low or medium or high", out.stderr.decode())
+        msg = self.assertDBusError("org.npullm.Error.InvalidArgument", self.client().generate, "hi",
+                                   variant_dict({"reasoning_effort": ("s", "extreme")}))
+        self.assertIn("reasoning_effort: expected low or medium or high", msg)
+
     def test_bad_uses(self):
         c = self.client()
         msg = self.assertDBusError("org.npullm.Error.InvalidArgument", c.generate, "hi",
