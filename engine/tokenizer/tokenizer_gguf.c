@@ -87,6 +87,28 @@ static npl_status read_charsmap(const npl_gguf *g, npl_tokenizer_spec *spec, npl
     return NPL_OK;
 }
 
+/* tokenizer.ggml.model's name -> the kind of tokenizer. */
+static npl_status kind_of_model(const npl_gguf *g, npl_str model, npl_tokenizer_kind *kind, npl_error *err)
+{
+    if (npl_str_eq(model, "gpt2")) {
+        *kind = NPL_TOKENIZER_BPE;
+    } else if (npl_str_eq(model, "llama")) {
+        *kind = NPL_TOKENIZER_SPM;
+    } else if (npl_str_eq(model, "bert")) {
+        *kind = NPL_TOKENIZER_WPM;
+    } else if (npl_str_eq(model, "t5")) {
+        *kind = NPL_TOKENIZER_UGM;
+    } else if (npl_str_eq(model, "gemma4")) {
+        *kind = NPL_TOKENIZER_BPE; /* its own split whatever tokenizer.ggml.pre says, as the reference */
+    } else {
+        npl_error_set(err, NPL_ERR_UNSUPPORTED,
+                      "%s: tokenizer model '%.*s' is not supported (only gpt2, llama, bert, t5, gemma4)",
+                      npl_gguf_path(g), (int)(model.len > 64 ? 64 : model.len), model.ptr);
+        return NPL_ERR_UNSUPPORTED;
+    }
+    return NPL_OK;
+}
+
 npl_tokenizer *npl_tokenizer_from_gguf(const npl_gguf *g, npl_error *err)
 {
     npl_tokenizer_spec spec;
@@ -101,22 +123,8 @@ npl_tokenizer *npl_tokenizer_from_gguf(const npl_gguf *g, npl_error *err)
     npl_str model;
     if (npl_gguf_require_str(g, "tokenizer.ggml.model", &model, err) != NPL_OK)
         return NULL;
-    if (npl_str_eq(model, "gpt2")) {
-        spec.kind = NPL_TOKENIZER_BPE;
-    } else if (npl_str_eq(model, "llama")) {
-        spec.kind = NPL_TOKENIZER_SPM;
-    } else if (npl_str_eq(model, "bert")) {
-        spec.kind = NPL_TOKENIZER_WPM;
-    } else if (npl_str_eq(model, "t5")) {
-        spec.kind = NPL_TOKENIZER_UGM;
-    } else if (npl_str_eq(model, "gemma4")) {
-        spec.kind = NPL_TOKENIZER_BPE; /* its own split whatever tokenizer.ggml.pre says, as the reference */
-    } else {
-        npl_error_set(err, NPL_ERR_UNSUPPORTED,
-                      "%s: tokenizer model '%.*s' is not supported (only gpt2, llama, bert, t5, gemma4)",
-                      npl_gguf_path(g), (int)(model.len > 64 ? 64 : model.len), model.ptr);
+    if (kind_of_model(g, model, &spec.kind, err) != NPL_OK)
         return NULL;
-    }
 
     const npl_gguf_value *tv = npl_gguf_require_array(g, "tokenizer.ggml.tokens", NPL_GGUF_STRING, err);
     if (!tv)

@@ -319,6 +319,57 @@ static int32_t id_or_default(const npl_tokenizer *tok, int32_t given, int32_t fa
     return valid_id(tok, fallback);
 }
 
+/* Each kind's special ids, pre-tokenizer and whether BOS is added when
+ * the file does not say (the reference's defaults per kind). */
+static npl_status set_kind_defaults(npl_tokenizer *tok, const npl_tokenizer_spec *spec, bool *default_add_bos,
+                                    npl_error *err)
+{
+    *default_add_bos = spec->kind == NPL_TOKENIZER_SPM;
+    if (spec->kind == NPL_TOKENIZER_WPM) {
+        /* The reference's defaults for "bert": [CLS] 101 first, [SEP] 102
+         * last, [UNK] 100 (bert-base numbering). */
+        tok->bos = id_or_default(tok, spec->bos, 101);
+        tok->unk = id_or_default(tok, spec->unk, 100);
+        tok->sep = id_or_default(tok, spec->sep, 102);
+        tok->add_sep = spec->add_sep >= 0 ? spec->add_sep != 0 : true;
+        /* Uncased BERT: lower-case, and strip accents unless told apart. */
+        tok->lowercase = spec->lowercase != 0;
+        tok->strip_accents = spec->strip_accents >= 0 ? spec->strip_accents != 0 : tok->lowercase;
+        *default_add_bos = true;
+        snprintf(tok->pre_name, sizeof tok->pre_name, "%s", "bert");
+        npl_wpm_build(tok);
+    } else if (spec->kind == NPL_TOKENIZER_UGM) {
+        /* The reference's defaults for "t5": </s> 1, <unk> 2, no BOS; EOS
+         * added, no leading space unless the file says so. XLM-RoBERTa's
+         * files name their own (<s> 0, </s> 2, <unk> 3) and add both. */
+        tok->bos = valid_id(tok, spec->bos);
+        tok->eos = id_or_default(tok, spec->eos, 1);
+        tok->unk = id_or_default(tok, spec->unk, 2);
+        tok->sep = valid_id(tok, spec->sep);
+        tok->add_sep = spec->add_sep > 0;
+        snprintf(tok->pre_name, sizeof tok->pre_name, "%s", "t5");
+    } else if (spec->kind == NPL_TOKENIZER_BPE) {
+        /* A file without the key is split as Llama 3 (the oldest BPE
+         * conversions carry none); a name we do not know is refused: a
+         * different split gives different tokens, silently. */
+        const char *pre = spec->pre ? spec->pre : "llama-bpe";
+        snprintf(tok->pre_name, sizeof tok->pre_name, "%s", pre);
+        const pre_name *p = find_pre_name(pre);
+        if (!p) {
+            npl_error_set(err, NPL_ERR_UNSUPPORTED,
+                          "tokenizer: pre-tokenizer '%.60s' is not supported (known: llama-bpe, dbrx, qwen2, "
+                          "smollm, refact, tekken, gpt-4o and their aliases)", pre);
+            return NPL_ERR_UNSUPPORTED;
+        }
+        tok->pretok = p->kind;
+        tok->ignore_merges = p->ignore_merges;
+        *default_add_bos = p->add_bos;
+    } else {
+        snprintf(tok->pre_name, sizeof tok->pre_name, "%s", spec->pre ? spec->pre : "default");
+    }
+    return NPL_OK;
+}
+
 npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *err)
 {
     if (spec->kind != NPL_TOKENIZER_BPE && spec->kind != NPL_TOKENIZER_SPM && spec->kind != NPL_TOKENIZER_WPM &&
@@ -371,49 +422,9 @@ npl_tokenizer *npl_tokenizer_build(const npl_tokenizer_spec *spec, npl_error *er
     tok->eom = valid_id(tok, spec->eom);
     tok->sep = -1;
 
-    bool default_add_bos = spm;
-    if (spec->kind == NPL_TOKENIZER_WPM) {
-        /* The reference's defaults for "bert": [CLS] 101 first, [SEP] 102
-         * last, [UNK] 100 (bert-base numbering). */
-        tok->bos = id_or_default(tok, spec->bos, 101);
-        tok->unk = id_or_default(tok, spec->unk, 100);
-        tok->sep = id_or_default(tok, spec->sep, 102);
-        tok->add_sep = spec->add_sep >= 0 ? spec->add_sep != 0 : true;
-        /* Uncased BERT: lower-case, and strip accents unless told apart. */
-        tok->lowercase = spec->lowercase != 0;
-        tok->strip_accents = spec->strip_accents >= 0 ? spec->strip_accents != 0 : tok->lowercase;
-        default_add_bos = true;
-        snprintf(tok->pre_name, sizeof tok->pre_name, "%s", "bert");
-        npl_wpm_build(tok);
-    } else if (spec->kind == NPL_TOKENIZER_UGM) {
-        /* The reference's defaults for "t5": </s> 1, <unk> 2, no BOS; EOS
-         * added, no leading space unless the file says so. XLM-RoBERTa's
-         * files name their own (<s> 0, </s> 2, <unk> 3) and add both. */
-        tok->bos = valid_id(tok, spec->bos);
-        tok->eos = id_or_default(tok, spec->eos, 1);
-        tok->unk = id_or_default(tok, spec->unk, 2);
-        tok->sep = valid_id(tok, spec->sep);
-        tok->add_sep = spec->add_sep > 0;
-        snprintf(tok->pre_name, sizeof tok->pre_name, "%s", "t5");
-    } else if (!spm) {
-        /* A file without the key is split as Llama 3 (the oldest BPE
-         * conversions carry none); a name we do not know is refused: a
-         * different split gives different tokens, silently. */
-        const char *pre = spec->pre ? spec->pre : "llama-bpe";
-        snprintf(tok->pre_name, sizeof tok->pre_name, "%s", pre);
-        const pre_name *p = find_pre_name(pre);
-        if (!p) {
-            npl_error_set(err, NPL_ERR_UNSUPPORTED,
-                          "tokenizer: pre-tokenizer '%.60s' is not supported (known: llama-bpe, dbrx, qwen2, "
-                          "smollm, refact, tekken, gpt-4o and their aliases)", pre);
-            goto fail;
-        }
-        tok->pretok = p->kind;
-        tok->ignore_merges = p->ignore_merges;
-        default_add_bos = p->add_bos;
-    } else {
-        snprintf(tok->pre_name, sizeof tok->pre_name, "%s", spec->pre ? spec->pre : "default");
-    }
+    bool default_add_bos;
+    if (set_kind_defaults(tok, spec, &default_add_bos, err) != NPL_OK)
+        goto fail;
     tok->add_bos = spec->add_bos >= 0 ? spec->add_bos != 0 : default_add_bos;
     if (tok->pretok == NPL_PRETOK_GEMMA4) /* the reference overrides a false add_bos_token */
         tok->add_bos = true;
