@@ -130,7 +130,8 @@ int bench_matmul(int n_threads, long reps, bool json)
     static const struct {
         uint32_t id;
         const char *name;
-    } types[] = {{NPL_TYPE_Q4_0, "q4_0"}, {NPL_TYPE_Q8_0, "q8_0"}, {NPL_TYPE_Q4_K, "q4_k"}};
+    } types[] = {{NPL_TYPE_Q4_0, "q4_0"}, {NPL_TYPE_Q8_0, "q8_0"}, {NPL_TYPE_Q4_K, "q4_k"},
+                 {NPL_TYPE_Q6_K, "q6_k"}}; /* a Q4_K_M file's other type */
     npl_threadpool *pool = npl_threadpool_create(n_threads);
     if (!pool) {
         fprintf(stderr, "npullm-bench: cannot start the thread pool: %s\n", strerror(errno));

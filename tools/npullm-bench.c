@@ -70,7 +70,7 @@ static const char usage_text[] =
     "  --record F  --json, and the object appended to the results file F as one line with\n"
     "              the date, CPU, load and command (bench/results-<machine kind>.jsonl)\n"
     "  --barrier   time an empty parallel section of the thread pool\n"
-    "  --matmul    time the matrix kernels alone (Q4_0, Q8_0, Q4_K; 1 and 64 vectors)\n"
+    "  --matmul    time the matrix kernels alone (Q4_0, Q8_0, Q4_K, Q6_K; 1 and 64 vectors)\n"
     "  --attention time a follow-up turn's prefill attention alone, per-query against multi-position kernel\n"
     "  --peak      the cores' multiply-add ceiling per kind of arithmetic (registers only)\n"
     "  --embed     an embedding model: texts/s at batch 1, 16 and 64, 128-token texts\n"
