@@ -73,17 +73,15 @@ void npd_pending_call_free(NpdPendingCall *p)
 }
 
 NpdRequest *npd_pending_call_submit(NpdPendingCall *p, const char *node, GDBusMethodInvocation *complete,
-                                    NpdJob *job, GError **error)
+                                    NpdJob *job_in, GError **error)
 {
+    g_autoptr(NpdJob) job = job_in; /* freed unless it becomes the request's */
     NpdDaemon *d = p->daemon;
-    if (!npd_admission_admit_request(d->admission, p->client, error)) {
-        npd_job_free(job);
+    if (!npd_admission_admit_request(d->admission, p->client, error))
         return NULL;
-    }
     if (node != NULL && npd_requests_lookup_node(d->requests, node) != NULL) {
         g_set_error_literal(error, NPD_ERROR, NPD_ERROR_INVALID_ARGUMENT,
                             "handle_token: already in use by another request");
-        npd_job_free(job);
         return NULL;
     }
     /* its images are read: the slot goes back before the request counts */
@@ -93,7 +91,8 @@ NpdRequest *npd_pending_call_submit(NpdPendingCall *p, const char *node, GDBusMe
     p->client->user->calls--;
     guint idle_token = p->idle_token;
     p->idle_token = 0;
-    NpdRequest *r = npd_requests_submit(d->requests, g_steal_pointer(&p->client), idle_token, node, complete, job);
+    NpdRequest *r =
+        npd_requests_submit(d->requests, g_steal_pointer(&p->client), idle_token, node, complete, g_steal_pointer(&job));
     r->method = p->method->name;
     return r;
 }

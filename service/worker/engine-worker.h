@@ -87,6 +87,7 @@ typedef struct {
 } NpdJob;
 
 void npd_job_free(NpdJob *job);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(NpdJob, npd_job_free)
 
 typedef struct NpdJobStats {
     guint32 prompt_tokens;
