@@ -1,8 +1,6 @@
 /* Bus peers with requests (client-tracker.h). */
 #include "client-tracker.h"
 
-#include <string.h>
-
 #include "app-identity.h"
 #include "requests.h"
 
